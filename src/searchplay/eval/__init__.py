@@ -1,0 +1,1 @@
+"""searchplay.eval."""
