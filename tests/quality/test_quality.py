@@ -1,0 +1,40 @@
+"""The shared validate_dataframe helper: a passing suite reports, a failing one raises readably."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from searchplay.quality import DataQualityError, validate_dataframe
+
+
+@pytest.fixture(scope="module")
+def gxe():
+    import great_expectations.expectations as gxe
+
+    return gxe
+
+
+def test_passing_suite_returns_report(gxe):
+    df = pd.DataFrame({"id": ["a", "b"], "n": [3, 4]})
+    report = validate_dataframe(df, [gxe.ExpectColumnValuesToBeUnique(column="id")], "ok_frame")
+    assert report.success and report.num_rows == 2
+    assert "passed" in str(report)
+
+
+def test_failing_suite_names_expectation_rows_and_values(gxe):
+    df = pd.DataFrame({"id": ["a", "b", "c"], "n": [3, 9, 2]})
+    expectations = [gxe.ExpectColumnValuesToBeBetween(column="n", min_value=3, max_value=7),
+                    gxe.ExpectColumnValuesToBeUnique(column="id")]
+    with pytest.raises(DataQualityError) as info:
+        validate_dataframe(df, expectations, "bad_frame")
+    message = str(info.value)
+    assert "bad_frame" in message and "expect_column_values_to_be_between" in message
+    assert "2 of 3 rows" in message and "[1, 2]" in message
+    assert len(info.value.report.failed) == 1
+
+
+def test_no_raise_mode_returns_failed_report(gxe):
+    df = pd.DataFrame({"id": ["a", "a"]})
+    report = validate_dataframe(df, [gxe.ExpectColumnValuesToBeUnique(column="id")], "dups", raise_on_failure=False)
+    assert not report.success and report.failed[0].unexpected_count == 2
