@@ -1,0 +1,35 @@
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from searchplay.cli import app
+
+STAGE_VERBS = ["assets", "kg", "corpus", "index", "search", "serve-retriever", "selfplay", "evaluate", "report"]
+
+
+def test_help_lists_every_stage_verb():
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for verb in STAGE_VERBS:
+        assert verb in result.output, f"`searchplay --help` does not list {verb!r}"
+
+
+def test_console_script_is_installed():
+    result = subprocess.run([sys.executable, "-m", "searchplay", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_bad_params_file_is_a_clear_error(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("selfplay:\n  wcr_alpa: 0.5\n")
+    result = CliRunner().invoke(app, ["--params", str(bad), "selfplay", "--help"])
+    assert result.exit_code == 0  # --help never needs params
+    result = CliRunner().invoke(app, ["--params", str(bad), "evaluate", "--help"])
+    assert result.exit_code == 0
+
+
+def test_assets_check_fails_when_assets_are_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
+    result = CliRunner().invoke(app, ["assets", "--check"])
+    assert result.exit_code == 1

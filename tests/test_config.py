@@ -1,0 +1,83 @@
+from pathlib import Path
+
+import pytest
+
+from searchplay.config import ConfigError, Params, load_params, parse_override
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_repository_params_file_is_valid(repo_root):
+    params = load_params(repo_root / "params.yaml")
+    assert params.selfplay.wcr_alpha == 0.3
+    assert params.selfplay.group_size == 5
+    assert params.search.top_k == 3
+
+
+def test_missing_file_means_defaults(tmp_path):
+    assert load_params(tmp_path / "absent.yaml") == Params()
+
+
+def test_misspelled_key_names_the_key_and_the_allowed_ones(tmp_path):
+    path = write(tmp_path, "selfplay:\n  wcr_alpa: 0.5\n")
+    with pytest.raises(ConfigError) as error:
+        load_params(path)
+    message = str(error.value)
+    assert "selfplay.wcr_alpa" in message
+    assert "wcr_alpha" in message  # the allowed keys are listed
+
+
+def test_misspelled_section(tmp_path):
+    with pytest.raises(ConfigError, match="unknown key 'selfply'"):
+        load_params(write(tmp_path, "selfply:\n  iterations: 2\n"))
+
+
+def test_wrong_type_names_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"selfplay\.iterations"):
+        load_params(write(tmp_path, "selfplay:\n  iterations: many\n"))
+
+
+def test_out_of_range_value(tmp_path):
+    with pytest.raises(ConfigError, match=r"selfplay\.wcr_alpha"):
+        load_params(write(tmp_path, "selfplay:\n  wcr_alpha: 1.5\n"))
+
+
+def test_bad_choice_lists_the_allowed_values(tmp_path):
+    with pytest.raises(ConfigError) as error:
+        load_params(write(tmp_path, "selfplay:\n  variant: kgwcr\n"))
+    assert "'kg_wcr'" in str(error.value) and "kgwcr" in str(error.value)
+
+
+def test_inconsistent_hops_are_rejected(tmp_path):
+    with pytest.raises(ConfigError, match="min_hops"):
+        load_params(write(tmp_path, "kg:\n  min_hops: 5\n  max_hops: 3\n"))
+
+
+def test_not_a_mapping(tmp_path):
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_params(write(tmp_path, "- a\n- b\n"))
+
+
+def test_overrides_win_and_are_validated(tmp_path):
+    path = write(tmp_path, "selfplay:\n  wcr_alpha: 0.3\n")
+    assert load_params(path, {"selfplay.wcr_alpha": 0.5}).selfplay.wcr_alpha == 0.5
+    with pytest.raises(ConfigError):
+        load_params(path, {"selfplay.wcr_alpha": "high"})
+
+
+def test_parse_override():
+    assert parse_override("selfplay.iterations=3") == ("selfplay.iterations", 3)
+    assert parse_override("models.policy=Qwen/Qwen2.5-7B-Instruct") == ("models.policy", "Qwen/Qwen2.5-7B-Instruct")
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        parse_override("selfplay.iterations")
+
+
+def test_flat_and_digest_are_stable():
+    params = Params()
+    assert params.flat()["selfplay.wcr_alpha"] == 0.3
+    assert params.digest() == Params().digest()
+    assert params.digest() != load_params(Path("/nonexistent"), {"selfplay.wcr_alpha": 0.4}).digest()
