@@ -172,6 +172,13 @@ class EvaluateConfig(Section):
     out_dir: str = Field("reports/eval", description="reports/eval/<variant>/")
     on_malformed: Literal["skip", "error"] = Field("skip")
     model: str | None = Field(None, description="None: latest self-play checkpoint, else models.policy")
+    max_turns: int = Field(10, ge=1, description="interaction rounds per question at evaluation (papers: 10)")
+    temperature: float = Field(0.0, ge=0, description="decoding temperature (papers' validation: 0.0, greedy)")
+    batch_size: int = Field(8, ge=1, description="questions whose rollouts advance together; one resume unit")
+    kg_heldout_share: float = Field(0.1, ge=0, le=1, description="share of KG subgraph ids held out of self-play "
+                                    "for the kg_heldout benchmark (split by id hash)")
+    paper_reference_model: str = Field("Qwen2.5-7B-Instruct", description="papers' row shown when the evaluated "
+                                       "model has none of its own (labelled as a different model)")
 
 
 class TrackingConfig(Section):
