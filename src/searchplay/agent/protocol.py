@@ -1,0 +1,145 @@
+"""The Search-R1 / SSP tag protocol: stop strings, action parsing and trajectory-level extraction.
+
+Tags (notes/ssp.md §4.1): ``<think>`` reasoning, ``<search>`` a tool call, ``<information>`` the
+environment's reply (never the model's), ``<answer>`` the Solver's final answer, ``<question>`` the
+Proposer's final output. Pure functions over text; the rollout loop (``searchplay.agent.rollout``)
+turns them into environment steps. Choices where the papers are silent: docs/decisions/agent.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from searchplay.agent.trajectory import Role
+
+TAGS = ("think", "search", "information", "answer", "question")
+_ANY_TAG = re.compile(r"</?(?:think|search|information|answer|question)>")
+
+# The tag that ends each role's rollout; generation also stops after every </search> (notes/ssp.md §4.2).
+FINAL_TAG: dict[str, str] = {"solver": "answer", "proposer": "question"}
+
+
+def stop_strings(role: Role) -> tuple[str, ...]:
+    """Strings that end one generation call: ``</search>`` and the role's final closing tag (plus EOS)."""
+    return ("</search>", f"</{FINAL_TAG[role]}>")
+
+
+# Search-R1's corrective observation for an invalid action (search_r1/llm_agent/generation.py,
+# execute_predictions), worded for the role's final tag.
+_CORRECTIVE = (
+    "\nMy previous action is invalid. If I want to search, I should put the query between <search> and "
+    "</search>. If I want to give the final {what}, I should put the {what} between <{tag}> and </{tag}>. "
+    "Let me try again.\n"
+)
+
+
+def corrective_message(role: Role) -> str:
+    """The environment text appended after an invalid action (Search-R1's wording; 'question' for the Proposer)."""
+    tag = FINAL_TAG[role]
+    return _CORRECTIVE.format(what=tag, tag=tag)
+
+
+def information_block(formatted_documents: str) -> str:
+    """Wrap search results as SSP's tool reply: ``\\n<information>\\n`` + results + ``</information>\\n\\n``."""
+    return f"\n<information>\n{formatted_documents.strip()}</information>\n\n"
+
+
+def tag_spans(text: str, tag: str) -> list[str]:
+    """Contents of every well-formed ``<tag>…</tag>`` span, in order, innermost on nesting.
+
+    Each closing tag pairs with the nearest opening tag before it (and after the previous pair);
+    closing tags without an opening tag are ignored. Contents are stripped.
+
+    >>> tag_spans("<a>x</a> <answer> A <answer>B</answer> </answer> <answer>C</answer>", "answer")
+    ['B', 'C']
+    """
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    spans: list[str] = []
+    cursor = 0
+    while (close := text.find(closing, cursor)) != -1:
+        start = text.rfind(opening, cursor, close)
+        if start != -1:
+            spans.append(text[start + len(opening) : close].strip())
+        cursor = close + len(closing)
+    return spans
+
+
+def extract_answer(text: str) -> str | None:
+    """The Solver's answer: the LAST well-formed ``<answer>`` span (SSP quark_score.py), or None."""
+    spans = tag_spans(text, "answer")
+    return spans[-1] if spans else None
+
+
+def extract_question(text: str) -> str | None:
+    """The Proposer's question: the FIRST well-formed ``<question>`` span, or None."""
+    spans = tag_spans(text, "question")
+    return spans[0] if spans else None
+
+
+def extract_think(text: str) -> str:
+    """Every ``<think>`` span joined with newlines (the trajectory text WCR matches waypoints in)."""
+    return "\n".join(span for span in tag_spans(text, "think") if span)
+
+
+def count_answer_tags(text: str) -> int:
+    """Number of ``<answer>`` plus ``</answer>`` tags in model-generated text (SSP's spam guard counts both)."""
+    return text.count("<answer>") + text.count("</answer>")
+
+
+def answer_tag_penalty(count: int, limit: int = 10) -> float:
+    """Score multiplier against answer-tag spam: 1/4 above ``limit`` tags, else 1.
+
+    SSP official code (quark_score.py; notes/ssp.md §11 "Reward spam guard"): a Solver response with
+    more than 10 answer tags has its score divided by 4. Param: ``agent.max_answer_tags``.
+
+    >>> answer_tag_penalty(2), answer_tag_penalty(11)
+    (1.0, 0.25)
+    """
+    return 0.25 if count > limit else 1.0
+
+
+ActionKind = Literal["search", "answer", "question", "invalid"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """What one generated turn asks the environment to do."""
+
+    kind: ActionKind
+    content: str = ""
+    reason: str | None = None  # why an action is invalid
+
+
+def parse_action(turn_text: str, role: Role) -> Action:
+    """Read the action of one generation call (which stopped at a closing tag, EOS or the length budget).
+
+    The action is the earliest well-formed ``<search>`` or final-tag span (Search-R1's first-match rule;
+    generation stops at the first closing tag, so there is at most one). Invalid: no complete action,
+    an empty span, or a span that contains another protocol tag (nested tags).
+
+    >>> parse_action("<think>x</think><search> Paris </search>", "solver")
+    Action(kind='search', content='Paris', reason=None)
+    >>> parse_action("<answer>a <search>b</answer>", "solver").reason
+    'nested tags inside <answer>'
+    """
+    final = FINAL_TAG[role]
+    candidates = []
+    for tag in ("search", final):
+        close = turn_text.find(f"</{tag}>")
+        if close != -1:
+            candidates.append((close, tag))
+    for close, tag in sorted(candidates):
+        start = turn_text.rfind(f"<{tag}>", 0, close)
+        if start == -1:
+            continue
+        content = turn_text[start + len(tag) + 2 : close]
+        if _ANY_TAG.search(content):
+            return Action("invalid", content.strip(), f"nested tags inside <{tag}>")
+        if not content.strip():
+            return Action("invalid", "", f"empty <{tag}>")
+        return Action(tag, content.strip())  # type: ignore[arg-type]
+    if candidates:
+        return Action("invalid", reason=f"</{candidates[0][1]}> without an opening tag")
+    return Action("invalid", reason=f"no <search> or <{final}> action")
