@@ -109,6 +109,10 @@ class SearchConfig(Section):
     server_url: str | None = Field(None, description="use a /retrieve server instead of the local index")
     host: str = Field("127.0.0.1", description="serve-retriever bind address")
     port: int = Field(8000, ge=1, le=65535, description="serve-retriever port")
+    timeout_s: float = Field(30.0, gt=0, description="HTTP client timeout per /retrieve request")
+    retries: int = Field(2, ge=0, description="HTTP client retries on connection errors, timeouts and 5xx")
+    hybrid_candidates: int = Field(20, ge=1, description="hybrid: documents taken from each list before RRF")
+    rrf_k: int = Field(60, ge=1, description="hybrid: reciprocal rank fusion constant k (Cormack et al.: 60)")
 
 
 class AgentConfig(Section):
@@ -132,6 +136,11 @@ class JudgeConfig(Section):
     max_retries: int = Field(3, ge=0)
     temperature: float = Field(0.1, ge=0, description="SSP code: 0.1")
     cache_path: str | None = Field("data/judge_cache.sqlite", description="verdict cache (None: off)")
+    prompt: Literal["ssp", "kg"] = Field("ssp", description="judge prompt: SSP App. D 'Correct'/'Incorrect' "
+                                         "or KG Fig. 14 'Correct'/'Wrong'")
+    max_tokens: int = Field(10, ge=1, description="judge reply tokens (SSP code: 10)")
+    backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles per retry (exponential backoff)")
+    concurrency: int = Field(8, ge=1, description="concurrent endpoint requests in judge_many")
 
 
 Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers"]
@@ -139,7 +148,6 @@ Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers"]
 
 class SelfplayConfig(Section):
     variant: Variant = Field("kg_wcr", description="method (DESIGN.md table)")
-    variants: list[Variant] = Field(default_factory=lambda: ["ssp", "kg_wcr"], description="pipeline runs")
     iterations: int = Field(2, ge=1, description="self-play steps")
     batch_size: int = Field(4, ge=1, description="Proposer seeds per step (papers: 256)")
     group_size: int = Field(5, ge=1, description="Solver rollouts per question G (papers: 5)")
@@ -181,6 +189,24 @@ class EvaluateConfig(Section):
                                        "model has none of its own (labelled as a different model)")
 
 
+class PipelineConfig(Section):
+    variants: dict[str, str] = Field(
+        default_factory=lambda: {"ssp": "selfplay.seed_answers", "kg_wcr": "selfplay.wcr_alpha"},
+        description="variants `dvc repro` trains and evaluates, each mapped to the one params key that only it "
+                    "reads (DVC then re-runs only the variants a change affects)",
+    )
+    quick: str = Field("params.quick.yaml", description="overrides applied by `searchplay pipeline --quick`")
+    register_model: bool = Field(True, description="register each evaluated model in the MLflow registry")
+
+    @model_validator(mode="after")
+    def _known_variants(self) -> PipelineConfig:
+        allowed = set(Variant.__args__)  # type: ignore[attr-defined]
+        unknown = sorted(set(self.variants) - allowed)
+        if unknown:
+            raise ValueError(f"unknown variants {unknown}; allowed: {sorted(allowed)}")
+        return self
+
+
 class TrackingConfig(Section):
     uri: str | None = Field(None, description="MLflow URI (None: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
     experiment_prefix: str = Field("searchplay", description="experiments are '<prefix>-<stage>'")
@@ -196,6 +222,7 @@ class Params(Section):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     selfplay: SelfplayConfig = Field(default_factory=SelfplayConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
 
     def flat(self) -> dict[str, Any]:
