@@ -1,9 +1,72 @@
-"""CLI verbs of the eval stage (registered by searchplay.cli)."""
+"""CLI verbs of the eval stage (registered by searchplay.cli): ``evaluate`` and ``report``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from searchplay.cliutil import console, get_params
+
+
+def _split(text: str | None) -> list[str] | None:
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+def evaluate_command(
+    ctx: typer.Context,
+    model: str | None = typer.Option(None, "--model", help="model path or hub id (default: latest self-play "
+                                     "checkpoint of the variant, else models.policy)"),
+    benchmarks: str | None = typer.Option(None, "--benchmarks", help="comma-separated, e.g. nq,triviaqa,bamboogle "
+                                          "(also fanoutqa, kg_heldout)"),
+    data_dir: str | None = typer.Option(None, "--data-dir", help="folder of <name>/{test,dev}.jsonl"),
+    n: int | None = typer.Option(None, "--n", help="questions per benchmark (all when fewer)"),
+    seed: int | None = typer.Option(None, "--seed", help="sampling seed"),
+    out: str | None = typer.Option(None, "--out", help="output root; results go to <out>/<variant>/"),
+    variant: str | None = typer.Option(None, "--variant", help="name of the run (default: selfplay.variant)"),
+) -> None:
+    """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
+    from searchplay.eval.benchmarks import BenchmarkError
+    from searchplay.eval.evaluate import evaluate
+    from searchplay.quality import DataQualityError
+
+    params = get_params(ctx, **{"evaluate.model": model, "evaluate.benchmarks": _split(benchmarks),
+                                "evaluate.data_dir": data_dir, "evaluate.n": n, "evaluate.seed": seed,
+                                "evaluate.out_dir": out})
+    name = variant or params.selfplay.variant
+    try:
+        result = evaluate(params, name)
+    except (BenchmarkError, DataQualityError) as exc:
+        console.print(f"[red]benchmark error[/red]: {exc}")
+        raise typer.Exit(1) from None
+    judge = result.run["judge"]
+    console.print(f"judge: {judge}; model: {result.run['model']}")
+    for bench, scores in result.per_benchmark.items():
+        console.print(f"  {bench:16s} n={int(scores['n']):4d}  judge acc {scores['judge_acc']:5.1f}  "
+                      f"EM {scores['em']:5.1f}  F1 {scores['f1']:5.1f}  sub-EM {scores['sub_em']:5.1f}  "
+                      f"judge errors {int(scores['judge_errors'])}  skipped records {int(scores['skipped_records'])}")
+    if "avg.judge_acc" in result.metrics:
+        console.print(f"  average (judge: {judge}) {result.metrics['avg.judge_acc']:.1f} over "
+                      f"{int(result.metrics['avg.num_benchmarks'])} paper benchmarks")
+    console.print(f"report: {result.out_dir / 'report.md'}")
+
+
+def report_command(
+    eval_dir: Path = typer.Option(Path("reports/eval"), "--eval-dir", help="folder of <variant>/metrics.json"),
+    out: Path = typer.Option(Path("reports/compare"), "--out", help="where compare.md/.html/metrics.json go"),
+) -> None:
+    """Compare every evaluated variant: tables, a grouped bar chart and a merged metrics file."""
+    from searchplay.eval.report import compare_variants
+
+    try:
+        written = compare_variants(eval_dir, out)
+    except FileNotFoundError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+    console.print("\n".join(str(path) for path in written))
 
 
 def register(app: typer.Typer) -> None:
     """Add this stage's verbs to the root app."""
+    app.command("evaluate")(evaluate_command)
+    app.command("report")(report_command)

@@ -1,0 +1,240 @@
+"""Benchmark loaders: FlashRAG JSONL (local or HF hub), the FanOutQA smoke set, held-out KG questions.
+
+Every loader returns a ``LoadedBenchmark``: the usable ``QAItem``s plus a count of what was skipped
+and why, so a malformed line, an empty ``golden_answers`` or a duplicate id is never silently lost
+(``evaluate.on_malformed``: ``skip`` counts and reports it, ``error`` stops at the first one with
+its file and line number).
+
+The seven papers' benchmarks and their FlashRAG splits (Search-R1 convention; notes/kg_wcr.md §4.5):
+NQ, TriviaQA, PopQA and Bamboogle use ``test``; HotpotQA, 2Wiki and MuSiQue use ``dev``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchplay.config import Params
+
+GENERAL_QA = ("nq", "triviaqa", "popqa")
+MULTIHOP_QA = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+PAPER_BENCHMARKS = GENERAL_QA + MULTIHOP_QA
+SPLITS = {"nq": "test", "triviaqa": "test", "popqa": "test", "bamboogle": "test",
+          "hotpotqa": "dev", "2wikimultihopqa": "dev", "musique": "dev"}
+FANOUTQA = "fanoutqa"  # single-hop smoke set from the bundled FanOutQA dev file
+KG_HELDOUT = "kg_heldout"  # template questions from held-out KG subgraphs
+HELDOUT_SALT = "searchplay-kg-heldout"  # fixed so the split never moves between runs or machines
+
+
+class BenchmarkError(ValueError):
+    """A benchmark that cannot be loaded; the message names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class QAItem:
+    """One evaluation question with every acceptable answer."""
+
+    id: str
+    question: str
+    golden_answers: list[str]
+    benchmark: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoadedBenchmark:
+    """Usable items of one benchmark, where they came from, and what was skipped (reason -> count)."""
+
+    name: str
+    source: str
+    items: list[QAItem]
+    skipped: Counter = field(default_factory=Counter)
+
+    @property
+    def num_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+
+def _item_problem(record: Any, seen_ids: set[str]) -> str | None:
+    """Why a FlashRAG record cannot be used (None when it can)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if not isinstance(record.get("id"), str | int) or str(record.get("id")).strip() == "":
+        return "missing id"
+    if not isinstance(record.get("question"), str) or not record["question"].strip():
+        return "missing or empty question"
+    golds = record.get("golden_answers")
+    if not isinstance(golds, list) or not golds:
+        return "empty golden_answers"
+    if not all(isinstance(g, str) and g.strip() for g in golds):
+        return "golden_answers holds an empty or non-string answer"
+    if str(record["id"]) in seen_ids:
+        return "duplicate id"
+    return None
+
+
+def _collect(name: str, source: str, records, on_malformed: str) -> LoadedBenchmark:
+    """Validate ``(location, record-or-error)`` pairs into a LoadedBenchmark, skipping or raising."""
+    loaded = LoadedBenchmark(name=name, source=source, items=[])
+    seen: set[str] = set()
+    for location, record in records:
+        problem = record if isinstance(record, str) else _item_problem(record, seen)
+        if problem is not None:
+            if on_malformed == "error":
+                raise BenchmarkError(f"{location}: {problem}; fix the record, or set evaluate.on_malformed: skip "
+                                     "to skip and count such records")
+            loaded.skipped[problem] += 1
+            continue
+        item_id = str(record["id"])
+        seen.add(item_id)
+        loaded.items.append(QAItem(id=item_id, question=record["question"], benchmark=name,
+                                   golden_answers=list(record["golden_answers"]),
+                                   metadata=record.get("metadata") or {}))
+    return loaded
+
+
+def benchmark_file(data_dir: str | Path, name: str) -> Path:
+    """``<data_dir>/<name>/<split>.jsonl`` (the FlashRAG split first, then the other one)."""
+    folder = Path(data_dir) / name
+    preferred = SPLITS.get(name, "test")
+    candidates = [folder / f"{preferred}.jsonl"] + [folder / f"{s}.jsonl" for s in ("test", "dev") if s != preferred]
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise BenchmarkError(f"benchmark {name!r}: no file found; looked for {', '.join(str(p) for p in candidates)}. "
+                         "Set evaluate.data_dir (or --data-dir) to a folder of FlashRAG-format JSONL, "
+                         "or evaluate.hub_id to load from the Hugging Face hub")
+
+
+def load_flashrag_jsonl(path: str | Path, name: str, on_malformed: str = "skip") -> LoadedBenchmark:
+    """Read a FlashRAG-format JSONL file (``id``, ``question``, ``golden_answers`` per line)."""
+    path = Path(path)
+
+    def records():
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield f"{path}:{number}", json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield f"{path}:{number}", f"not valid JSON ({exc.msg})"
+
+    return _collect(name, str(path), records(), on_malformed)
+
+
+def load_from_hub(hub_id: str, name: str, on_malformed: str = "skip") -> LoadedBenchmark:
+    """The same benchmark from the HF hub (e.g. ``RUC-NLPIR/FlashRAG_datasets``, config = benchmark name).
+
+    Needs network access and the ``datasets`` package; the embedded default never calls this.
+    """
+    try:
+        import datasets
+    except ImportError as exc:
+        raise BenchmarkError(f"evaluate.hub_id is {hub_id!r} but the 'datasets' package is not installed; "
+                             "`pip install datasets`, or unset hub_id and use evaluate.data_dir") from exc
+    split = SPLITS.get(name, "test")
+    rows = datasets.load_dataset(hub_id, name, split=split)
+    source = f"hf://{hub_id}/{name}/{split}"
+    return _collect(name, source, ((f"{source}[{i}]", dict(row)) for i, row in enumerate(rows)), on_malformed)
+
+
+def _fanout_subquestions(nodes: list[dict]):
+    for node in nodes:
+        yield node
+        yield from _fanout_subquestions(node.get("decomposition") or [])
+
+
+def load_fanoutqa(path: str | Path, on_malformed: str = "skip") -> LoadedBenchmark:
+    """FanOutQA dev flattened into a single-hop smoke set (docs/decisions/eval.md, "FanOutQA flattening").
+
+    Every node of every question's decomposition tree whose ``answer`` is one string becomes an item
+    (id = the sub-question id, gold = that string, metadata = the parent question id and the evidence
+    page title). Sub-questions with list/dict/number answers, and top-level questions (which need
+    fan-out over many pages) are left out; a sub-question id seen twice is kept once.
+    """
+    path = Path(path)
+    try:
+        questions = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BenchmarkError(f"{path}: cannot read the FanOutQA dev file ({exc}); run `searchplay assets`") from exc
+    records, seen = [], set()
+    for question in questions:
+        for node in _fanout_subquestions(question.get("decomposition") or []):
+            if not isinstance(node.get("answer"), str) or node.get("id") in seen:
+                continue
+            seen.add(node.get("id"))
+            record = {"id": node.get("id"), "question": node.get("question"), "golden_answers": [node["answer"]],
+                      "metadata": {"parent_id": question.get("id"),
+                                   "evidence_title": (node.get("evidence") or {}).get("title")}}
+            records.append((f"{path}:{question.get('id')}/{node.get('id')}", record))
+    return _collect(FANOUTQA, str(path), records, on_malformed)
+
+
+def is_heldout(subgraph_id: str, params: Params) -> bool:
+    """True when this KG subgraph belongs to the evaluation split (self-play must never train on it).
+
+    Deterministic: the first 8 bytes of sha256(salt + id) as a fraction in [0, 1) against
+    ``evaluate.kg_heldout_share`` (docs/decisions/eval.md, "KG held-out split").
+    """
+    digest = hashlib.sha256(f"{HELDOUT_SALT}:{subgraph_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < params.evaluate.kg_heldout_share
+
+
+def kg_template_question(subgraph: dict) -> str:
+    """Compose a question from a KG path by nesting its relation labels around the seed entity.
+
+    Path e0 -r1-> e1 -r2-> e2 becomes "What is the r2 of the r1 of e0?" (answer: e2's label).
+    """
+    seed = subgraph["path"][0]["label"]
+    phrase = seed
+    for relation in subgraph["relations"]:
+        phrase = f"the {relation['label']} of {phrase}"
+    return f"What is {phrase.removeprefix('the ')}?"
+
+
+def load_kg_heldout(subgraphs_path: str | Path, params: Params, on_malformed: str = "skip") -> LoadedBenchmark:
+    """Template questions from the held-out subgraphs of ``subgraphs.jsonl`` (KG contract records)."""
+    path = Path(subgraphs_path)
+    if not path.is_file():
+        raise BenchmarkError(f"benchmark {KG_HELDOUT!r}: {path} not found; run `searchplay kg` first "
+                             "(or drop kg_heldout from evaluate.benchmarks)")
+
+    def records():
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                location = f"{path}:{number}"
+                try:
+                    subgraph = json.loads(line)
+                    if not is_heldout(str(subgraph["id"]), params):
+                        continue
+                    yield location, {"id": str(subgraph["id"]), "question": kg_template_question(subgraph),
+                                     "golden_answers": [subgraph["answer"]],
+                                     "metadata": {"num_hops": subgraph.get("num_hops"),
+                                                  "waypoints": subgraph.get("waypoints", [])}}
+                except json.JSONDecodeError as exc:
+                    yield location, f"not valid JSON ({exc.msg})"
+                except (KeyError, TypeError, IndexError) as exc:
+                    yield location, f"not a KG subgraph record (missing {exc})"
+
+    return _collect(KG_HELDOUT, str(path), records(), on_malformed)
+
+
+def load_benchmark(name: str, params: Params, data_dir: str | Path | None = None) -> LoadedBenchmark:
+    """Load one benchmark by name, from the hub (``evaluate.hub_id``), the bundled assets, or ``data_dir``."""
+    on_malformed = params.evaluate.on_malformed
+    if name == FANOUTQA:
+        from searchplay import assets
+
+        return load_fanoutqa(assets.resolve("bundled:fanoutqa-dev"), on_malformed)
+    if name == KG_HELDOUT:
+        return load_kg_heldout(Path(params.kg.out_dir) / "subgraphs.jsonl", params, on_malformed)
+    if params.evaluate.hub_id:
+        return load_from_hub(params.evaluate.hub_id, name, on_malformed)
+    return load_flashrag_jsonl(benchmark_file(data_dir or params.evaluate.data_dir, name), name, on_malformed)

@@ -1,0 +1,251 @@
+"""Reports: Markdown + HTML tables and PNG charts that put a run beside the papers and other variants.
+
+One table model (``Table``) renders to both Markdown and HTML, so the two never disagree. The
+papers' numbers come from ``paper_results.yaml`` (copied from the digests, each source naming its
+table, metric and judge); a run is set beside the rows of its own model where the papers have them,
+and otherwise beside ``evaluate.paper_reference_model``'s rows, labelled as a different model.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from searchplay.eval.benchmarks import PAPER_BENCHMARKS
+from searchplay.io import atomic_write, write_json
+
+PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
+GROUP_COLUMNS = (("general_qa", "GeneralQA"), ("multihop_qa", "Multi-HopQA"), ("avg", "Avg"))
+LABELS = {"nq": "NQ", "triviaqa": "TriviaQA", "popqa": "PopQA", "hotpotqa": "HotpotQA",
+          "2wikimultihopqa": "2Wiki", "musique": "MuSiQue", "bamboogle": "Bamboogle",
+          "fanoutqa": "FanOutQA (sub-q)", "kg_heldout": "KG held-out"}
+METHOD_LABELS = {"base": "base model", "ssp": "+ SSP", "kg_wcr": "+ KG+WCR (Ours)"}
+
+
+@dataclass
+class Table:
+    """A titled table with a caption; cells are strings or numbers (numbers shown with one decimal)."""
+
+    title: str
+    header: list[str]
+    rows: list[list[Any]]
+    caption: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def to_markdown(tables: list[Table], title: str, preamble: list[str]) -> str:
+    lines = [f"# {title}", "", *preamble, ""]
+    for table in tables:
+        lines += [f"## {table.title}", ""]
+        if table.caption:
+            lines += [table.caption, ""]
+        lines.append("| " + " | ".join(table.header) + " |")
+        lines.append("|" + "|".join("---" for _ in table.header) + "|")
+        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in table.rows]
+        lines += [""] + [f"- {note}" for note in table.notes] + ([""] if table.notes else [])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_html(tables: list[Table], title: str, preamble: list[str], images: list[str]) -> str:
+    esc = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
+             "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto}"
+             "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+             "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:48%;margin:4px}</style>",
+             f"</head><body><h1>{esc(title)}</h1>", *[f"<p>{esc(line)}</p>" for line in preamble]]
+    for table in tables:
+        parts.append(f"<h2>{esc(table.title)}</h2>")
+        if table.caption:
+            parts.append(f"<p>{esc(table.caption)}</p>")
+        parts.append("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in table.header) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{esc(_cell(c))}</td>" for c in row) + "</tr>" for row in table.rows]
+        parts.append("</table>")
+        if table.notes:
+            parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in table.notes) + "</ul>")
+    parts += [f"<img src='{esc(image)}' alt='{esc(image)}'>" for image in images]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+@cache
+def load_paper_results() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(PAPER_RESULTS.read_text())["sources"]
+
+
+def model_name(model: str) -> str:
+    """The bare model name of a hub id or a path (``Qwen/Qwen2.5-7B-Instruct`` -> ``Qwen2.5-7B-Instruct``)."""
+    return Path(model.rstrip("/")).name
+
+
+def paper_rows(model: str, reference_model: str) -> tuple[list[tuple[str, dict]], bool]:
+    """(label, scores) rows from every source for ``model``; else the reference model's, and False."""
+    wanted = model_name(model).lower()
+    same = any(row["model"].lower() == wanted for src in load_paper_results().values() for row in src["rows"])
+    target = wanted if same else reference_model.lower()
+    rows = [(f"{row['model']} {METHOD_LABELS.get(row['method'], row['method'])} [{key}]", row["scores"])
+            for key, src in load_paper_results().items() for row in src["rows"] if row["model"].lower() == target]
+    return rows, same
+
+
+def read_variant_metrics(eval_root: str | Path) -> dict[str, dict[str, float]]:
+    """``<eval_root>/<variant>/metrics.json`` for every variant that has one."""
+    found = {}
+    for path in sorted(Path(eval_root).glob("*/metrics.json")):
+        found[path.parent.name] = json.loads(path.read_text())
+    return found
+
+
+def _score_row(label: str, metrics: dict[str, float], score: str, benchmarks: list[str]) -> list[Any]:
+    cells = [metrics.get(f"{name}.{score}") for name in benchmarks]
+    return [label, *cells, *(metrics.get(f"{key}.{score}") for key, _ in GROUP_COLUMNS)]
+
+
+def comparison_table(run_label: str, metrics: dict[str, float], others: dict[str, dict[str, float]],
+                     model: str, reference_model: str, judge_name: str) -> Table:
+    """Judge accuracy of this run, the other variants and the papers' rows, on the seven benchmarks."""
+    header = ["run", *(LABELS[b] for b in PAPER_BENCHMARKS), *(label for _, label in GROUP_COLUMNS)]
+    rows = [_score_row(run_label, metrics, "judge_acc", list(PAPER_BENCHMARKS))]
+    rows += [_score_row(f"variant {name}", m, "judge_acc", list(PAPER_BENCHMARKS)) for name, m in others.items()]
+    rows_from_papers, same = paper_rows(model, reference_model)
+    for label, scores in rows_from_papers:
+        rows.append([label, *(scores.get(b) for b in PAPER_BENCHMARKS), None, None, scores.get("avg")])
+    sources = load_paper_results()
+    notes = [f"{key}: {src['title']}; {src['metric']}; {src['sample']} (digest: {src['digest']})"
+             for key, src in sources.items()]
+    if not same:
+        notes.insert(0, f"The papers report no numbers for {model_name(model)!r}; the rows shown are "
+                        f"{reference_model}'s, a different model, for reference only.")
+    notes.append(f"This run's judge: {judge_name}. Paper judges differ (see above); absolute numbers are "
+                 "comparable only under the same judge and sample.")
+    return Table("Judge accuracy beside the papers (0-100)", header, rows,
+                 caption=f"Main score: judge accuracy (judge: {judge_name}); exact match first, "
+                         "the judge for the rest.",
+                 notes=notes)
+
+
+def detail_table(per_benchmark: dict[str, dict[str, float]], judge_name: str) -> Table:
+    header = ["benchmark", "n", f"judge acc ({judge_name})", "judge errors", "EM", "F1", "sub-EM",
+              "valid %", "searches/q"]
+    rows = [[LABELS.get(name, name), int(s["n"]), s["judge_acc"], int(s["judge_errors"]), s["em"], s["f1"],
+             s["sub_em"], s["valid_rate"], s["mean_searches"]] for name, s in per_benchmark.items() if s.get("n")]
+    return Table("Per benchmark", header, rows, notes=[
+        "judge errors count as not correct (fail closed) and are shown beside the score, never dropped"])
+
+
+def bar_chart(path: str | Path, title: str, labels: list[str], series: dict[str, list[float | None]],
+              ylabel: str) -> Path:
+    """A (grouped) bar chart PNG; ``series`` maps a legend label to one value per x label (None: no bar)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels) * max(1, len(series)) ** 0.5 + 3), 4))
+    for index, (name, values) in enumerate(series.items()):
+        xs = [i + index * width for i, v in enumerate(values) if v is not None]
+        ys = [v for v in values if v is not None]
+        ax.bar(xs, ys, width, label=name)
+    ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))], labels, rotation=20, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    if len(series) > 1:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=100)
+    plt.close(fig)
+    return path
+
+
+def benchmark_charts(out_dir: Path, run_label: str, per_benchmark: dict[str, dict[str, float]],
+                     others: dict[str, dict[str, float]], model: str, reference_model: str) -> list[Path]:
+    """One PNG per benchmark: this run's four scores beside other variants' and the papers' judge accuracy."""
+    charts = []
+    rows_from_papers, _ = paper_rows(model, reference_model)
+    for name, scores in per_benchmark.items():
+        if not scores.get("n"):
+            continue
+        labels = [f"{run_label}\n{metric}" for metric in ("judge acc", "EM", "F1", "sub-EM")]
+        values: list[float | None] = [scores["judge_acc"], scores["em"], scores["f1"], scores["sub_em"]]
+        for variant, metrics in others.items():
+            labels.append(f"{variant}\njudge acc")
+            values.append(metrics.get(f"{name}.judge_acc"))
+        for label, paper in rows_from_papers:
+            if name in paper:
+                labels.append(label.replace(" [", "\n["))
+                values.append(paper[name])
+        charts.append(bar_chart(out_dir / "charts" / f"{name}.png", f"{LABELS.get(name, name)}", labels,
+                                {"score": values}, "score (0-100)"))
+    return charts
+
+
+def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: dict[str, dict[str, float]],
+                     metrics: dict[str, float], others: dict[str, dict[str, float]],
+                     reference_model: str) -> list[Path]:
+    """report.md, report.html and charts/<benchmark>.png for one variant's evaluation."""
+    out_dir = Path(out_dir)
+    judge_name = run["judge"]
+    run_label = f"this run ({run['variant']})"
+    tables = [comparison_table(run_label, metrics, others, run["base_model"], reference_model, judge_name),
+              detail_table(per_benchmark, judge_name)]
+    preamble = [f"model: {run['model']} (base: {run['base_model']})", f"judge: {judge_name}",
+                "main score: judge accuracy; EM / F1 / sub-EM beside it (SQuAD normalization)",
+                f"sample: n={run['n']} per benchmark (all when smaller), seed={run['seed']}; ids in sample.json",
+                f"decoding: temperature {run['temperature']}, top-{run['top_k']} search, max {run['max_turns']} turns"]
+    charts = benchmark_charts(out_dir, run["variant"], per_benchmark, others, run["base_model"], reference_model)
+    title = f"Evaluation: {run['variant']}"
+    with atomic_write(out_dir / "report.md") as handle:
+        handle.write(to_markdown(tables, title, preamble))
+    with atomic_write(out_dir / "report.html") as handle:
+        handle.write(to_html(tables, title, preamble, [str(c.relative_to(out_dir)) for c in charts]))
+    return [out_dir / "report.md", out_dir / "report.html", *charts]
+
+
+def compare_variants(eval_dir: str | Path, out: str | Path) -> list[Path]:
+    """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``."""
+    variants = read_variant_metrics(eval_dir)
+    if not variants:
+        raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
+    out = Path(out)
+    judges = {name: _judge_of(Path(eval_dir) / name) for name in variants}
+    benchmarks = [b for b in PAPER_BENCHMARKS if any(f"{b}.judge_acc" in m for m in variants.values())]
+    extra = sorted({k.split(".")[0] for m in variants.values() for k in m} - set(PAPER_BENCHMARKS)
+                   - {key for key, _ in GROUP_COLUMNS})
+    columns = benchmarks + extra
+    tables = []
+    for score, label in (("judge_acc", "Judge accuracy"), ("em", "EM"), ("f1", "F1"), ("sub_em", "sub-EM")):
+        header = ["variant", *(LABELS.get(b, b) for b in columns), *(g for _, g in GROUP_COLUMNS)]
+        rows = [_score_row(name, m, score, columns) for name, m in variants.items()]
+        tables.append(Table(f"{label} (0-100)", header, rows))
+    tables[0].notes = [f"{name}: judge {judge}" for name, judge in judges.items()]
+    preamble = [f"variants: {', '.join(variants)}", f"judges: {', '.join(sorted(set(judges.values())))}"]
+    chart = bar_chart(out / "compare.png", "Judge accuracy by variant", [LABELS.get(b, b) for b in columns] + ["Avg"],
+                      {name: [m.get(f"{b}.judge_acc") for b in columns] + [m.get("avg.judge_acc")]
+                       for name, m in variants.items()}, "judge accuracy (0-100)")
+    with atomic_write(out / "compare.md") as handle:
+        handle.write(to_markdown(tables, "Variants compared", preamble))
+    with atomic_write(out / "compare.html") as handle:
+        handle.write(to_html(tables, "Variants compared", preamble, [chart.name]))
+    merged = {f"{name}.{key}": value for name, m in variants.items() for key, value in m.items()}
+    write_json(out / "metrics.json", merged)
+    return [out / "compare.md", out / "compare.html", out / "metrics.json", chart]
+
+
+def _judge_of(variant_dir: Path) -> str:
+    run_file = variant_dir / "run.json"
+    return json.loads(run_file.read_text()).get("judge", "unknown") if run_file.exists() else "unknown"

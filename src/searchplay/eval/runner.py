@@ -1,0 +1,164 @@
+"""Run the Solver on benchmark questions: batched, greedy, top-k search, resumable, timed.
+
+Protocol (SSP §4.1, KG paper §4.2 / Table 4): the Search-R1 solver prompt (SSP App. D), greedy
+decoding (validation temperature 0.0), top-3 documents per search, at most 10 rounds; the
+prediction is the last ``<answer>`` span. Each finished batch is appended to the benchmark's
+predictions JSONL (flushed and fsynced) before the next starts, so a crash loses at most the
+batch in flight and a rerun skips every question already in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from searchplay.eval.benchmarks import QAItem
+from searchplay.eval.scoring import score_question
+from searchplay.io import atomic_write
+
+
+@dataclass
+class StageTimes:
+    """Wall-clock seconds spent per phase (the speed benchmark reports their shares)."""
+
+    generation: float = 0.0
+    retrieval: float = 0.0
+    judging: float = 0.0
+    questions: int = 0
+
+    @property
+    def total(self) -> float:
+        return self.generation + self.retrieval + self.judging
+
+    def shares(self) -> dict[str, float]:
+        total = self.total or 1.0
+        return {"generation": self.generation / total, "retrieval": self.retrieval / total,
+                "judging": self.judging / total}
+
+
+@dataclass
+class TimedSearchTool:
+    """A SearchTool that adds the time spent in ``search`` to ``times.retrieval``."""
+
+    inner: Any
+    times: StageTimes = field(default_factory=StageTimes)
+
+    def search(self, queries: Sequence[str], top_k: int = 3):
+        start = time.perf_counter()
+        try:
+            return self.inner.search(queries, top_k=top_k)
+        finally:
+            self.times.retrieval += time.perf_counter() - start
+
+
+def rollout_config(params: Any) -> Any:
+    """The agent's ``RolloutConfig`` from ``params.agent``, with the evaluation's turns and temperature."""
+    from searchplay.agent.rollout import RolloutConfig
+
+    overrides = {"max_turns": params.evaluate.max_turns, "temperature": params.evaluate.temperature}
+    if hasattr(RolloutConfig, "from_params"):
+        config = RolloutConfig.from_params(params.agent)
+    else:
+        agent = params.agent.model_dump()
+        known = {f.name for f in fields(RolloutConfig)} if is_dataclass(RolloutConfig) else set(agent)
+        config = RolloutConfig(**{k: v for k, v in agent.items() if k in known})
+    if is_dataclass(config):
+        from dataclasses import replace
+
+        return replace(config, **overrides)
+    return config.model_copy(update=overrides)
+
+
+def read_finished(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Prediction records already written (id -> record); a torn last line from a crash is dropped."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    records: dict[str, dict[str, Any]] = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):  # the write in flight when the process died
+                _rewrite(path, records.values())
+                break
+            raise ValueError(f"{path}:{number}: not valid JSON; the predictions file is damaged, "
+                             "delete it (or run with --fresh) to evaluate this benchmark again") from None
+        records[record["id"]] = record
+    return records
+
+
+def _rewrite(path: Path, records) -> None:
+    with atomic_write(path) as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _append(path: Path, records: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _judge_items(items: Sequence[QAItem], predictions: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    pairs = zip(items, predictions, strict=True)
+    return [(item.question, prediction, item.golden_answers) for item, prediction in pairs]
+
+
+def solve_batch(items: Sequence[QAItem], backend: Any, search_tool: Any, config: Any, top_k: int) -> list[Any]:
+    """One batched multi-turn Solver rollout per question (all advance together)."""
+    from searchplay.agent.prompts import solver_messages
+    from searchplay.agent.rollout import encode_prompt, run_rollouts
+
+    prompts = [encode_prompt(backend.tokenizer, solver_messages(item.question)) for item in items]
+    return run_rollouts(backend, search_tool, prompts, "solver", config, top_k=top_k)
+
+
+def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str) -> dict[str, Any]:
+    prediction = trajectory.answer or ""
+    return {
+        "id": item.id, "benchmark": item.benchmark, "question": item.question,
+        "golden_answers": item.golden_answers, "prediction": prediction,
+        **score_question(item, prediction, verdict),
+        "valid": trajectory.valid, "finish_reason": trajectory.finish_reason,
+        "num_searches": trajectory.num_searches, "num_turns": len(trajectory.turns),
+        "search_queries": trajectory.search_queries, "model": model,
+    }
+
+
+def run_benchmark(items: Sequence[QAItem], predictions_path: str | Path, *, backend: Any, search_tool: Any,
+                  judge: Any, config: Any, model: str, batch_size: int, top_k: int = 3,
+                  times: StageTimes | None = None, on_batch: Callable[[int], None] | None = None) -> list[dict]:
+    """Answer and score every item not already in ``predictions_path``; returns all records in item order."""
+    path = Path(predictions_path)
+    times = times or StageTimes()
+    timed_tool = TimedSearchTool(search_tool, times)
+    finished = read_finished(path)
+    todo = [item for item in items if item.id not in finished]
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start:start + batch_size]
+        retrieval_before, clock = times.retrieval, time.perf_counter()
+        trajectories = solve_batch(batch, backend, timed_tool, config, top_k)
+        times.generation += time.perf_counter() - clock - (times.retrieval - retrieval_before)
+        clock = time.perf_counter()
+        verdicts = judge.judge_many(_judge_items(batch, [t.answer or "" for t in trajectories]))
+        times.judging += time.perf_counter() - clock
+        records = [prediction_record(item, trajectory, verdict, model)
+                   for item, trajectory, verdict in zip(batch, trajectories, verdicts, strict=True)]
+        _append(path, records)
+        times.questions += len(batch)
+        finished.update((record["id"], record) for record in records)
+        if on_batch:
+            on_batch(len(batch))
+    return [finished[item.id] for item in items]

@@ -1,0 +1,82 @@
+"""Scores: judge accuracy (the papers' main score) with EM, F1 and sub-EM beside it, and the averages.
+
+Protocol (KG paper §4.1 / App. D.2; SSP §4.1): exact match first, the LLM judge for the rest; scores
+on a 100-point scale; "Avg" is the unweighted mean of the seven benchmarks, GeneralQA the mean of
+NQ/TriviaQA/PopQA and Multi-HopQA the mean of HotpotQA/2Wiki/MuSiQue/Bamboogle (notes/ssp.md §7).
+A judge error counts as *not correct* and is counted beside the score, never dropped (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from statistics import mean
+from typing import Any
+
+from searchplay.eval.benchmarks import GENERAL_QA, MULTIHOP_QA, PAPER_BENCHMARKS, QAItem
+from searchplay.eval.metrics import exact_match, f1_score, sub_exact_match
+
+SCORES = ("judge_acc", "em", "f1", "sub_em")  # per-question means, reported x100
+GROUPS = {"general_qa": GENERAL_QA, "multihop_qa": MULTIHOP_QA, "avg": PAPER_BENCHMARKS}
+
+
+def score_question(item: QAItem, prediction: str | None, verdict: Any) -> dict[str, Any]:
+    """The per-question scores for one prediction and its judge ``Verdict``."""
+    judge_error = verdict.method == "error"
+    return {
+        "em": exact_match(prediction, item.golden_answers),
+        "f1": f1_score(prediction, item.golden_answers),
+        "sub_em": sub_exact_match(prediction, item.golden_answers),
+        "judge_correct": bool(verdict.correct) and not judge_error,
+        "judge_method": verdict.method,
+        "judge_model": verdict.judge_model,
+        "judge_error": judge_error,
+    }
+
+
+def benchmark_scores(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Means over one benchmark's prediction records, x100, plus counts (n, judge errors, LLM-judged)."""
+    if not records:
+        return {"n": 0}
+    return {
+        "n": len(records),
+        "judge_acc": 100 * mean(float(r["judge_correct"]) for r in records),
+        "em": 100 * mean(r["em"] for r in records),
+        "f1": 100 * mean(r["f1"] for r in records),
+        "sub_em": 100 * mean(r["sub_em"] for r in records),
+        "judge_errors": sum(bool(r["judge_error"]) for r in records),
+        "judged_by_llm": sum(r["judge_method"] == "llm" for r in records),
+        "valid_rate": 100 * mean(float(r.get("valid", True)) for r in records),
+        "mean_searches": mean(float(r.get("num_searches", 0)) for r in records),
+    }
+
+
+def group_scores(per_benchmark: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """GeneralQA, Multi-HopQA and overall averages over the paper benchmarks that were run.
+
+    Each group is the unweighted mean over its members present in ``per_benchmark``;
+    ``num_benchmarks`` says how many that was (the papers' numbers assume all of them).
+    """
+    groups: dict[str, dict[str, float]] = {}
+    for group, members in GROUPS.items():
+        present = [per_benchmark[name] for name in members if per_benchmark.get(name, {}).get("n")]
+        if present:
+            groups[group] = {score: mean(m[score] for m in present) for score in SCORES}
+            groups[group]["num_benchmarks"] = len(present)
+            groups[group]["judge_errors"] = sum(m["judge_errors"] for m in present)
+    return groups
+
+
+def flat_metrics(per_benchmark: dict[str, dict[str, float]], groups: dict[str, dict[str, float]]) -> dict[str, float]:
+    """``<benchmark|group>.<score>`` -> number: the DVC metric file and the MLflow metrics."""
+    flat: dict[str, float] = {}
+    for name, scores in [*per_benchmark.items(), *groups.items()]:
+        for key, value in scores.items():
+            flat[f"{name}.{key}"] = round(float(value), 4)
+    return flat
+
+
+def by_benchmark(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        grouped.setdefault(record["benchmark"], []).append(record)
+    return grouped
