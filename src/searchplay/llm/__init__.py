@@ -1,1 +1,39 @@
-"""searchplay.llm."""
+"""searchplay.llm: policy backends, tokenizer loading and the answer judge.
+
+``load_backend(model, params)`` and ``load_tokenizer(model)`` are the entry points; heavy libraries
+are imported only when a backend is built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from searchplay.llm.tokenizer import encode_prompt, load_tokenizer
+
+if TYPE_CHECKING:
+    from searchplay.config import Params
+    from searchplay.llm.backend import PolicyBackend
+
+__all__ = ["encode_prompt", "load_backend", "load_tokenizer"]
+
+
+def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> PolicyBackend:
+    """The policy backend ``params.agent.backend`` names, serving ``model`` (alias, folder or hub id).
+
+    ``params`` supplies the backend kind, dtype and device (defaults when None); ``kwargs`` go to
+    the backend's constructor.
+    """
+    from searchplay.config import Params
+
+    params = params or Params()
+    kind = params.agent.backend
+    if kind == "transformers":
+        from searchplay.llm.transformers_backend import TransformersBackend
+
+        return TransformersBackend(model, dtype=params.models.dtype, device=params.models.device, **kwargs)
+    if kind == "vllm":
+        from searchplay.llm.vllm_backend import VllmBackend
+
+        return VllmBackend(model, dtype=params.models.dtype, **kwargs)
+    raise ValueError(f"agent.backend: {kind!r} is not available in this build (choose 'transformers' or 'vllm'; "
+                     "see docs/decisions/agent.md on ctranslate2)")

@@ -1,0 +1,146 @@
+"""Judge: exact parsing, EM short-circuit, the endpoint's failure paths (respx), cache, fail-closed counts."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import respx
+
+from searchplay.config import JudgeConfig
+from searchplay.llm.judge import (
+    Judge,
+    OpenAIJudgeLLM,
+    VerdictCache,
+    judge_messages,
+    make_judge,
+    parse_verdict,
+)
+
+URL = "http://judge.test/v1/chat/completions"
+
+
+def reply(text: str) -> httpx.Response:
+    return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": text}}]})
+
+
+def openai_judge(tmp_path=None, **kwargs) -> Judge:
+    llm = OpenAIJudgeLLM("http://judge.test/v1/", "judge-model", api_key="k", timeout_s=0.5,
+                         sleep=lambda s: None, **kwargs)
+    cache = VerdictCache(tmp_path / "cache.sqlite") if tmp_path else None
+    return Judge(llm, "ssp", cache)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("Correct", True), ("correct.", True), ('"Correct"', True), ("**Correct**", True), ("  CORRECT\n", True),
+     ("Incorrect", False), ("incorrect.", False), ("Wrong", False), ("Not correct", False),
+     ("", None), ("The answer is correct", None), ("Yes", None)],
+)
+def test_parse_verdict_is_exact(text, expected):
+    assert parse_verdict(text) is expected
+
+
+def test_judge_prompt_wording():
+    ssp = judge_messages("Q?", "pred", ["g1", "g2"], "ssp")
+    assert ssp[0]["content"].startswith("You are a professional judge")
+    user = ssp[1]["content"]
+    assert user.startswith("Please determine whether the model's answer is consistent with the reference answer:")
+    assert "Model Answer: pred\nReference Answer: g1; g2" in user
+    assert user.endswith('respond only with "Correct" or "Incorrect". Do not provide any additional explanation.')
+    assert '"Correct" or "Wrong"' in judge_messages("Q?", "p", ["g"], "kg")[1]["content"]
+
+
+def test_exact_judge_is_em_only_and_says_so():
+    judge = make_judge(JudgeConfig())
+    assert judge.name == "exact-match"
+    verdicts = judge.judge_many([("q", "The Beatles", ["Beatles"]), ("q", "Fab Four", ["Beatles"]), ("q", None, "x")])
+    assert [(v.correct, v.method, v.judge_model) for v in verdicts] == [
+        (True, "exact", "exact-match"), (False, "exact", "exact-match"), (False, "exact", "exact-match")]
+    assert judge.is_correct("q", "beatles!", "The Beatles")
+
+
+@respx.mock
+def test_llm_verdicts_and_exact_short_circuit():
+    route = respx.post(URL).mock(side_effect=[reply("Correct"), reply("Incorrect")])
+    judge = openai_judge()
+    verdicts = judge.judge_many([("q1", "Paris", ["Paris"]), ("q2", "City of Light", ["Paris"])])
+    assert (verdicts[0].method, verdicts[0].correct) == ("exact", True)
+    assert (verdicts[1].method, verdicts[1].correct, verdicts[1].judge_model) == ("llm", True, "judge-model")
+    assert judge.judge("q3", "London", ["Paris"]).correct is False  # "Incorrect" is NOT correct
+    assert route.call_count == 2
+    request = route.calls[0].request
+    assert request.headers["authorization"] == "Bearer k"
+    body = request.read().decode()
+    assert '"temperature":0.1' in body.replace(" ", "") and '"max_tokens":10' in body.replace(" ", "")
+
+
+@respx.mock
+def test_retries_5xx_then_succeeds():
+    route = respx.post(URL).mock(side_effect=[httpx.Response(500), httpx.Response(503), reply("Correct")])
+    delays = []
+    llm = OpenAIJudgeLLM("http://judge.test/v1", "m", max_retries=3, backoff_s=0.5, sleep=delays.append)
+    assert Judge(llm).judge("q", "x", ["y"]).correct
+    assert route.call_count == 3
+    assert delays == [0.5, 1.0]  # exponential backoff
+
+
+@respx.mock
+def test_timeouts_exhaust_retries_and_fail_closed():
+    route = respx.post(URL).mock(side_effect=httpx.ReadTimeout("slow"))
+    judge = openai_judge(max_retries=2)
+    verdict = judge.judge("q", "x", ["y"])
+    assert (verdict.correct, verdict.method) == (False, "error")
+    assert "after 3 attempts" in verdict.error
+    assert route.call_count == 3
+    assert judge.counts["error"] == 1
+
+
+@respx.mock
+def test_client_error_is_not_retried():
+    route = respx.post(URL).mock(return_value=httpx.Response(401, text="bad key"))
+    verdict = openai_judge(max_retries=3).judge("q", "x", ["y"])
+    assert (verdict.correct, verdict.method) == (False, "error")
+    assert "HTTP 401" in verdict.error
+    assert route.call_count == 1
+
+
+@respx.mock
+@pytest.mark.parametrize(
+    "response",
+    [httpx.Response(200, text="<html>not json"), httpx.Response(200, json={"choices": []}),
+     httpx.Response(200, json={"choices": [{"message": {"content": None}}]}), reply("Maybe?")],
+)
+def test_garbage_replies_fail_closed(response):
+    respx.post(URL).mock(return_value=response)
+    judge = openai_judge()
+    verdict = judge.judge("q", "x", ["y"])
+    assert (verdict.correct, verdict.method) == (False, "error")
+    assert judge.counts == {"error": 1}
+
+
+@respx.mock
+def test_cache_hits_skip_the_endpoint(tmp_path):
+    route = respx.post(URL).mock(return_value=reply("Correct"))
+    first = openai_judge(tmp_path).judge("q", "Lutetia", ["Paris"])
+    again = openai_judge(tmp_path)  # a new process would open the same file
+    second = again.judge("q", "Lutetia", ["Paris"])
+    assert first == second and second.method == "llm"
+    assert route.call_count == 1
+    again.judge("q", "Lutetia", ["Paris", "Lutèce"])  # different golds: a different key
+    assert route.call_count == 2
+
+
+@respx.mock
+def test_errors_are_not_cached(tmp_path):
+    route = respx.post(URL).mock(side_effect=[httpx.Response(200, text="junk"), reply("Correct")])
+    judge = openai_judge(tmp_path, max_retries=0)
+    assert judge.judge("q", "x", ["y"]).method == "error"
+    assert judge.judge("q", "x", ["y"]).method == "llm"
+    assert route.call_count == 2
+
+
+def test_make_judge_openai_needs_endpoint_and_model():
+    with pytest.raises(ValueError, match=r"judge\.endpoint or judge\.model"):
+        make_judge(JudgeConfig(backend="openai", model="m"))
+    judge = make_judge(JudgeConfig(backend="openai", endpoint="http://judge.test/v1", model="m", cache_path=None))
+    assert judge.name == "m"
