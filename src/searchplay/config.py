@@ -141,11 +141,6 @@ class JudgeConfig(Section):
     max_tokens: int = Field(10, ge=1, description="judge reply tokens (SSP code: 10)")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles per retry (exponential backoff)")
     concurrency: int = Field(8, ge=1, description="concurrent endpoint requests in judge_many")
-    prompt: Literal["ssp", "kg"] = Field("ssp", description="judge prompt: SSP App. D 'Correct'/'Incorrect' "
-                                         "or KG Fig. 14 'Correct'/'Wrong'")
-    max_tokens: int = Field(10, ge=1, description="judge reply tokens (SSP code: 10)")
-    backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles per retry (exponential backoff)")
-    concurrency: int = Field(8, ge=1, description="concurrent endpoint requests in judge_many")
 
 
 Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers"]
