@@ -170,6 +170,15 @@ class SelfplayConfig(Section):
     seed: int = Field(0)
 
 
+    wcr_casefold: bool = Field(False, description="WCR title match with NFKC+casefold (paper: exact, false)")
+    adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")
+    proposer_baseline: Literal["none", "batch_mean"] = Field(
+        "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open)")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = Field(
+        "token-mean", description="policy/KL loss aggregation (verl default token-mean, as the SSP code)")
+    clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip bound for negative advantages (verl: 3.0)")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay (verl default 0.01)")
+    warmup_from_zero: bool = Field(False, description="verl's schedule: lr 0 on the first step (false: 1/warmup)")
 class EvaluateConfig(Section):
     benchmarks: list[str] = Field(default_factory=lambda: ["nq", "triviaqa", "popqa", "hotpotqa",
                                                            "2wikimultihopqa", "musique", "bamboogle"])

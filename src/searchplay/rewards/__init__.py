@@ -1,1 +1,37 @@
-"""searchplay.rewards."""
+"""Pure reward functions of search self-play (SSP, KG-paths WCR) and their registries."""
+
+from searchplay.rewards.coverage import extract_think_text, waypoint_coverage
+from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
+from searchplay.rewards.registry import (
+    PROPOSER_REWARDS,
+    SOLVER_REWARDS,
+    ProposerOutcome,
+    ProposerRewardFn,
+    SolverGroup,
+    SolverRewardFn,
+    SolverRewards,
+    get_proposer_reward,
+    get_solver_reward,
+)
+from searchplay.rewards.stats import accuracy_by_coverage, coverage_correctness_spearman, mean_coverage_by_outcome
+
+__all__ = [
+    "PROPOSER_REWARDS",
+    "SOLVER_REWARDS",
+    "ProposerOutcome",
+    "ProposerRewardFn",
+    "SolverGroup",
+    "SolverRewardFn",
+    "SolverRewards",
+    "accuracy_by_coverage",
+    "answer_spam_guard",
+    "binary_rewards",
+    "coverage_correctness_spearman",
+    "extract_think_text",
+    "get_proposer_reward",
+    "get_solver_reward",
+    "mean_coverage_by_outcome",
+    "proposer_reward",
+    "waypoint_coverage",
+    "wcr_rewards",
+]

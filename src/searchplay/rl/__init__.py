@@ -1,1 +1,32 @@
-"""searchplay.rl."""
+"""RL for search self-play: advantages (GRPO, REINFORCE), clipped policy loss with low-variance KL,
+and ``PolicyTrainer`` (accelerate: CPU, one GPU or FSDP). torch is imported only by the trainer and losses."""
+
+from searchplay.rl.advantages import (
+    ADVANTAGE_ESTIMATORS,
+    AdvantageFn,
+    broadcast_to_tokens,
+    get_advantage_estimator,
+    group_advantages,
+    reinforce_advantages,
+)
+from searchplay.rl.sample import TrainingSample
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "AdvantageFn",
+    "PolicyTrainer",
+    "TrainingSample",
+    "broadcast_to_tokens",
+    "get_advantage_estimator",
+    "group_advantages",
+    "reinforce_advantages",
+]
+
+
+def __getattr__(name: str):
+    # PolicyTrainer lives in trainer.py, which imports torch lazily; keep `import searchplay.rl` light.
+    if name == "PolicyTrainer":
+        from searchplay.rl import trainer
+
+        return getattr(trainer, name)
+    raise AttributeError(f"module 'searchplay.rl' has no attribute {name!r}")

@@ -1,0 +1,128 @@
+"""Named reward functions, so the self-play loop never branches on variant names.
+
+Every Solver reward has ONE signature, ``fn(group: SolverGroup, params: Params) -> SolverRewards``;
+every Proposer reward ``fn(outcome: ProposerOutcome, params: Params) -> float``. ``params`` is the whole
+typed params.yaml (alpha: ``params.selfplay.wcr_alpha``; spam limit: ``params.agent.max_answer_tags``).
+A new variant (EVE: EM + lambda_E * F1(evidence); GDCR: step-level rewards in ``SolverRewards.step_rewards``) adds a
+function and a registry entry; the optional fields it needs already travel in the dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from searchplay.rewards.coverage import waypoint_coverage
+from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
+
+if TYPE_CHECKING:
+    from searchplay.config import Params
+
+
+@dataclass(frozen=True)
+class SolverGroup:
+    """The G Solver rollouts of one question (one value per rollout in each list) and its record.
+
+    ``correct`` is the judge's verdict, ``valid`` the format validity z_i^val, ``think_texts`` the joined
+    ``<think>`` spans. Question fields are optional: WCR needs ``waypoints``; EVE the gold ``evidence``
+    and the rollouts' ``predicted_evidence``; GDCR the ``path``/``record`` graph and per-turn ``steps``.
+    """
+
+    correct: list[bool]
+    valid: list[bool]
+    think_texts: list[str] = field(default_factory=list)
+    answer_tag_counts: list[int] = field(default_factory=list)
+    predictions: list[str | None] = field(default_factory=list)
+    predicted_evidence: list[str | None] = field(default_factory=list)
+    steps: list[list[dict[str, Any]]] = field(default_factory=list)  # per rollout, per turn: thought/observation
+    question: str = ""
+    answer: str = ""
+    waypoints: list[str] = field(default_factory=list)
+    evidence: str | None = None
+    path: list[dict[str, Any]] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        size = len(self.correct)
+        optional = {"valid": self.valid, "think_texts": self.think_texts, "answer_tag_counts": self.answer_tag_counts,
+                    "predictions": self.predictions, "predicted_evidence": self.predicted_evidence,
+                    "steps": self.steps}
+        wrong = {name: len(v) for name, v in optional.items() if (name == "valid" or v) and len(v) != size}
+        if wrong:
+            raise ValueError(f"SolverGroup: {size} rollouts in 'correct' but lengths {wrong}; "
+                             "give one value per rollout (or leave optional columns empty)")
+
+    @property
+    def size(self) -> int:
+        return len(self.correct)
+
+
+@dataclass
+class SolverRewards:
+    """Per-rollout rewards of one group; ``step_rewards`` (per rollout, per turn) for step-level methods."""
+
+    rewards: list[float]
+    step_rewards: list[list[float]] | None = None
+    details: dict[str, list[float]] = field(default_factory=dict)  # e.g. raw coverage, for tracking
+
+
+@dataclass(frozen=True)
+class ProposerOutcome:
+    """One Proposer question: did it pass the filters, and how did its Solver rollouts do."""
+
+    valid: bool
+    solver_correct: list[bool] = field(default_factory=list)
+    question: str = ""
+    answer: str = ""
+
+
+SolverRewardFn = Callable[[SolverGroup, "Params"], SolverRewards]
+ProposerRewardFn = Callable[[ProposerOutcome, "Params"], float]
+
+
+def _guarded(group: SolverGroup, rewards: list[float], params: Params) -> list[float]:
+    if not group.answer_tag_counts:
+        return rewards
+    return answer_spam_guard(rewards, group.answer_tag_counts, params.agent.max_answer_tags)
+
+
+def solver_binary(group: SolverGroup, params: Params) -> SolverRewards:
+    """SSP Solver reward c_i (SSP Eq. 6), with the SSP code's answer-spam guard."""
+    return SolverRewards(_guarded(group, binary_rewards(group.correct, group.valid), params))
+
+
+def solver_wcr(group: SolverGroup, params: Params) -> SolverRewards:
+    """WCR Solver reward (KG-paths paper Eq. 5-6); raw coverage is kept in ``details['coverage']``."""
+    if len(group.think_texts) != group.size:
+        raise ValueError(f"WCR needs the <think> text of every rollout; got {len(group.think_texts)} "
+                         f"for {group.size} rollouts")
+    casefold = params.selfplay.wcr_casefold
+    coverage = [waypoint_coverage(text, group.waypoints, casefold=casefold) for text in group.think_texts]
+    rewards = wcr_rewards(group.correct, group.valid, coverage, alpha=params.selfplay.wcr_alpha)
+    return SolverRewards(_guarded(group, rewards, params), details={"coverage": coverage})
+
+
+def proposer_ssp(outcome: ProposerOutcome, params: Params) -> float:
+    """SSP Proposer reward 1 - mean(c_i), 0 for an invalid question (SSP Eq. 7, KG-paths Eq. 2)."""
+    return proposer_reward(outcome.solver_correct, valid=outcome.valid)
+
+
+SOLVER_REWARDS: dict[str, SolverRewardFn] = {"binary": solver_binary, "wcr": solver_wcr}
+PROPOSER_REWARDS: dict[str, ProposerRewardFn] = {"ssp": proposer_ssp}
+
+
+def get_solver_reward(name: str) -> SolverRewardFn:
+    """The registered Solver reward ``name``; an unknown name lists the known ones."""
+    return _lookup(SOLVER_REWARDS, name, "Solver reward")
+
+
+def get_proposer_reward(name: str) -> ProposerRewardFn:
+    """The registered Proposer reward ``name``; an unknown name lists the known ones."""
+    return _lookup(PROPOSER_REWARDS, name, "Proposer reward")
+
+
+def _lookup(registry: dict[str, Any], name: str, what: str) -> Any:
+    if name not in registry:
+        raise KeyError(f"unknown {what} {name!r}; registered: {sorted(registry)}")
+    return registry[name]

@@ -1,0 +1,95 @@
+"""Advantage estimators: GRPO for the Solver, REINFORCE for the Proposer (registry for SAPO later).
+
+Each registered estimator maps sequence rewards to PER-TOKEN advantages over the response tokens of
+each sample: the sequence advantage is broadcast over model tokens (loss_mask 1) and is 0 on
+environment tokens (``<information>``, loss_mask 0), which the loss excludes anyway.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from searchplay.config import Params
+
+
+def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
+    """GRPO group-relative advantage A_i = (r_i - mean(r)) / (std(r) + eps) (SSP Eq. 3; KG-paths Eq. 10).
+
+    std is the SAMPLE std (ddof = 1), as verl's GRPO (``torch.std``, unbiased). A group of one has no
+    spread and gets 0 (verl instead uses mean 0, std 1 there; the Proposer uses ``reinforce_advantages``).
+
+    >>> [round(a, 4) for a in group_advantages([1.0, 0.0, 0.0, 0.0, 0.0])]
+    [1.7889, -0.4472, -0.4472, -0.4472, -0.4472]
+    >>> group_advantages([1.0, 1.0])
+    [0.0, 0.0]
+    """
+    n = len(rewards)
+    if n == 0:
+        raise ValueError("group_advantages: empty group (a verified question has G >= 1 Solver rollouts)")
+    if n == 1:
+        return [0.0]
+    mean = sum(rewards) / n
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
+    return [(r - mean) / (std + eps) for r in rewards]
+
+
+def reinforce_advantages(rewards: Sequence[float], baseline: str = "none") -> list[float]:
+    """REINFORCE advantage R_p - b for the Proposer (SSP Eq. 5; KG-paths Eq. 9).
+
+    ``baseline="none"``: b = 0, advantage = reward (SSP Eq. 5 and the SSP code, which runs verl GRPO
+    with one sample per group: mean 0, std 1). ``"batch_mean"``: b = mean of the batch's rewards.
+
+    >>> reinforce_advantages([0.8, 0.0])
+    [0.8, 0.0]
+    >>> reinforce_advantages([0.8, 0.0], baseline="batch_mean")
+    [0.4, -0.4]
+    """
+    if baseline == "none":
+        return [float(r) for r in rewards]
+    if baseline == "batch_mean":
+        b = sum(rewards) / len(rewards) if rewards else 0.0
+        return [r - b for r in rewards]
+    raise ValueError(f"unknown REINFORCE baseline {baseline!r}; expected 'none' or 'batch_mean'")
+
+
+def broadcast_to_tokens(advantages: Sequence[float], loss_masks: Sequence[Sequence[int]]) -> list[list[float]]:
+    """Sequence advantage on every model token, 0 on environment tokens.
+
+    >>> broadcast_to_tokens([0.5], [[1, 0, 1]])
+    [[0.5, 0.0, 0.5]]
+    """
+    if len(advantages) != len(loss_masks):
+        raise ValueError(f"{len(advantages)} advantages for {len(loss_masks)} samples; expected one per sample")
+    return [[a if m else 0.0 for m in mask] for a, mask in zip(advantages, loss_masks, strict=True)]
+
+
+AdvantageFn = Callable[..., list[list[float]]]
+
+
+def grpo(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: Params,
+         **_step_info) -> list[list[float]]:
+    """GRPO per-token advantages for ONE group of Solver rollouts (KG-paths Eq. 10, SSP Eq. 3)."""
+    return broadcast_to_tokens(group_advantages(rewards, eps=params.selfplay.adv_eps), loss_masks)
+
+
+def reinforce(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: Params,
+              **_step_info) -> list[list[float]]:
+    """REINFORCE per-token advantages for the batch of Proposer trajectories (KG-paths Eq. 9)."""
+    return broadcast_to_tokens(reinforce_advantages(rewards, params.selfplay.proposer_baseline), loss_masks)
+
+
+# fn(rewards, loss_masks, params, *, step_rewards=None, token_steps=None) -> per-token advantages.
+# "grpo" takes one question's group; "reinforce" the step's Proposer batch. A step-level estimator
+# ("sapo", GDCR paper Eq. 13-14) reads step_rewards (per sample, per turn) and token_steps (turn index
+# of each response token) from the keyword arguments.
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo, "reinforce": reinforce}
+
+
+def get_advantage_estimator(name: str) -> AdvantageFn:
+    """The registered estimator ``name``; an unknown name lists the known ones."""
+    if name not in ADVANTAGE_ESTIMATORS:
+        raise KeyError(f"unknown advantage estimator {name!r}; registered: {sorted(ADVANTAGE_ESTIMATORS)}")
+    return ADVANTAGE_ESTIMATORS[name]
