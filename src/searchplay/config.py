@@ -166,6 +166,14 @@ class SelfplayConfig(Section):
     replay_reset_every: int = Field(10, ge=1, description="clear the replay buffer every N steps (SSP)")
     min_searches: int = Field(2, ge=0, description="rule filter: distinct searches required")
     seed_answers: str | None = Field(None, description="JSONL of SSP seed answers (None: KG answers)")
+    ssp_search_turns: int = Field(3, ge=1, description="SSP prompt's search count n for answers without one")
+    reject_duplicate_searches: bool = Field(True, description="rule filter: identical queries reject (SSP code)")
+    rag_verification: bool = Field(True, description="RAG-verify rule-valid questions (SSP Table 3 ablation)")
+    noise_unit: Literal["document", "block"] = Field(
+        "document", description="RAG noise: single documents (paper) or whole other-trajectory blocks (SSP code)")
+    resample_max_rounds: int = Field(3, ge=0, description="extra Proposer rounds for batch_completion=resample")
+    keep_checkpoints: int = Field(2, ge=1, description="newest iteration checkpoints kept per variant")
+    sample_trajectories: int = Field(8, ge=0, description="decoded trajectories per role logged per iteration")
     checkpoint_dir: str = Field("checkpoints", description="per-variant checkpoints live below")
     seed: int = Field(0)
 

@@ -1,0 +1,74 @@
+"""Rule-based question filter (SSP §3.3; thresholds from the SSP code, ``_is_valid_search_question``).
+
+Runs before RAG verification to reject illegal Proposer outputs cheaply. The KG paper keeps the
+same filter (KG-paths paper App. B.2: "lightweight rule-based checks remove malformed or
+answer-leaking candidates").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from searchplay.agent.trajectory import Trajectory
+from searchplay.eval.metrics import normalize_answer
+
+MIN_QUESTION_CHARS = 10  # SSP code: len(question.strip()) < 10 is invalid
+MAX_QUESTION_CHARS = 1000  # SSP code
+MIN_QUESTION_WORDS = 10  # SSP code: fewer than 10 whitespace-separated words is invalid
+
+# Rejection reasons, in the order the rules are checked (logged as counts per iteration).
+REJECT_REASONS = ("no_question", "empty", "too_short", "too_long", "too_few_words", "answer_in_question",
+                  "no_information", "too_few_searches", "duplicate_searches")
+
+
+@dataclass(frozen=True)
+class FilterRules:
+    """Thresholds of the rule filter; the defaults are the SSP code's."""
+
+    min_searches: int = 2  # SSP code rejects <= 1 search query (paper: "no search tool invoked")
+    reject_duplicate_searches: bool = True  # SSP code: any two identical queries reject
+
+
+def answer_in_question(answer: str, question: str) -> bool:
+    """SSP rule (4), 'containing the original answer in the question'.
+
+    True if a* occurs case-insensitively in q (SSP code) or its SQuAD-normalized form occurs in the
+    normalized question (catches 'Dijon,' vs 'dijon' and accents). Either match rejects.
+
+    >>> answer_in_question("Gödel", "Who was godel's advisor?")
+    True
+    """
+    if answer.strip().lower() in question.lower():
+        return True
+    normalized = normalize_answer(answer)
+    return bool(normalized) and normalized in normalize_answer(question)
+
+
+def rule_filter(trajectory: Trajectory, answer: str, rules: FilterRules = FilterRules()) -> str | None:
+    """Why a Proposer trajectory's question is rejected (one of ``REJECT_REASONS``), or None if it passes.
+
+    SSP §3.3 rules (1)-(4) with the SSP code's thresholds: a first ``<question>`` span must exist, be
+    non-empty, have 10-1000 characters and at least 10 words, not contain a*; the trajectory must hold
+    retrieved material and at least ``min_searches`` distinct search queries.
+    """
+    if trajectory.question is None:
+        return "no_question"
+    question = trajectory.question.strip()
+    if not question:
+        return "empty"
+    if len(question) < MIN_QUESTION_CHARS:
+        return "too_short"
+    if len(question) > MAX_QUESTION_CHARS:
+        return "too_long"
+    if len(question.split()) < MIN_QUESTION_WORDS:
+        return "too_few_words"
+    if answer_in_question(answer, question):
+        return "answer_in_question"
+    if not trajectory.documents:
+        return "no_information"
+    queries = [q.strip() for q in trajectory.search_queries]
+    if len(set(queries)) < rules.min_searches:
+        return "too_few_searches"
+    if rules.reject_duplicate_searches and len(set(queries)) != len(queries):
+        return "duplicate_searches"
+    return None

@@ -1,0 +1,50 @@
+"""Per-iteration self-play statistics, as flat ``name -> float`` dicts (pure functions).
+
+Besides the SSP training-dynamics curves (SSP App. B.1: in-game rewards, valid-question rate,
+search calls, lengths, entropy), these answer the review of the KG paper (seed 001, major comment 1):
+mean waypoint coverage of correct vs. incorrect Solver rollouts, the Spearman correlation between
+coverage and correctness (KG paper Fig. 4b) and accuracy binned by coverage (Fig. 4c); the statistics
+themselves are ``searchplay.rewards.stats``. Undefined values (e.g. no correct rollout) are NaN, so
+every variant logs the same metric names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from searchplay.rewards.stats import (
+    DEFAULT_COVERAGE_BINS,
+    accuracy_by_coverage,
+    coverage_correctness_spearman,
+    mean_coverage_by_outcome,
+)
+
+NAN = math.nan
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else NAN
+
+
+def coverage_statistics(coverage: Sequence[float], correct: Sequence[bool]) -> dict[str, float]:
+    """Raw coverage g_i (KG Eq. 5) of correct vs. incorrect rollouts, Spearman, accuracy per coverage bin."""
+    by_outcome = mean_coverage_by_outcome(coverage, correct)
+    rho, p_value = coverage_correctness_spearman(coverage, correct)
+    stats = {"coverage/mean": mean(coverage), "coverage/mean_correct": by_outcome["correct"],
+             "coverage/mean_incorrect": by_outcome["incorrect"], "coverage/spearman_rho": rho,
+             "coverage/spearman_p": p_value}
+    for row in accuracy_by_coverage(coverage, correct, DEFAULT_COVERAGE_BINS):
+        label = f"{row['lo']:.2f}_{row['hi']:.2f}"
+        stats[f"coverage/accuracy_bin_{label}"] = row["accuracy"]
+        stats[f"coverage/count_bin_{label}"] = float(row["n"])
+    return stats
+
+
+def nonzero_advantage_groups(group_advantages: Sequence[Sequence[float]], tol: float = 1e-12) -> int:
+    """How many Solver groups carry any learning signal (some advantage differs from zero)."""
+    return sum(1 for group in group_advantages if any(abs(a) > tol for a in group))
+
+
+def rate(numerator: int, denominator: int) -> float:
+    return numerator / denominator if denominator else NAN

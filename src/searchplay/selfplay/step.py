@@ -1,0 +1,394 @@
+"""One self-play step (SSP Algorithm 1 with the KG-paths changes, kg_wcr.md §1.5).
+
+propose (1 rollout per seed, with search) -> rule filter -> RAG verification -> batch completion ->
+G Solver rollouts per question -> judge -> rewards and advantages from the variant's registry entries
+-> ONE policy update on Solver (GRPO) and Proposer (REINFORCE) samples of the shared weights ->
+the rollout backend takes the new weights. Nothing here branches on a variant's name.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchplay.agent.prompts import solver_messages
+from searchplay.agent.trajectory import Trajectory
+from searchplay.config import Params
+from searchplay.llm.backend import SamplingParams
+from searchplay.retrieval.types import Document
+from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
+from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
+from searchplay.selfplay import metrics as m
+from searchplay.selfplay.filters import REJECT_REASONS, FilterRules, rule_filter
+from searchplay.selfplay.prompts import RAG_MAX_TOKENS, RAG_TEMPERATURE, parse_rag_answer, rag_verification_messages
+from searchplay.selfplay.replay import ReplayBuffer
+from searchplay.selfplay.seeds import Seed, SeedCursor
+from searchplay.selfplay.variants import Variant
+
+log = logging.getLogger(__name__)
+
+Rollouts = Callable[[list[list[int]], str, Any], list[Trajectory]]  # (prompt ids, role, config) -> trajectories
+RAG_REJECT_REASONS = ("rag_verifier_error", "rag_no_answer", "rag_judge_error", "rag_wrong_answer")
+
+
+@dataclass
+class Runtime:
+    """Everything a step talks to. The CLI builds the real ones (``loop.build_runtime``); tests inject fakes."""
+
+    backend: Any  # PolicyBackend (rollouts; gets the new weights after each update)
+    verifier: Any  # PolicyBackend answering RAG verification (the policy itself or a frozen copy)
+    judge: Any  # searchplay.llm.judge.Judge
+    trainer: Any  # searchplay.rl.PolicyTrainer
+    rollouts: Rollouts  # run_rollouts bound to the backend and the search tool
+    solver_config: Any  # agent RolloutConfig for Solver rollouts
+    proposer_config: Any  # the same with the Proposer temperature
+    encode: Callable[[list[dict]], list[int]]  # chat messages -> prompt token ids
+    format_documents: Callable[[Sequence[Document]], str]  # Search-R1 document block
+
+
+@dataclass
+class LoopState:
+    """What a checkpoint must restore to continue exactly: step count, curriculum cursor, replay, RNG."""
+
+    iteration: int
+    cursor: SeedCursor
+    replay: ReplayBuffer
+    rng: random.Random
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class Slot:
+    """A question the Solver will attempt: fresh from this step's Proposer or replayed from the buffer."""
+
+    question: str
+    answer: str
+    waypoints: list[str]
+    seed_id: str
+    source: str  # 'fresh', 'replay' or 'replicate'
+    proposer_index: int | None = None  # which Proposer trajectory wrote it (fresh only)
+
+    def to_entry(self) -> dict[str, Any]:
+        return {"question": self.question, "answer": self.answer, "waypoints": list(self.waypoints),
+                "seed_id": self.seed_id}
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any], source: str) -> Slot:
+        return cls(entry["question"], entry["answer"], list(entry.get("waypoints", [])), entry.get("seed_id", ""),
+                   source)
+
+
+@dataclass
+class Proposal:
+    """One Proposer trajectory, its seed and what the filters said (``reason`` None = valid question)."""
+
+    seed: Seed
+    trajectory: Trajectory
+    reason: str | None = None
+    rag_answer: str | None = None
+
+
+@dataclass
+class StepResult:
+    metrics: dict[str, float]
+    samples: dict[str, Any]  # decoded trajectories for the MLflow artifact
+
+
+# --- propose, filter, verify ---------------------------------------------------------------------------
+
+
+def propose(runtime: Runtime, variant: Variant, seeds: list[Seed]) -> list[Proposal]:
+    """One Proposer rollout per seed, with the variant's prompt and the search tool (SSP Alg. 1 line 3)."""
+    prompts = [runtime.encode(variant.proposer_messages(seed)) for seed in seeds]
+    trajectories = runtime.rollouts(prompts, "proposer", runtime.proposer_config)
+    return [Proposal(seed, trajectory) for seed, trajectory in zip(seeds, trajectories, strict=True)]
+
+
+def unique_documents(trajectory: Trajectory) -> list[Document]:
+    """The trajectory's retrieved documents in order, each once (by id)."""
+    seen, docs = set(), []
+    for doc in trajectory.documents:
+        if doc.id not in seen:
+            seen.add(doc.id)
+            docs.append(doc)
+    return docs
+
+
+def verification_materials(own: list[Document], others: list[list[Document]], noisy_docs: int, unit: str,
+                           rng: random.Random, fmt: Callable[[Sequence[Document]], str]) -> str:
+    """RAG materials (SSP §3.3): the Proposer's own documents plus ``noisy_docs`` noise from OTHER
+    trajectories of the batch, shuffled. ``unit='document'`` samples single documents (the paper's
+    "documents"); ``'block'`` samples whole other-trajectory blocks (the SSP code)."""
+    own_ids = {d.id for d in own}
+    if unit == "block":
+        other_blocks = [fmt(b) for b in others if b]
+        blocks = [fmt(own), *rng.sample(other_blocks, min(noisy_docs, len(other_blocks)))]
+        rng.shuffle(blocks)
+        return "\n\n".join(blocks)
+    pool = {d.id: d for block in others for d in block if d.id not in own_ids}
+    noise = rng.sample(sorted(pool.values(), key=lambda d: d.id), min(noisy_docs, len(pool)))
+    docs = own + noise
+    rng.shuffle(docs)
+    return fmt(docs)
+
+
+def rag_verify(runtime: Runtime, proposals: list[Proposal], params: Params, rng: random.Random) -> None:
+    """RAG verification (SSP §3.2-3.3; KG-paths App. B.2): answer each rule-valid question from its own
+    retrieved documents plus noise WITHOUT tools; keep it only if the judge accepts the answer.
+
+    Fail closed: a verifier or judge error rejects (the SSP code accepts on exceptions; we do not).
+    """
+    candidates = [p for p in proposals if p.reason is None]
+    if not candidates:
+        return
+    docs = [unique_documents(p.trajectory) for p in proposals]
+    prompts = []
+    for proposal in candidates:
+        index = proposals.index(proposal)
+        others = [d for j, d in enumerate(docs) if j != index]
+        materials = verification_materials(docs[index], others, params.selfplay.noisy_docs,
+                                           params.selfplay.noise_unit, rng, runtime.format_documents)
+        prompts.append(runtime.encode(rag_verification_messages(materials, proposal.trajectory.question or "")))
+    sampling = SamplingParams(max_new_tokens=RAG_MAX_TOKENS, temperature=RAG_TEMPERATURE,
+                              seed=rng.randrange(2**31))
+    try:
+        replies = [c.text for c in runtime.verifier.generate(prompts, sampling)]
+    except Exception:
+        log.exception("RAG verifier failed; rejecting %d candidate questions (fail closed)", len(candidates))
+        for proposal in candidates:
+            proposal.reason = "rag_verifier_error"
+        return
+    parsed = [parse_rag_answer(reply) for reply in replies]
+    items = [(p.trajectory.question or "", a, [p.seed.answer]) for p, a in zip(candidates, parsed, strict=True)]
+    judged = [i for i, a in enumerate(parsed) if a is not None]
+    try:
+        verdicts = dict(zip(judged, runtime.judge.judge_many([items[i] for i in judged]), strict=True))
+    except Exception:
+        log.exception("judge failed during RAG verification; rejecting (fail closed)")
+        verdicts = {}
+    for i, proposal in enumerate(candidates):
+        proposal.rag_answer = parsed[i]
+        verdict = verdicts.get(i)
+        if parsed[i] is None:
+            proposal.reason = "rag_no_answer"
+        elif verdict is None or verdict.method == "error":
+            proposal.reason = "rag_judge_error"
+        elif not verdict.correct:
+            proposal.reason = "rag_wrong_answer"
+
+
+def filter_and_verify(runtime: Runtime, proposals: list[Proposal], params: Params, rng: random.Random) -> None:
+    """Rule filter, then RAG verification of the survivors; sets each proposal's ``reason``."""
+    rules = FilterRules(min_searches=params.selfplay.min_searches,
+                        reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
+    for proposal in proposals:
+        proposal.reason = rule_filter(proposal.trajectory, proposal.seed.answer, rules)
+    if params.selfplay.rag_verification:
+        rag_verify(runtime, proposals, params, rng)
+
+
+def fresh_slots(proposals: list[Proposal], offset: int = 0) -> list[Slot]:
+    return [Slot(p.trajectory.question.strip(), p.seed.answer, list(p.seed.waypoints), p.seed.seed_id, "fresh",
+                 offset + i) for i, p in enumerate(proposals) if p.reason is None and p.trajectory.question]
+
+
+def complete_batch(slots: list[Slot], batch_size: int, strategy: str, replay: ReplayBuffer,
+                   rng: random.Random) -> list[Slot]:
+    """Fill the slots of rejected questions (SSP App. B.2). 'replay'/'reuse': uniform draws from past valid
+    questions; 'resample' (after its extra Proposer rounds): replicate this step's valid questions; 'none'."""
+    missing = batch_size - len(slots)
+    if missing <= 0 or strategy == "none":
+        return slots
+    if strategy in ("replay", "reuse"):
+        return slots + [Slot.from_entry(e, "replay") for e in replay.sample(missing, rng)]
+    if strategy == "resample" and slots:
+        return slots + [Slot(**{**vars(rng.choice(slots)), "source": "replicate", "proposer_index": None})
+                        for _ in range(missing)]
+    return slots
+
+
+# --- solve, score ----------------------------------------------------------------------------------------
+
+
+def solve(runtime: Runtime, slots: list[Slot], group_size: int) -> list[list[Trajectory]]:
+    """G Solver rollouts per question, all advancing together (SSP Alg. 1 line 6)."""
+    if not slots:
+        return []
+    prompts = [runtime.encode(solver_messages(slot.question)) for slot in slots for _ in range(group_size)]
+    flat = runtime.rollouts(prompts, "solver", runtime.solver_config)
+    return [flat[k * group_size:(k + 1) * group_size] for k in range(len(slots))]
+
+
+def judge_groups(runtime: Runtime, slots: list[Slot], groups: list[list[Trajectory]]) -> tuple[list[list[bool]], int]:
+    """c_i per rollout: the judge's verdict on the last ``<answer>``; no answer or a judge error is 0."""
+    items = [(slot.question, t.answer, [slot.answer]) for slot, group in zip(slots, groups, strict=True) for t in group]
+    verdicts = runtime.judge.judge_many(items) if items else []
+    errors = sum(v.method == "error" for v in verdicts)
+    flat = [bool(v.correct and v.method != "error" and t.answer is not None)
+            for v, t in zip(verdicts, [t for g in groups for t in g], strict=True)]
+    size = len(groups[0]) if groups else 0
+    return [flat[k * size:(k + 1) * size] for k in range(len(groups))], errors
+
+
+def rollout_valid(trajectory: Trajectory) -> bool:
+    """z_i^val: follows the format and holds a parseable answer (KG-paths Eq. 6)."""
+    return bool(trajectory.valid and trajectory.answer is not None)
+
+
+# --- the step --------------------------------------------------------------------------------------------
+
+
+def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
+    """One self-play step on the next ``batch_size`` seeds; updates ``state`` (cursor, replay buffer)."""
+    cfg = params.selfplay
+    rng = state.rng
+    clock: dict[str, float] = Counter()
+
+    tic = time.perf_counter()
+    proposals = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size))
+    clock["propose"] += time.perf_counter() - tic
+    tic = time.perf_counter()
+    filter_and_verify(runtime, proposals, params, rng)
+    clock["verify"] += time.perf_counter() - tic
+    first_round = list(proposals)
+    slots = fresh_slots(proposals)
+    rounds = 0
+    while cfg.batch_completion == "resample" and len(slots) < cfg.batch_size and rounds < cfg.resample_max_rounds:
+        rounds += 1
+        tic = time.perf_counter()
+        extra = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size - len(slots)))
+        clock["propose"] += time.perf_counter() - tic
+        tic = time.perf_counter()
+        filter_and_verify(runtime, extra, params, rng)
+        clock["verify"] += time.perf_counter() - tic
+        slots += fresh_slots(extra, offset=len(proposals))
+        proposals += extra
+    fresh_count = len(slots)
+    slots = complete_batch(slots, cfg.batch_size, cfg.batch_completion, state.replay, rng)
+
+    tic = time.perf_counter()
+    groups = solve(runtime, slots, cfg.group_size)
+    clock["solve"] += time.perf_counter() - tic
+    correct, judge_errors = judge_groups(runtime, slots, groups)
+
+    solver_samples, solver_rewards, group_advs, coverage, flat_correct, process = [], [], [], [], [], []
+    for slot, group, c in zip(slots, groups, correct, strict=True):
+        valid = [rollout_valid(t) for t in group]
+        scored = SOLVER_REWARDS[variant.solver_reward](SolverGroup(
+            correct=c, valid=valid, think_texts=[t.think_text for t in group],
+            answer_tag_counts=[t.answer_tag_count for t in group], predictions=[t.answer for t in group],
+            question=slot.question, answer=slot.answer, waypoints=slot.waypoints), params)
+        masks = [t.loss_mask for t in group]
+        advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](scored.rewards, masks, params)
+        group_advs.append([a for adv in advantages for a in adv])
+        solver_rewards += scored.rewards
+        process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, valid, scored.rewards, strict=True)]
+        if slot.waypoints:
+            coverage += [waypoint_coverage(t.think_text, slot.waypoints, casefold=cfg.wcr_casefold) for t in group]
+            flat_correct += c
+        solver_samples += [TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
+                           for t, adv in zip(group, advantages, strict=True)]
+
+    outcome_of = {slot.proposer_index: c for slot, c in zip(slots, correct, strict=True) if slot.source == "fresh"}
+    proposer_rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
+        valid=i in outcome_of, solver_correct=outcome_of.get(i, []), question=p.trajectory.question or "",
+        answer=p.seed.answer), params) for i, p in enumerate(proposals)]
+    proposer_masks = [p.trajectory.loss_mask for p in proposals]
+    proposer_advs = ADVANTAGE_ESTIMATORS[variant.proposer_advantage](proposer_rewards, proposer_masks, params)
+    proposer_samples = [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask,
+                                       adv, "proposer") for p, adv in zip(proposals, proposer_advs, strict=True)]
+
+    tic = time.perf_counter()
+    before = weight_fingerprint(runtime.trainer.model)
+    train_stats = runtime.trainer.step(proposer_samples + solver_samples)
+    runtime.backend.update_weights(runtime.trainer.model)
+    delta = weight_delta(before, runtime.trainer.model)
+    clock["update"] += time.perf_counter() - tic
+
+    state.replay.add([slot.to_entry() for slot in slots])
+    if cfg.batch_completion == "replay" and (state.iteration + 1) % cfg.replay_reset_every == 0:
+        state.replay.clear()
+
+    solver_trajs = [t for g in groups for t in g]
+    generated = sum(t.generated_token_count for t in solver_trajs) + sum(
+        p.trajectory.generated_token_count for p in proposals)
+    rollout_seconds = clock["propose"] + clock["verify"] + clock["solve"]
+    n_props = len(proposals)
+    rejected = Counter(p.reason for p in proposals if p.reason is not None)
+    rule_passed = n_props - sum(rejected[r] for r in REJECT_REASONS)
+    metrics = {
+        "solver/reward_mean": m.mean(solver_rewards),
+        "solver/accuracy": m.mean([float(c) for g in correct for c in g]),
+        "solver/wcr_process_reward": m.mean(process),
+        "solver/judge_errors": float(judge_errors),
+        "solver/rollouts": float(len(solver_trajs)),
+        "proposer/reward_mean": m.mean(proposer_rewards),
+        "proposer/proposals": float(n_props),
+        "proposer/resample_rounds": float(rounds),
+        "filter/valid_rate_rule": m.rate(rule_passed, n_props),
+        "filter/valid_rate_rag": m.rate(fresh_count, n_props),
+        "filter/rag_accept_rate": m.rate(fresh_count, rule_passed),
+        "batch/questions": float(len(slots)),
+        "batch/fresh": float(sum(s.source == "fresh" for s in slots)),
+        "batch/replayed": float(sum(s.source != "fresh" for s in slots)),
+        "batch/solver_update_skipped": float(not solver_samples),
+        "replay/size": float(len(state.replay)),
+        "rollout/searches_solver": m.mean([t.num_searches for t in solver_trajs]),
+        "rollout/searches_proposer": m.mean([p.trajectory.num_searches for p in proposals]),
+        "rollout/response_tokens_solver": m.mean([t.generated_token_count for t in solver_trajs]),
+        "rollout/response_tokens_proposer": m.mean([p.trajectory.generated_token_count for p in proposals]),
+        "rollout/solver_answered_rate": m.mean([float(t.answer is not None) for t in solver_trajs]),
+        "train/groups": float(len(groups)),
+        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(group_advs)),
+        "train/samples_solver": float(len(solver_samples)),
+        "train/samples_proposer": float(len(proposer_samples)),
+        "train/weights_changed": float(delta > 0),
+        "train/weight_delta_max": delta,
+        "time/propose_s": clock["propose"], "time/verify_s": clock["verify"],
+        "time/solve_s": clock["solve"], "time/update_s": clock["update"],
+        "throughput/tokens_per_s": m.rate(generated, rollout_seconds) if rollout_seconds > 0 else m.NAN,
+    }
+    metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
+    metrics.update(m.coverage_statistics(coverage, flat_correct))
+    metrics.update({f"train/{k}": float(v) for k, v in train_stats.items() if isinstance(v, int | float)})
+    samples = sample_trajectories(runtime, first_round, slots, groups, correct, params.selfplay.sample_trajectories)
+    return StepResult(metrics, samples)
+
+
+# --- bookkeeping -----------------------------------------------------------------------------------------
+
+FINGERPRINT_ELEMENTS = 4096  # leading elements of every parameter tensor compared before/after the update
+
+
+def weight_fingerprint(model: Any) -> list[Any]:
+    """A copy of the first elements of every parameter (enough to see whether an update moved them)."""
+    return [p.detach().flatten()[:FINGERPRINT_ELEMENTS].clone() for p in model.parameters()]
+
+
+def weight_delta(before: list[Any], model: Any) -> float:
+    """Largest absolute change among the fingerprinted elements (0.0: the weights did not change)."""
+    deltas = [(p.detach().flatten()[:FINGERPRINT_ELEMENTS] - b).abs().max().item()
+              for b, p in zip(before, model.parameters(), strict=True) if b.numel()]
+    return float(max(deltas, default=0.0))
+
+
+def _decode(runtime: Runtime, ids: list[int]) -> str:
+    return runtime.backend.tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def sample_trajectories(runtime: Runtime, proposals: list[Proposal], slots: list[Slot],
+                        groups: list[list[Trajectory]], correct: list[list[bool]], limit: int) -> dict[str, Any]:
+    """Decoded Proposer and Solver trajectories (the first ``limit`` of each) for the MLflow artifact."""
+    proposer = [{"seed_id": p.seed.seed_id, "answer": p.seed.answer, "question": p.trajectory.question,
+                 "rejected": p.reason, "rag_answer": p.rag_answer, "searches": p.trajectory.search_queries,
+                 "response": _decode(runtime, p.trajectory.response_ids)} for p in proposals[:limit]]
+    solver = [{"question": slot.question, "answer": slot.answer, "source": slot.source, "prediction": t.answer,
+               "correct": c, "searches": t.search_queries, "response": _decode(runtime, t.response_ids)}
+              for slot, group, cs in zip(slots, groups, correct, strict=True)
+              for t, c in zip(group, cs, strict=True)][:limit]
+    return {"proposer": proposer, "solver": solver}

@@ -1,0 +1,70 @@
+"""Self-play variants as registry entries: the loop looks everything up here and never branches on names.
+
+A variant is: where its seeds come from, how its Proposer prompt is built, and the NAMES of its Solver
+reward (``searchplay.rewards.SOLVER_REWARDS``), Solver advantage estimator and Proposer advantage
+estimator (``searchplay.rl.ADVANTAGE_ESTIMATORS``). EVE or GDCR/SAPO are added by registering new
+reward/advantage functions and one ``Variant`` entry here (DESIGN.md table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from searchplay.selfplay.prompts import kg_proposer_messages, ssp_proposer_messages
+from searchplay.selfplay.seeds import Seed
+
+Messages = list[dict[str, str]]
+SeedSource = Literal["kg", "answers"]
+
+
+def ssp_proposer(seed: Seed) -> Messages:
+    """SSP Proposer: the answer only, with the search count n = the seed's hop count (SSP App. D)."""
+    return ssp_proposer_messages(seed.answer, seed.num_hops or 1)
+
+
+def kg_proposer(seed: Seed) -> Messages:
+    """KG Proposer: the subgraph as ONE JSON object plus correct_answer (KG-paths paper §3.2, Fig. 11-12)."""
+    if seed.record is None:
+        raise ValueError(f"seed {seed.seed_id!r} has no subgraph record; the KG Proposer needs KG seeds")
+    return kg_proposer_messages(seed.record)
+
+
+PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One method of the DESIGN.md table, as names into the prompt, reward and advantage registries."""
+
+    name: str
+    seeds: SeedSource  # 'kg': subgraph records; 'answers': selfplay.seed_answers, else the KG answers
+    proposer_prompt: str  # key of PROPOSER_PROMPTS
+    solver_reward: str  # key of searchplay.rewards.SOLVER_REWARDS
+    solver_advantage: str = "grpo"  # key of searchplay.rl.ADVANTAGE_ESTIMATORS (SSP Table 4)
+    proposer_advantage: str = "reinforce"  # SSP Table 4: REINFORCE, 1 sample per seed
+    proposer_reward: str = "ssp"  # key of searchplay.rewards.PROPOSER_REWARDS: 1 - mean(c_i), 0 if invalid
+    description: str = ""
+
+    def proposer_messages(self, seed: Seed) -> Messages:
+        return PROPOSER_PROMPTS[self.proposer_prompt](seed)
+
+
+VARIANTS: dict[str, Variant] = {
+    "ssp": Variant("ssp", seeds="answers", proposer_prompt="ssp", solver_reward="binary",
+                   description="SSP: answer-only Proposer, binary Solver reward (SSP Alg. 1)"),
+    "kg": Variant("kg", seeds="kg", proposer_prompt="kg", solver_reward="binary",
+                  description="KG Proposer (subgraph JSON + answer), binary Solver reward (KG paper §3.2)"),
+    "kg_wcr": Variant("kg_wcr", seeds="kg", proposer_prompt="kg", solver_reward="wcr",
+                      description="KG Proposer + Waypoint Coverage Reward (KG paper §3.2-3.3, Eq. 6)"),
+    "ssp_kg_answers": Variant("ssp_kg_answers", seeds="kg", proposer_prompt="ssp", solver_reward="binary",
+                              description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
+}
+
+
+def get_variant(name: str) -> Variant:
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise ValueError(f"unknown self-play variant {name!r}; registered: {sorted(VARIANTS)}") from None
