@@ -64,6 +64,33 @@ def assets_command(
         raise typer.Exit(1)
 
 
+@app.command("pipeline")
+def pipeline_command(
+    ctx: typer.Context,
+    quick: bool = typer.Option(False, "--quick", help="run as a DVC experiment with params.quick.yaml (minutes)"),
+    force: bool = typer.Option(False, help="re-run stages even if nothing changed"),
+    targets: list[str] = typer.Argument(None, help="stages to reproduce (default: all)"),
+) -> None:
+    """Reproduce the whole pipeline with DVC (kg, corpus, index, selfplay, evaluate, report)."""
+    import subprocess
+
+    from searchplay import pipeline
+    from searchplay.cliutil import get_params
+
+    params = get_params(ctx)
+    root = Path.cwd()
+    try:
+        pipeline.run(root, quick=quick, quick_file=params.pipeline.quick, targets=targets or [], force=force,
+                     echo=lambda line: console.print(line, markup=False, highlight=False))
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        console.print(f"[red]pipeline failed:[/red] {exc}")
+        raise typer.Exit(1) from None
+    console.print(f"\n[bold]done.[/bold] Comparison report: {root / 'reports/compare/report.md'} "
+                  f"(HTML beside it); per-variant reports under {root / params.evaluate.out_dir}.\n"
+                  "Compare the variants in MLflow: `.venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db "
+                  "--host 127.0.0.1 --port 5000` and open http://127.0.0.1:5000")
+
+
 def _register_stage_commands() -> None:
     from searchplay.eval import commands as eval_commands
     from searchplay.kg import commands as kg_commands

@@ -1,0 +1,80 @@
+"""The ``retrain`` flow: every DVC stage in order, as Prefect tasks (deployed weekly by prefect.yaml).
+
+    prefect deployment run 'retrain/weekly' -p iterations=50 -p variants='["kg_wcr"]'
+
+Flow parameters that change knobs (``iterations``, ``quick``) are written into params.yaml first,
+so dvc.lock records exactly what the run used and unchanged stages are still skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+from prefect import flow, get_run_logger
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))  # Prefect loads this file by path; make `tasks` importable
+
+from tasks.stages import reproduce_stage  # noqa: E402
+
+
+def apply_overrides(root: Path, overrides: dict[str, object]) -> None:
+    """Write dotted-key overrides into params.yaml, keeping its comments (DVC's own YAML editor)."""
+    from dvc.utils.serialize import modify_yaml
+
+    from searchplay.config import load_params, set_dotted
+
+    if not overrides:
+        return
+    with modify_yaml(root / "params.yaml") as tree:
+        for key, value in overrides.items():
+            set_dotted(tree, key, value)
+    load_params(root / "params.yaml")  # fail now, naming the key, rather than inside a stage
+
+
+def quick_profile(root: Path) -> dict[str, object]:
+    from searchplay.config import _flatten, load_params
+
+    quick_file = root / load_params(root / "params.yaml").pipeline.quick
+    return dict(_flatten(yaml.safe_load(quick_file.read_text()) or {}))
+
+
+def selected_variants(root: Path, variants: list[str] | None) -> list[str]:
+    from searchplay.config import load_params
+
+    configured = list(load_params(root / "params.yaml").pipeline.variants)
+    unknown = sorted(set(variants or []) - set(configured))
+    if unknown:
+        raise ValueError(f"variants {unknown} are not in params.yaml pipeline.variants ({configured})")
+    return variants or configured
+
+
+@flow(name="retrain", log_prints=True)
+def retrain(variants: list[str] | None = None, iterations: int | None = None, quick: bool = False,
+            root: str = str(REPO_ROOT)) -> dict[str, list[str]]:
+    """KG -> corpus -> index -> self-play and evaluation per variant -> comparison report."""
+    logger = get_run_logger()
+    repo = Path(root)
+    overrides = quick_profile(repo) if quick else {}
+    if iterations is not None:
+        overrides["selfplay.iterations"] = iterations
+    apply_overrides(repo, overrides)
+    chosen = selected_variants(repo, variants)
+    logger.info("retraining variants %s with overrides %s", chosen, overrides)
+
+    ran: dict[str, list[str]] = {}
+    kg = reproduce_stage.submit("kg", root)
+    corpus = reproduce_stage.submit("corpus", root)
+    index = reproduce_stage.submit("index", root, wait_for=[corpus])
+    ran["kg"], ran["corpus"], ran["index"] = kg.result(), corpus.result(), index.result()
+    for variant in chosen:  # one variant at a time: each self-play run uses the whole machine
+        ran[f"selfplay@{variant}"] = reproduce_stage(f"selfplay@{variant}", root)
+        ran[f"evaluate@{variant}"] = reproduce_stage(f"evaluate@{variant}", root)
+    ran["report"] = reproduce_stage("report", root)
+    return ran
+
+
+if __name__ == "__main__":
+    retrain()

@@ -1,0 +1,74 @@
+"""Run the DVC pipeline (the main job) from Python: ``searchplay pipeline [--quick]``.
+
+``dvc repro`` runs every stage whose inputs changed (a second call does nothing). ``--quick`` runs
+the same stages as a DVC experiment with the small overrides of ``params.quick.yaml`` (CI and a
+first look on a laptop), so the committed params.yaml stays the embedded-default profile.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from searchplay.config import _flatten
+
+STAGE_LINE_PREFIXES = ("Running stage", "Stage '", "Updating lock file", "ERROR")
+
+
+def stage_environment() -> dict[str, str]:
+    """The environment for stage commands: this interpreter's scripts first on PATH, offline defaults."""
+    from searchplay.runtime import OFFLINE_DEFAULTS
+
+    env = {**OFFLINE_DEFAULTS, **os.environ}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def quick_overrides(path: str | Path) -> list[str]:
+    """``params.quick.yaml`` as ``key=value`` strings for ``dvc exp run --set-param``."""
+    tree = yaml.safe_load(Path(path).read_text()) or {}
+    return [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+            for key, value in _flatten(tree)]
+
+
+def dvc_command(quick: bool, quick_file: str | Path, targets: list[str], force: bool = False) -> list[str]:
+    dvc = str(Path(sys.executable).parent / "dvc")
+    if not quick:
+        return [dvc, "repro", *(["--force"] if force else []), *targets]
+    command = [dvc, "exp", "run", "--name", "quick", *(["--force"] if force else [])]
+    for override in quick_overrides(quick_file):
+        command += ["--set-param", override]
+    return [*command, *targets]
+
+
+def ensure_dvc_repository(root: Path) -> None:
+    """DVC needs a git repository with a commit; say so clearly instead of DVC's traceback."""
+    if not (root / ".git").exists():
+        raise RuntimeError(f"{root} is not a git checkout; clone the repository (DVC versions outputs against git)")
+    if not (root / ".dvc").exists():
+        subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--quiet"], cwd=root, check=True)
+
+
+def stream(command: list[str], cwd: Path, env: dict[str, str]) -> Iterator[str]:
+    """Run ``command`` and yield its output lines as they come (stderr merged)."""
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, bufsize=1) as process:
+        assert process.stdout is not None
+        yield from (line.rstrip("\n") for line in process.stdout)
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
+
+
+def run(root: Path, quick: bool = False, quick_file: str = "params.quick.yaml", targets: list[str] | None = None,
+        force: bool = False, echo: Any = print) -> None:
+    ensure_dvc_repository(root)
+    command = dvc_command(quick, root / quick_file, targets or [], force=force)
+    echo("$ " + " ".join(command))
+    for line in stream(command, root, stage_environment()):
+        echo(line)

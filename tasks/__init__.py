@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers that run one DVC stage each (no logic of their own)."""

@@ -1,0 +1,59 @@
+"""One Prefect task per DVC stage run: ``dvc repro --single-item <stage>``, streamed into the task log.
+
+Running stages through DVC (rather than calling the CLI directly) keeps every output versioned in
+dvc.lock and skips a stage whose inputs did not change. Transient failures (a killed worker, an
+unreachable endpoint) are retried; deterministic ones (bad params: exit 2, a failed data-quality
+gate: exit 3) are not, because a retry would fail the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+from searchplay.pipeline import stage_environment, stream
+
+NOT_RETRIED_EXIT_CODES = {2, 3}  # configuration error, failed data-quality gate
+ITERATION_LINE = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)", re.IGNORECASE)
+
+
+def retry_unless_deterministic(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect retry condition: retry everything but bad params and failed data-quality gates."""
+    error = state.data if isinstance(state.data, BaseException) else None
+    return not (isinstance(error, subprocess.CalledProcessError) and error.returncode in NOT_RETRIED_EXIT_CODES)
+
+
+def dvc_executable() -> str:
+    return str(Path(sys.executable).parent / "dvc")
+
+
+@task(retries=2, retry_delay_seconds=[30, 120], retry_condition_fn=retry_unless_deterministic,
+      task_run_name="dvc repro {stage}")
+def reproduce_stage(stage: str, root: str = ".") -> list[str]:
+    """Reproduce one DVC stage; returns the log lines that say which stages ran or were skipped.
+
+    Self-play prints ``iteration i/n`` lines; they drive a Prefect progress artifact so the UI shows
+    how far a long retrain has got.
+    """
+    logger = get_run_logger()
+    progress_id = None
+    summary = []
+    for line in stream([dvc_executable(), "repro", "--single-item", stage], Path(root), stage_environment()):
+        logger.info(line)
+        if line.startswith(("Running stage", "Stage '")):
+            summary.append(line)
+        match = ITERATION_LINE.search(line)
+        if match:
+            done, total = int(match.group(1)), int(match.group(2))
+            percent = 100.0 * done / max(total, 1)
+            if progress_id is None:
+                progress_id = create_progress_artifact(progress=percent, description=f"{stage}: iterations")
+            else:
+                update_progress_artifact(progress_id, progress=percent)
+    return summary
