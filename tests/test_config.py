@@ -81,3 +81,8 @@ def test_flat_and_digest_are_stable():
     assert params.flat()["selfplay.wcr_alpha"] == 0.3
     assert params.digest() == Params().digest()
     assert params.digest() != load_params(Path("/nonexistent"), {"selfplay.wcr_alpha": 0.4}).digest()
+
+
+@pytest.mark.parametrize("name", ["params.yaml", "params.paper.yaml"])
+def test_shipped_profiles_are_valid(repo_root, name):
+    load_params(repo_root / name)
