@@ -194,7 +194,7 @@ def kg_template_question(subgraph: dict) -> str:
     phrase = seed
     for relation in subgraph["relations"]:
         phrase = f"the {relation['label']} of {phrase}"
-    return f"What is {phrase.removeprefix('the ')}?"
+    return f"What is {phrase}?"
 
 
 def load_kg_heldout(subgraphs_path: str | Path, params: Params, on_malformed: str = "skip") -> LoadedBenchmark:

@@ -91,7 +91,7 @@ def read_finished(path: str | Path) -> dict[str, dict[str, Any]]:
                 _rewrite(path, records.values())
                 break
             raise ValueError(f"{path}:{number}: not valid JSON; the predictions file is damaged, "
-                             "delete it (or run with --fresh) to evaluate this benchmark again") from None
+                             "delete it to evaluate this benchmark again") from None
         records[record["id"]] = record
     return records
 

@@ -1,0 +1,126 @@
+"""The runner: batched, resumable. A backend that crashes mid-run loses only the batch in flight, and
+the rerun redoes no finished question."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from searchplay.config import Params
+from searchplay.eval import runner
+from searchplay.eval.benchmarks import QAItem
+from searchplay.eval.runner import read_finished, run_benchmark
+
+ITEMS = [QAItem(id=f"q{i}", question=f"What is {i}?", golden_answers=[str(i)], benchmark="nq") for i in range(10)]
+
+
+class Crash(RuntimeError):
+    pass
+
+
+class FakeTrajectory:
+    def __init__(self, answer):
+        self.answer, self.valid, self.finish_reason, self.turns, self.search_queries = answer, True, "answer", [], []
+        self.num_searches = 0
+
+
+class FakeJudge:
+    name = "fake-judge"
+
+    def judge_many(self, items):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(correct=p == g[0], method="exact", judge_model=self.name) for _, p, g in items]
+
+
+def scripted_solver(asked, crash_after=None):
+    """Stands in for the rollout: answers 'What is i?' with i; raises once ``crash_after`` questions were asked."""
+    def solve(items, backend, search_tool, config, top_k):
+        if crash_after is not None and len(asked) + len(items) > crash_after:
+            raise Crash("backend died")
+        asked.extend(item.id for item in items)
+        return [FakeTrajectory(item.question.split()[-1].rstrip("?")) for item in items]
+    return solve
+
+
+def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch):
+    path = tmp_path / "nq.jsonl"
+    asked: list[str] = []
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(asked, crash_after=7))
+    kwargs = dict(backend=None, search_tool=None, judge=FakeJudge(), config=None, model="m", batch_size=3)
+    with pytest.raises(Crash):
+        run_benchmark(ITEMS, path, **kwargs)
+    assert list(read_finished(path)) == ["q0", "q1", "q2", "q3", "q4", "q5"]  # two whole batches survived
+    first_run = list(asked)
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(asked))
+    records = run_benchmark(ITEMS, path, **kwargs)
+    assert asked[len(first_run):] == ["q6", "q7", "q8", "q9"]  # nothing asked twice
+    assert [r["id"] for r in records] == [i.id for i in ITEMS] and all(r["judge_correct"] for r in records)
+
+
+def test_torn_last_line_is_dropped_and_redone(tmp_path, monkeypatch):
+    path = tmp_path / "nq.jsonl"
+    good = {"id": "q0", "model": "m", "judge_correct": True}
+    path.write_text(json.dumps(good) + "\n" + '{"id": "q1", "mod')
+    assert list(read_finished(path)) == ["q0"]
+    assert path.read_text() == json.dumps(good) + "\n"
+
+
+def test_damaged_middle_line_is_a_clear_error(tmp_path):
+    path = tmp_path / "nq.jsonl"
+    path.write_text('{"id": "q0"}\n{oops\n{"id": "q2"}\n')
+    with pytest.raises(ValueError, match=r"nq.jsonl:2: .*delete it"):
+        read_finished(path)
+
+
+def test_timed_search_tool_accumulates_retrieval_time():
+    times = runner.StageTimes()
+
+    class Tool:
+        def search(self, queries, top_k=3):
+            return [[] for _ in queries]
+
+    assert runner.TimedSearchTool(Tool(), times).search(["a"], top_k=3) == [[]]
+    assert times.retrieval > 0
+
+
+def test_resume_with_real_rollout_and_fake_backend(tmp_path, smollm2_path):
+    """The real agent protocol (prompt, run_rollouts) over a scripted backend that dies on its 3rd call."""
+    rollout = pytest.importorskip("searchplay.agent.rollout")
+    from searchplay.llm.backend import Completion
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(str(smollm2_path))
+
+    class ScriptedBackend:
+        def __init__(self, die_on_call=None):
+            self.tokenizer, self.calls, self.die_on_call = tokenizer, 0, die_on_call
+
+        def generate(self, prompts, sampling):
+            self.calls += 1
+            if self.calls == self.die_on_call:
+                raise Crash("generation failed")
+            text = "<think>easy</think><answer>42</answer>"
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            return [Completion(token_ids=list(ids), text=text, finish_reason="stop", stop="</answer>") for _ in prompts]
+
+        def update_weights(self, model):
+            pass
+
+    class NoSearch:
+        def search(self, queries, top_k=3):
+            return [[] for _ in queries]
+
+    config = runner.rollout_config(Params())
+    path = tmp_path / "nq.jsonl"
+    items = ITEMS[:6]
+    kwargs = dict(search_tool=NoSearch(), judge=FakeJudge(), config=config, model="m", batch_size=2)
+    with pytest.raises(Crash):
+        run_benchmark(items, path, backend=ScriptedBackend(die_on_call=3), **kwargs)
+    assert list(read_finished(path)) == ["q0", "q1", "q2", "q3"]
+    backend = ScriptedBackend()
+    records = run_benchmark(items, path, backend=backend, **kwargs)
+    assert backend.calls == 1  # only the last batch of two questions was generated again
+    assert [r["prediction"] for r in records] == ["42"] * 6
+    assert rollout is not None
