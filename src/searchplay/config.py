@@ -72,6 +72,17 @@ class KGConfig(Section):
                                  "tabular-data", "math", "musical-notation", "wikibase-property"],
         description="datatypes never walked (identifiers, media, Wikimedia-internal)",
     )
+    use_default_blocklist: bool = Field(True, description="also block searchplay.kg.relations.DEFAULT_BLOCKLIST")
+    literal_datatypes: list[str] = Field(default_factory=lambda: ["time", "quantity"],
+                                         description="literal values allowed as the final hop (B.3: Date, Number)")
+    selector_temperature: float = Field(0.7, ge=0, description="selector sampling temperature (0: greedy)")
+    selector_batch_size: int = Field(32, ge=1, description="seeds advanced together per batched generation")
+    selector_max_new_tokens: int = Field(12, ge=1, description="tokens generated per selector reply")
+    selector_api_key_env: str = Field("OPENAI_API_KEY", description="env var holding the endpoint key, if any")
+    selector_timeout_s: float = Field(60.0, gt=0, description="endpoint request timeout")
+    ingest_batch_size: int = Field(5000, ge=1, description="entities per insert batch (bounds ingestion memory)")
+    sparql_seeds: list[str] = Field(default_factory=list, description="seed item ids pulled when source=sparql")
+    sparql_hops: int = Field(2, ge=1, description="hops pulled around the SPARQL seeds")
 
     @model_validator(mode="after")
     def _hops_ordered(self) -> KGConfig:
@@ -159,6 +170,15 @@ class SelfplayConfig(Section):
     kl_beta: float = Field(0.01, ge=0, description="low-variance KL coefficient (papers: 0.01)")
     max_grad_norm: float = Field(1.0, gt=0)
     wcr_alpha: float = Field(0.3, ge=0, le=1, description="WCR coefficient alpha (KG paper: 0.3)")
+    wcr_casefold: bool = Field(False, description="WCR title match with NFKC+casefold (paper: exact, false)")
+    adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")
+    proposer_baseline: Literal["none", "batch_mean"] = Field(
+        "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open)")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = Field(
+        "token-mean", description="policy/KL loss aggregation (verl default token-mean, as the SSP code)")
+    clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip bound for negative advantages (verl: 3.0)")
+    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay (verl default 0.01)")
+    warmup_from_zero: bool = Field(False, description="verl's schedule: lr 0 on the first step (false: 1/warmup)")
     noisy_docs: int = Field(4, ge=0, description="noisy RAG documents in verification (papers: 4)")
     verifier: Literal["policy", "frozen"] = Field("policy", description="RAG verifier model")
     proposer_temperature: float = Field(1.0, ge=0, description="Proposer rollout temperature")
@@ -174,19 +194,11 @@ class SelfplayConfig(Section):
     resample_max_rounds: int = Field(3, ge=0, description="extra Proposer rounds for batch_completion=resample")
     keep_checkpoints: int = Field(2, ge=1, description="newest iteration checkpoints kept per variant")
     sample_trajectories: int = Field(8, ge=0, description="decoded trajectories per role logged per iteration")
+    reports_dir: str = Field("reports/selfplay", description="metrics.json + history.csv per variant below")
     checkpoint_dir: str = Field("checkpoints", description="per-variant checkpoints live below")
     seed: int = Field(0)
 
 
-    wcr_casefold: bool = Field(False, description="WCR title match with NFKC+casefold (paper: exact, false)")
-    adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")
-    proposer_baseline: Literal["none", "batch_mean"] = Field(
-        "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open)")
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = Field(
-        "token-mean", description="policy/KL loss aggregation (verl default token-mean, as the SSP code)")
-    clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip bound for negative advantages (verl: 3.0)")
-    weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay (verl default 0.01)")
-    warmup_from_zero: bool = Field(False, description="verl's schedule: lr 0 on the first step (false: 1/warmup)")
 class EvaluateConfig(Section):
     benchmarks: list[str] = Field(default_factory=lambda: ["nq", "triviaqa", "popqa", "hotpotqa",
                                                            "2wikimultihopqa", "musique", "bamboogle"])

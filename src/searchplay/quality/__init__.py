@@ -99,6 +99,9 @@ def validate_dataframe(df: Any, expectations: Sequence[Any], name: str, raise_on
     ``expectations`` are GE 1.x expectation objects, e.g.
     ``great_expectations.expectations.ExpectColumnValuesToBeUnique(column="id")``.
     """
+    import logging
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # its INFO lines drown progress bars
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 

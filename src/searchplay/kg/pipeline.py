@@ -1,0 +1,94 @@
+"""The kg stage end to end: fill the store from the configured source, pick seeds, extract, validate, write.
+
+Output: ``out_dir/subgraphs.jsonl`` (sorted by num_nodes, descending) and ``out_dir/stats.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from searchplay.io import write_json, write_jsonl
+from searchplay.kg.extract import extract_subgraphs, pool_stats
+from searchplay.kg.readers import ReadReport, bundled_sample_path
+from searchplay.kg.relations import RelationFilter
+from searchplay.kg.selectors import RelationSelector, make_selector
+from searchplay.kg.store import GraphStore, ingest_dump
+
+log = logging.getLogger(__name__)
+
+
+def fill_store(params, dump: str | None, store_dir: Path, progress: Callable[[int], None] | None = None) -> ReadReport:
+    """Ingest the dump (``--dump`` or kg.dump), the bundled sample, or a SPARQL pull into ``store_dir``."""
+    config = params.kg
+    dump = dump or (config.dump if config.source == "dump" else None)
+    if dump is None and config.source == "sample":
+        dump = str(bundled_sample_path())
+    if dump is not None:
+        return ingest_dump(dump, store_dir, workers=config.ingest_workers, max_bad_line_share=config.max_bad_line_share,
+                           batch_size=config.ingest_batch_size, progress=progress)
+    if config.source == "sparql":
+        from searchplay.kg.sparql import SparqlReader, ingest_source
+
+        return ingest_source(SparqlReader(config.sparql_endpoint, config.sparql_seeds, config.sparql_hops), store_dir)
+    raise ValueError("kg.source=dump needs kg.dump (or --dump FILE)")
+
+
+def corpus_titles(params) -> set[str]:
+    """Titles of the retrieval corpus (for kg.require_in_corpus): the bundled summaries or corpus.out."""
+    from searchplay.assets import resolve
+
+    if params.corpus.source == "bundled":
+        return set(json.loads(Path(resolve("bundled:wiki-summaries")).read_text(encoding="utf-8")))
+    out = Path(params.corpus.out)
+    if not out.is_file():
+        raise FileNotFoundError(f"kg.require_in_corpus needs the corpus at {out}; run the corpus stage first")
+    from searchplay.io import read_jsonl
+
+    return {record.get("title", "") for record in read_jsonl(out)}
+
+
+def eligible_seeds(store: GraphStore, config, rng: random.Random, titles: set[str] | None = None) -> list[str]:
+    """Seed ids meeting kg.require_enwiki / kg.require_in_corpus (English label always), shuffled by ``rng``."""
+    seeds = [item_id for item_id, label, enwiki in store.items(require_label=True, require_enwiki=config.require_enwiki)
+             if titles is None or (enwiki or label) in titles]
+    rng.shuffle(seeds)
+    return seeds
+
+
+def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelector | None = None,
+                progress: Callable[[str, int | None], Callable[[int], None]] | None = None) -> dict[str, Any]:
+    """Build the pool; returns stats. Raises DumpError / DataQualityError with readable messages."""
+    from searchplay.quality.kg import validate_subgraphs
+
+    config = params.kg
+    out_dir = Path(out_dir)
+    store_dir = out_dir / "store" if dump else Path(config.store_dir)
+    report = fill_store(params, dump, store_dir, progress("ingesting entities", None) if progress else None)
+    log.info(report.summary())
+    store = GraphStore(store_dir)
+    rng = random.Random(config.seed)
+    titles = corpus_titles(params) if config.require_in_corpus else None
+    seeds = eligible_seeds(store, config, rng, titles)
+    if not seeds:
+        raise ValueError(f"no eligible seed in {store_dir}: need an English label"
+                         + (", an enwiki sitelink" if config.require_enwiki else "")
+                         + (" and a title in the corpus" if titles is not None else ""))
+    selector = selector or make_selector(config)
+    records, stats = extract_subgraphs(store, seeds, selector, RelationFilter.from_config(config), config,
+                                       config.num_seeds, rng,
+                                       progress("extracting subgraphs", config.num_seeds) if progress else None)
+    store.close()
+    summary = pool_stats(records, stats)
+    summary["ingest"] = {"source": report.source, "entities": report.entities, "lines": report.lines,
+                         "bad_lines": report.bad_lines, "bad_line_examples": report.examples}
+    summary["seed"] = config.seed
+    summary["eligible_seeds"] = len(seeds)
+    summary["quality"] = validate_subgraphs(records, config.min_hops, config.max_hops).to_dict()
+    write_jsonl(out_dir / "subgraphs.jsonl", records)
+    write_json(out_dir / "stats.json", summary)
+    return summary

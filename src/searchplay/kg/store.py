@@ -1,0 +1,228 @@
+"""On-disk graph store (sqlite): entities and statements, answering "outgoing edges of v" by index.
+
+Ingestion streams entities in batches (memory bounded by ``batch_size``, not by the dump), and can
+be split across processes: each worker fills its own shard database, then the shards are merged
+and indexed once. docs/decisions/kg.md says why sqlite (stdlib, one file, B-tree lookups).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from searchplay.kg.entities import Entity
+from searchplay.kg.readers import DumpError, DumpReader, ReadReport
+from searchplay.kg.values import render_quantity
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entities (id TEXT PRIMARY KEY, kind TEXT, label TEXT, description TEXT,
+                                     aliases TEXT, enwiki TEXT, datatype TEXT);
+CREATE TABLE IF NOT EXISTS statements (subject TEXT, property TEXT, datatype TEXT, rank INTEGER,
+                                       snaktype TEXT, target TEXT, value TEXT, unit TEXT);
+"""
+INDEXES = "CREATE INDEX IF NOT EXISTS statements_subject ON statements(subject);"
+STORE_FILE = "graph.sqlite"
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One outgoing statement of a node, with the labels the selector prompt shows."""
+
+    property: str
+    relation: str  # property label (the id when the property entity is absent)
+    datatype: str
+    rank: int
+    target: str | None  # entity id, or None for a literal
+    label: str  # target label or rendered literal
+    description: str
+
+    @property
+    def is_literal(self) -> bool:
+        return self.target is None
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    label: str | None
+    description: str | None
+    aliases: list[str]
+    enwiki: str | None
+
+
+def _rows(entities: Iterable[Entity]) -> Iterator[tuple[tuple, list[tuple]]]:
+    for e in entities:
+        yield ((e.id, e.kind, e.label, e.description, json.dumps(e.aliases, ensure_ascii=False), e.enwiki, e.datatype),
+               [(s.subject, s.property, s.datatype, s.rank, s.snaktype, s.target, s.value, s.unit)
+                for s in e.statements])
+
+
+def write_entities(path: Path, entities: Iterable[Entity], batch_size: int = 5000) -> int:
+    """Insert entities into the sqlite file at ``path`` in batches of ``batch_size``; returns the count."""
+    db = sqlite3.connect(path)
+    db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
+    count, entity_rows, statement_rows = 0, [], []
+    for entity_row, statements in _rows(entities):
+        entity_rows.append(entity_row)
+        statement_rows.extend(statements)
+        count += 1
+        if len(entity_rows) >= batch_size:
+            _flush(db, entity_rows, statement_rows)
+    _flush(db, entity_rows, statement_rows)
+    db.close()
+    return count
+
+
+def _flush(db: sqlite3.Connection, entity_rows: list, statement_rows: list) -> None:
+    db.executemany("INSERT OR REPLACE INTO entities VALUES (?,?,?,?,?,?,?)", entity_rows)
+    db.executemany("INSERT INTO statements VALUES (?,?,?,?,?,?,?,?)", statement_rows)
+    db.commit()
+    entity_rows.clear()
+    statement_rows.clear()
+
+
+def _ingest_shard(args: tuple[str, float, int, int, str, int]) -> ReadReport:
+    dump, max_bad, index, count, shard_path, batch_size = args
+    reader = DumpReader(dump, max_bad, shard=(index, count))
+    write_entities(Path(shard_path), reader.entities(), batch_size)
+    return reader.report
+
+
+def ingest_dump(dump: str | Path, store_dir: str | Path, workers: int = 1, max_bad_line_share: float = 0.01,
+                batch_size: int = 5000, progress: Callable[[int], None] | None = None) -> ReadReport:
+    """Ingest a dump into ``store_dir/graph.sqlite``, split over ``workers`` processes (kg.ingest_workers).
+
+    Returns the combined read report; raises ``DumpError`` on an unreadable dump, too many bad lines
+    or no usable entity.
+    """
+    store_dir = Path(store_dir)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    final = store_dir / STORE_FILE
+    for stale in [final, *store_dir.glob("shard-*.sqlite")]:
+        stale.unlink(missing_ok=True)
+    if workers == 1:
+        reader = DumpReader(dump, max_bad_line_share)
+        entities = reader.entities()
+        if progress is not None:
+            entities = _counting(entities, progress)
+        write_entities(final, entities, batch_size)
+        reports = [reader.report]
+    else:
+        shards = [str(store_dir / f"shard-{i}.sqlite") for i in range(workers)]
+        jobs = [(str(dump), max_bad_line_share, i, workers, shards[i], batch_size) for i in range(workers)]
+        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+            reports = pool.map(_ingest_shard, jobs)
+        _merge(final, shards)
+    report = _combine(str(dump), reports)
+    if report.bad_share > max_bad_line_share:
+        raise DumpError(f"{report.summary()}\nbad-line share {report.bad_share:.1%} > "
+                        f"kg.max_bad_line_share={max_bad_line_share:.1%}")
+    if report.entities == 0:
+        final.unlink(missing_ok=True)
+        raise DumpError(f"dump {dump} holds no usable Wikidata entity ({report.lines} lines read); expected a JSON "
+                        "array with one entity object per line")
+    _index(final)
+    return report
+
+
+def _counting(entities: Iterator[Entity], progress: Callable[[int], None]) -> Iterator[Entity]:
+    for entity in entities:
+        progress(1)
+        yield entity
+
+
+def _combine(source: str, reports: list[ReadReport]) -> ReadReport:
+    total = ReadReport(source=source)
+    for r in reports:
+        total.lines += r.lines
+        total.entities += r.entities
+        total.bad_lines += r.bad_lines
+        total.bytes_read += r.bytes_read
+        total.examples += r.examples[: 5 - len(total.examples)]
+    return total
+
+
+def _merge(final: Path, shards: list[str]) -> None:
+    db = sqlite3.connect(final)
+    db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
+    for shard in shards:
+        db.execute("ATTACH DATABASE ? AS shard", (shard,))
+        db.execute("INSERT OR REPLACE INTO entities SELECT * FROM shard.entities")
+        db.execute("INSERT INTO statements SELECT * FROM shard.statements")
+        db.commit()
+        db.execute("DETACH DATABASE shard")
+        Path(shard).unlink()
+    db.close()
+
+
+def _index(final: Path) -> None:
+    db = sqlite3.connect(final)
+    db.executescript(INDEXES)
+    db.close()
+
+
+EDGE_QUERY = """
+SELECT s.property, COALESCE(p.label, s.property), s.datatype, s.rank, s.target,
+       COALESCE(t.label, s.value), COALESCE(t.description, ''), s.unit, u.label
+FROM statements s
+LEFT JOIN entities p ON p.id = s.property
+LEFT JOIN entities t ON t.id = s.target
+LEFT JOIN entities u ON u.id = s.unit
+WHERE s.subject = ? AND s.snaktype = 'value'
+ORDER BY s.property, s.rank DESC
+"""
+
+
+class GraphStore:
+    """Read access to an ingested store: nodes, outgoing edges, seed candidates."""
+
+    def __init__(self, store_dir: str | Path):
+        path = Path(store_dir) / STORE_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"no graph store at {path}; ingest a dump first (searchplay kg extract)")
+        self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+
+    def node(self, entity_id: str) -> Node | None:
+        row = self.db.execute("SELECT id, label, description, aliases, enwiki FROM entities WHERE id = ?",
+                              (entity_id,)).fetchone()
+        return Node(row[0], row[1], row[2], json.loads(row[3] or "[]"), row[4]) if row else None
+
+    def outgoing(self, entity_id: str) -> list[Edge]:
+        """Outgoing value statements of ``entity_id``, preferred rank before normal within a property.
+
+        Targets without an English label are skipped (they cannot be named in a question).
+        """
+        edges = []
+        for prop, relation, datatype, rank, target, label, description, unit, unit_label in self.db.execute(
+                EDGE_QUERY, (entity_id,)):
+            if not label or (target is not None and label == target) or (unit and not unit_label):
+                continue  # unlabeled target, or a quantity whose unit cannot be named
+            if datatype == "quantity" and target is None:
+                label = render_quantity(label, unit_label)
+            edges.append(Edge(prop, relation, datatype, rank, target, label, description))
+        return edges
+
+    def statements(self, entity_id: str) -> list[tuple]:
+        """All stored statements of ``entity_id`` (subject, property, datatype, rank, snaktype, target, value, unit)."""
+        return self.db.execute("SELECT * FROM statements WHERE subject = ? ORDER BY property, rank DESC",
+                               (entity_id,)).fetchall()
+
+    def items(self, require_label: bool = True, require_enwiki: bool = False) -> list[tuple[str, str, str | None]]:
+        """(id, label, enwiki) of items, for seed selection, in id order (deterministic)."""
+        query = "SELECT id, label, enwiki FROM entities WHERE kind = 'item'"
+        if require_label:
+            query += " AND label IS NOT NULL"
+        if require_enwiki:
+            query += " AND enwiki IS NOT NULL"
+        return self.db.execute(query + " ORDER BY id").fetchall()
+
+    def count(self, table: str) -> int:
+        assert table in {"entities", "statements"}
+        return self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,23 @@
+"""The Great Expectations suite every retrieval corpus passes before it is indexed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def passage_expectations() -> list[Any]:
+    """Unique ids; non-null, non-blank id, title and text."""
+    import great_expectations.expectations as gxe
+
+    expectations: list[Any] = [gxe.ExpectColumnValuesToBeUnique(column="id")]
+    for column in ("id", "title", "text"):
+        expectations += [gxe.ExpectColumnValuesToNotBeNull(column=column),
+                         gxe.ExpectColumnValuesToMatchRegex(column=column, regex=r"\S")]
+    return expectations
+
+
+def validate_passages(df: Any, name: str = "corpus_passages"):
+    """Validate a passages DataFrame (id, title, text); raises ``DataQualityError`` on failure."""
+    from searchplay.quality import validate_dataframe
+
+    return validate_dataframe(df, passage_expectations(), name)

@@ -1,0 +1,39 @@
+"""Great Expectations suite for the KG subgraph pool (issue 3, item 7).
+
+Checks: hops within [min_hops, max_hops], answer present, len(waypoints) == num_hops, unique ids,
+no answer among the waypoints. A failure raises ``DataQualityError`` naming expectation and rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from searchplay.quality import QualityReport, validate_dataframe
+
+
+def subgraph_frame(records: list[dict[str, Any]]):
+    """One row per subgraph with the derived columns the suite checks."""
+    import pandas as pd
+
+    rows = [{"id": r["id"], "answer": r["answer"], "num_hops": r["num_hops"],
+             "waypoints_match_hops": len(r["waypoints"]) == r["num_hops"],
+             "answer_in_waypoints": str(r["answer"]).casefold() in {w.casefold() for w in r["waypoints"]},
+             "num_nodes": r["num_nodes"]} for r in records]
+    return pd.DataFrame(rows, columns=["id", "answer", "num_hops", "waypoints_match_hops", "answer_in_waypoints",
+                                       "num_nodes"])
+
+
+def validate_subgraphs(records: list[dict[str, Any]], min_hops: int = 3, max_hops: int = 7) -> QualityReport:
+    """Run the pool suite; raises ``DataQualityError`` with a readable report on any failure."""
+    import great_expectations.expectations as gxe
+
+    expectations = [
+        gxe.ExpectTableRowCountToBeBetween(min_value=1),
+        gxe.ExpectColumnValuesToBeBetween(column="num_hops", min_value=min_hops, max_value=max_hops),
+        gxe.ExpectColumnValuesToNotBeNull(column="answer"),
+        gxe.ExpectColumnValueLengthsToBeBetween(column="answer", min_value=1),
+        gxe.ExpectColumnValuesToBeInSet(column="waypoints_match_hops", value_set=[True]),
+        gxe.ExpectColumnValuesToBeUnique(column="id"),
+        gxe.ExpectColumnValuesToBeInSet(column="answer_in_waypoints", value_set=[False]),
+    ]
+    return validate_dataframe(subgraph_frame(records), expectations, "kg_subgraphs")
