@@ -27,3 +27,24 @@ def test_run_logs_params_and_provenance_tags(tmp_path, monkeypatch):
     assert stored.data.tags["params_hash"] == params.digest()
     assert "git_commit" in stored.data.tags
     assert mlflow.get_experiment(run.info.experiment_id).name == "searchplay-selfplay"
+
+
+@pytest.mark.slow
+def test_register_model_records_variant_and_scores(tmp_path, monkeypatch):
+    import mlflow
+    from mlflow import MlflowClient
+
+    from searchplay.tracking import register_model
+
+    monkeypatch.chdir(tmp_path)
+    params = Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}})
+    model_dir = tmp_path / "checkpoints" / "kg_wcr" / "model"
+    model_dir.mkdir(parents=True)
+    with start_run(params, "evaluate", "kg_wcr") as run:
+        mlflow.log_metric("judge_accuracy", 0.25)
+    first = register_model(run.info.run_id, model_dir, "kg_wcr", {"judge_accuracy": 0.25}, params)
+    second = register_model(run.info.run_id, model_dir, "kg_wcr", {"judge_accuracy": 0.3}, params)
+    assert (first, second) == ("1", "2")
+    version = MlflowClient().get_model_version("searchplay-kg_wcr", "2")
+    assert version.tags["variant"] == "kg_wcr" and version.tags["score.judge_accuracy"] == "0.3000"
+    assert version.source == str(model_dir.resolve())

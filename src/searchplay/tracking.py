@@ -69,3 +69,28 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
         mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
                          **dvc_stage_hashes(), **(tags or {})})
         yield run
+
+
+def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dict[str, float],
+                   params: Params) -> str:
+    """Register an evaluated checkpoint as a version of ``searchplay-<variant>`` in the model registry.
+
+    The version's source is the checkpoint folder itself (no copy of hundreds of MB into the artifact
+    store); its tags carry the variant, the scores and the judge, so the registry answers "which
+    checkpoint scored what". Returns the version number.
+    """
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    mlflow.set_tracking_uri(tracking_uri(params))
+    client = MlflowClient()
+    name = f"{params.tracking.experiment_prefix}-{variant}"
+    try:
+        client.create_registered_model(name, description=f"searchplay policy trained with the {variant} variant")
+    except MlflowException as exc:
+        if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
+            raise
+    tags = {"variant": variant, **{f"score.{k}": f"{v:.4f}" for k, v in scores.items()}}
+    version = client.create_model_version(name, source=str(Path(model_dir).resolve()), run_id=run_id, tags=tags)
+    return str(version.version)
