@@ -1,0 +1,158 @@
+"""The whole pipeline, for real, at the quick profile's size, in a temporary copy of the repository.
+
+One module-scoped fixture runs `dvc repro` once (every stage: KG, corpus, index, self-play and
+evaluation for both variants, report); the tests then check the outputs, that a second `dvc repro`
+does nothing, that changing `selfplay.wcr_alpha` re-runs only kg_wcr's downstream stages, and
+that a Prefect server + process worker runs the `retrain/weekly` deployment to completion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 1800) -> str:
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{output[-6000:]}"
+    return output
+
+
+def stages_that_ran(output: str) -> set[str]:
+    return {line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")}
+
+
+@pytest.fixture(scope="module")
+def pipeline_env(tmp_path_factory) -> dict[str, str]:
+    from searchplay.pipeline import stage_environment
+
+    env = stage_environment()
+    env["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def quick_repo(repo_root, tmp_path_factory, pipeline_env, shared_dir) -> tuple[Path, str]:
+    """A git+DVC copy of the tracked tree, quick profile applied, after one full `dvc repro`."""
+    from dvc.utils.serialize import modify_yaml
+
+    from searchplay.config import _flatten, set_dotted
+
+    repo = tmp_path_factory.mktemp("pipeline") / "searchplay"
+    tracked = subprocess.run(["git", "ls-files"], cwd=repo_root, capture_output=True, text=True,
+                             check=True).stdout.split()
+    for name in tracked:
+        if (repo_root / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(repo_root / name, repo / name)
+    quick = yaml.safe_load((repo / "params.quick.yaml").read_text())
+    with modify_yaml(repo / "params.yaml") as tree:
+        for key, value in _flatten(quick):
+            set_dotted(tree, key, value)
+        set_dotted(tree, "evaluate.data_dir", str(shared_dir / "benchmarks"))
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com"]
+    run(["git", "init", "-q"], repo, pipeline_env)
+    run([*git, "add", "-A"], repo, pipeline_env)
+    run([*git, "commit", "-qm", "quick profile"], repo, pipeline_env)
+    output = run([str(BIN / "dvc"), "repro"], repo, pipeline_env)
+    return repo, output
+
+
+def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
+    repo, output = quick_repo
+    variants = ["ssp", "kg_wcr"]
+    expected = {"kg", "corpus", "index", "report"} | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in variants}
+    assert stages_that_ran(output) == expected
+    assert sum(1 for _ in (repo / "data/kg/subgraphs.jsonl").open()) > 0
+    for variant in variants:
+        metrics = json.loads((repo / f"reports/eval/{variant}/metrics.json").read_text())
+        assert metrics, f"empty evaluation metrics for {variant}"
+        assert (repo / f"reports/selfplay/{variant}/metrics.json").exists()
+    assert (repo / "reports/compare").is_dir()
+    assert (repo / "dvc.lock").exists()
+    assert (repo / "mlflow.db").exists()
+
+
+def test_second_repro_does_nothing(quick_repo, pipeline_env):
+    repo, _ = quick_repo
+    output = run([str(BIN / "dvc"), "repro"], repo, pipeline_env)
+    assert stages_that_ran(output) == set(), output
+
+
+def test_metrics_show_and_diff(quick_repo, pipeline_env):
+    repo, _ = quick_repo
+    output = run([str(BIN / "dvc"), "metrics", "show", "--json"], repo, pipeline_env)
+    assert "reports/eval/kg_wcr/metrics.json" in output
+
+
+def test_changing_wcr_alpha_reruns_only_kg_wcr_downstream(quick_repo, pipeline_env):
+    repo, _ = quick_repo
+    output = run([str(BIN / "dvc"), "repro", "--dry"], repo, pipeline_env)  # still nothing to do
+    assert stages_that_ran(output) == set()
+    from dvc.utils.serialize import modify_yaml
+
+    with modify_yaml(repo / "params.yaml") as tree:
+        tree["selfplay"]["wcr_alpha"] = 0.5
+    output = run([str(BIN / "dvc"), "repro"], repo, pipeline_env)
+    assert stages_that_ran(output) == {"selfplay@kg_wcr", "evaluate@kg_wcr", "report"}, output
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(url: str, seconds: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    raise TimeoutError(f"{url} did not answer within {seconds} s")
+
+
+def test_prefect_server_worker_and_deployment_run(quick_repo, pipeline_env):
+    """A real Prefect server on 127.0.0.1, a process worker, `prefect deployment run 'retrain/weekly'`."""
+    repo, _ = quick_repo
+    port = free_port()
+    env = {**pipeline_env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+    prefect = str(BIN / "prefect")
+    server = subprocess.Popen([prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port)], cwd=repo,
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    worker = None
+    try:
+        wait_for(f"http://127.0.0.1:{port}/api/health", 180)
+        run([prefect, "work-pool", "create", "local-process", "--type", "process"], repo, env)
+        run([prefect, "--no-prompt", "deploy", "--name", "weekly"], repo, env)
+        worker = subprocess.Popen([prefect, "worker", "start", "--pool", "local-process"], cwd=repo, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        output = run([prefect, "deployment", "run", "retrain/weekly", "-p", "quick=true", "--watch",
+                      "--watch-interval", "2", "--watch-timeout", "900"], repo, env, timeout=1000)
+        assert "Completed" in output, output
+    finally:
+        for process in (worker, server):  # the worker first: it talks to the server while stopping
+            if process is not None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
