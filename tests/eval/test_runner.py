@@ -19,41 +19,26 @@ class Crash(RuntimeError):
     pass
 
 
-class FakeTrajectory:
-    def __init__(self, answer):
-        self.answer, self.valid, self.finish_reason, self.turns, self.search_queries = answer, True, "answer", [], []
-        self.num_searches = 0
-
-
-class FakeJudge:
-    name = "fake-judge"
-
-    def judge_many(self, items):
-        from types import SimpleNamespace
-
-        return [SimpleNamespace(correct=p == g[0], method="exact", judge_model=self.name) for _, p, g in items]
-
-
-def scripted_solver(asked, crash_after=None):
+def scripted_solver(trajectory, asked, crash_after=None):
     """Stands in for the rollout: answers 'What is i?' with i; raises once ``crash_after`` questions were asked."""
     def solve(items, backend, search_tool, config, top_k):
         if crash_after is not None and len(asked) + len(items) > crash_after:
             raise Crash("backend died")
         asked.extend(item.id for item in items)
-        return [FakeTrajectory(item.question.split()[-1].rstrip("?")) for item in items]
+        return [trajectory(item.question.split()[-1].rstrip("?")) for item in items]
     return solve
 
 
-def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch):
+def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch, fake_judge, fake_trajectory):
     path = tmp_path / "nq.jsonl"
     asked: list[str] = []
-    monkeypatch.setattr(runner, "solve_batch", scripted_solver(asked, crash_after=7))
-    kwargs = dict(backend=None, search_tool=None, judge=FakeJudge(), config=None, model="m", batch_size=3)
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, asked, crash_after=7))
+    kwargs = dict(backend=None, search_tool=None, judge=fake_judge, config=None, model="m", batch_size=3)
     with pytest.raises(Crash):
         run_benchmark(ITEMS, path, **kwargs)
     assert list(read_finished(path)) == ["q0", "q1", "q2", "q3", "q4", "q5"]  # two whole batches survived
     first_run = list(asked)
-    monkeypatch.setattr(runner, "solve_batch", scripted_solver(asked))
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, asked))
     records = run_benchmark(ITEMS, path, **kwargs)
     assert asked[len(first_run):] == ["q6", "q7", "q8", "q9"]  # nothing asked twice
     assert [r["id"] for r in records] == [i.id for i in ITEMS] and all(r["judge_correct"] for r in records)
@@ -85,7 +70,8 @@ def test_timed_search_tool_accumulates_retrieval_time():
     assert times.retrieval > 0
 
 
-def test_resume_with_real_rollout_and_fake_backend(tmp_path, smollm2_path):
+@pytest.mark.slow
+def test_resume_with_real_rollout_and_fake_backend(tmp_path, smollm2_path, fake_judge):
     """The real agent protocol (prompt, run_rollouts) over a scripted backend that dies on its 3rd call."""
     rollout = pytest.importorskip("searchplay.agent.rollout")
     from searchplay.llm.backend import Completion
@@ -115,7 +101,7 @@ def test_resume_with_real_rollout_and_fake_backend(tmp_path, smollm2_path):
     config = runner.rollout_config(Params())
     path = tmp_path / "nq.jsonl"
     items = ITEMS[:6]
-    kwargs = dict(search_tool=NoSearch(), judge=FakeJudge(), config=config, model="m", batch_size=2)
+    kwargs = dict(search_tool=NoSearch(), judge=fake_judge, config=config, model="m", batch_size=2)
     with pytest.raises(Crash):
         run_benchmark(items, path, backend=ScriptedBackend(die_on_call=3), **kwargs)
     assert list(read_finished(path)) == ["q0", "q1", "q2", "q3"]

@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,21 +57,11 @@ class TimedSearchTool:
 
 
 def rollout_config(params: Any) -> Any:
-    """The agent's ``RolloutConfig`` from ``params.agent``, with the evaluation's turns and temperature."""
+    """The agent's ``RolloutConfig`` from params, with the evaluation's turns and (greedy) temperature."""
     from searchplay.agent.rollout import RolloutConfig
 
-    overrides = {"max_turns": params.evaluate.max_turns, "temperature": params.evaluate.temperature}
-    if hasattr(RolloutConfig, "from_params"):
-        config = RolloutConfig.from_params(params.agent)
-    else:
-        agent = params.agent.model_dump()
-        known = {f.name for f in fields(RolloutConfig)} if is_dataclass(RolloutConfig) else set(agent)
-        config = RolloutConfig(**{k: v for k, v in agent.items() if k in known})
-    if is_dataclass(config):
-        from dataclasses import replace
-
-        return replace(config, **overrides)
-    return config.model_copy(update=overrides)
+    return RolloutConfig.from_params(params, max_turns=params.evaluate.max_turns,
+                                     temperature=params.evaluate.temperature)
 
 
 def read_finished(path: str | Path) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,34 @@
+"""Test-only fakes for the eval stage: a scripted trajectory and a judge that records its name."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+
+class FakeTrajectory:
+    """The fields of ``searchplay.agent.trajectory.Trajectory`` that the runner reads."""
+
+    def __init__(self, answer: str):
+        self.answer, self.valid, self.finish_reason, self.turns, self.search_queries = answer, True, "answer", [], []
+        self.num_searches = 0
+
+
+class FakeJudge:
+    """Exact string equality with the first gold; named so reports can be checked for the judge name."""
+
+    name = "fake-judge"
+
+    def judge_many(self, items):
+        return [SimpleNamespace(correct=p == g[0], method="exact", judge_model=self.name) for _, p, g in items]
+
+
+@pytest.fixture
+def fake_judge() -> FakeJudge:
+    return FakeJudge()
+
+
+@pytest.fixture
+def fake_trajectory() -> type[FakeTrajectory]:
+    return FakeTrajectory
