@@ -26,6 +26,8 @@ class Turn:
     documents: list[Document] = field(default_factory=list)
     env_start: int | None = None
     env_end: int | None = None
+    invalid_reason: str | None = None  # why the action was invalid (corrective message follows)
+    search_error: str | None = None  # the search tool's exception, when the search failed
 
 
 @dataclass

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+_GENERIC_CLASSES = {"TokenizersBackend", "PreTrainedTokenizerFast"}  # tokenizer.json alone defines these
 
 
 def load_tokenizer(model: str) -> Any:
@@ -10,11 +14,19 @@ def load_tokenizer(model: str) -> Any:
 
     Left padding because batched generation appends on the right; a pad token falls back to EOS.
     """
-    from transformers import AutoTokenizer
-
     from searchplay.assets import resolve
 
-    tokenizer = AutoTokenizer.from_pretrained(str(resolve(model)))
+    path = Path(resolve(model))
+    config = path / "tokenizer_config.json"
+    if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in _GENERIC_CLASSES:
+        # AutoTokenizer resolves the model config first, which imports torch (~25 s on a busy 2-core box).
+        from transformers import PreTrainedTokenizerFast
+
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(resolve(model)))
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -1,0 +1,237 @@
+"""Multi-turn rollouts under the Search-R1/SSP protocol, batched across all active rollouts.
+
+Each turn, every unfinished rollout generates in ONE ``backend.generate`` call (stopping at
+``</search>``, the role's final tag, EOS or the turn budget); searches of the turn go to the
+search tool in one batch; the environment's reply (``<information>`` block or Search-R1's
+corrective message) is encoded on its own and appended as ids with loss mask 0. Generated ids
+are kept exactly as sampled, so the history is never re-tokenized (notes/ssp.md §4.2, §4.4;
+anchors.md §1.15 item 4). Choices where the papers are silent: docs/decisions/agent.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchplay.agent.protocol import (
+    FINAL_TAG,
+    corrective_message,
+    count_answer_tags,
+    extract_think,
+    information_block,
+    parse_action,
+    stop_strings,
+)
+from searchplay.agent.trajectory import Role, Trajectory, Turn
+from searchplay.llm.backend import PolicyBackend, SamplingParams
+from searchplay.llm.tokenizer import encode_prompt
+from searchplay.retrieval.types import Document, SearchTool
+
+log = logging.getLogger(__name__)
+
+__all__ = ["RolloutConfig", "encode_prompt", "run_rollouts"]
+
+SEARCH_FAILED = "Search failed: {error}"  # the information block's text when the search tool raises
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Budgets and sampling for one batch of rollouts (``params.agent``; papers: 10 turns, 4096/8192 tokens)."""
+
+    max_turns: int = 10  # generation calls per rollout (SSP B.1)
+    max_prompt_tokens: int = 4096  # longer prompts are rejected
+    max_response_tokens: int = 8192  # generated + environment tokens of the whole rollout
+    max_turn_tokens: int = 512  # new tokens per generation call
+    temperature: float = 1.0  # 0: greedy
+    top_p: float = 1.0
+    max_answer_tags: int = 10  # above this, answer_tag_penalty divides the score by 4
+    max_doc_tokens: int = 0  # per retrieved document in the <information> block (0: whole)
+    seed: int | None = None  # sampling seed of turn t is seed + t
+
+    @classmethod
+    def from_params(cls, params: Any, **overrides: Any) -> RolloutConfig:
+        """From a ``Params`` (agent + search sections); keyword overrides win (e.g. temperature=0 for eval)."""
+        agent = params.agent
+        values = {"max_turns": agent.max_turns, "max_prompt_tokens": agent.max_prompt_tokens,
+                  "max_response_tokens": agent.max_response_tokens, "max_turn_tokens": agent.max_turn_tokens,
+                  "temperature": agent.temperature, "top_p": agent.top_p, "max_answer_tags": agent.max_answer_tags,
+                  "max_doc_tokens": params.search.max_doc_tokens, "seed": getattr(agent, "seed", None)}
+        return cls(**{**values, **overrides})
+
+
+@dataclass
+class _Rollout:
+    """Mutable state of one rollout while it runs."""
+
+    prompt_ids: list[int]
+    response_ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    final: str | None = None
+    finish_reason: str = ""
+    invalid_reason: str | None = None
+    invalid_actions: int = 0
+
+    @property
+    def done(self) -> bool:
+        return bool(self.finish_reason)
+
+    def end(self, finish_reason: str, invalid_reason: str | None = None) -> None:
+        self.finish_reason, self.invalid_reason = finish_reason, invalid_reason
+
+
+def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Sequence[Sequence[int]], role: Role,
+                 config: RolloutConfig, top_k: int = 3, progress: bool = False) -> list[Trajectory]:
+    """Run one rollout per prompt to completion; all active rollouts advance together, turn by turn.
+
+    A rollout ends with its final tag (``finish_reason`` 'answer'/'question', valid), at EOS without an
+    action ('invalid'), when a generation fills its turn or response budget ('length'), or after
+    ``max_turns`` generations ('max_turns'). Only the first finish is valid.
+    """
+    if role not in FINAL_TAG:
+        raise ValueError(f"role must be 'solver' or 'proposer', got {role!r}")
+    for i, ids in enumerate(prompt_ids):
+        if not ids:
+            raise ValueError(f"prompt {i} is empty")
+        if len(ids) > config.max_prompt_tokens:
+            raise ValueError(f"prompt {i} has {len(ids)} tokens, over agent.max_prompt_tokens="
+                             f"{config.max_prompt_tokens}; shorten it or raise the budget")
+    rollouts = [_Rollout(list(ids)) for ids in prompt_ids]
+    bar = _progress_bar(len(rollouts), role, progress)
+    for turn_index in range(config.max_turns):
+        active = [r for r in rollouts if not r.done]
+        if not active:
+            break
+        searches = _generate_turn(backend, active, role, config, turn_index)
+        _answer_searches(backend, search_tool, searches, role, config, top_k)
+        if bar is not None:
+            bar.update(sum(r.done for r in active))
+            bar.set_postfix(turn=turn_index + 1, active=sum(not r.done for r in rollouts))
+    for rollout in rollouts:
+        if not rollout.done:
+            rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.max_turns} turns")
+    if bar is not None:
+        bar.close()
+    return [_trajectory(backend.tokenizer, r, role) for r in rollouts]
+
+
+def _generate_turn(backend: PolicyBackend, active: list[_Rollout], role: Role, config: RolloutConfig,
+                   turn_index: int) -> list[tuple[_Rollout, Turn]]:
+    """One batched generation for every active rollout; returns the (rollout, turn) pairs that searched."""
+    budgets = [min(config.max_turn_tokens, config.max_response_tokens - len(r.response_ids)) for r in active]
+    seed = None if config.seed is None else config.seed + turn_index
+    sampling = SamplingParams(max_new_tokens=max(budgets), temperature=config.temperature, top_p=config.top_p,
+                              stop=stop_strings(role), seed=seed)
+    completions = backend.generate([r.prompt_ids + r.response_ids for r in active], sampling)
+    last_turn = turn_index == config.max_turns - 1
+    searches = []
+    for rollout, completion, budget in zip(active, completions, budgets, strict=True):
+        ids, finish = list(completion.token_ids), completion.finish_reason
+        if len(ids) > budget:  # this row's budget is below the batch's max_new_tokens
+            ids, finish = ids[:budget], "length"
+        text = completion.text if len(ids) == len(completion.token_ids) else backend.tokenizer.decode(
+            ids, skip_special_tokens=True)
+        start = len(rollout.response_ids)
+        rollout.response_ids += ids
+        rollout.loss_mask += [1] * len(ids)
+        turn = Turn(text=text, start=start, end=len(rollout.response_ids), action="invalid")
+        rollout.turns.append(turn)
+        if finish == "length":
+            turn.action = "truncated"
+            rollout.end("length", f"generation hit the token budget ({budget}) without a stop string")
+            continue
+        action = parse_action(text, role)
+        turn.action = action.kind
+        if action.kind == "search":
+            turn.search_queries = [action.content]
+            if last_turn:
+                rollout.end("max_turns", f"searched on the last of {config.max_turns} turns")
+            else:
+                searches.append((rollout, turn))
+        elif action.kind == FINAL_TAG[role]:
+            rollout.final = action.content
+            rollout.end(action.kind)
+        else:
+            rollout.invalid_actions += 1
+            turn.invalid_reason = action.reason
+            if finish == "eos":  # the model ended its message without an action (SSP: trajectory over)
+                rollout.end("invalid", f"EOS without an action: {action.reason}")
+            elif not last_turn:
+                _append_environment(backend.tokenizer, rollout, turn, corrective_message(role), config)
+    return searches
+
+
+def _answer_searches(backend: PolicyBackend, search_tool: SearchTool, searches: list[tuple[_Rollout, Turn]],
+                     role: Role, config: RolloutConfig, top_k: int) -> None:
+    """Run this turn's queries as one batch and append each rollout's ``<information>`` block."""
+    from searchplay.retrieval import format_documents
+
+    if not searches:
+        return
+    queries = [turn.search_queries[0] for _, turn in searches]
+    results = _search(search_tool, queries, top_k)
+    for (rollout, turn), result in zip(searches, results, strict=True):
+        if isinstance(result, Exception):
+            turn.search_error = f"{type(result).__name__}: {result}"
+            body = SEARCH_FAILED.format(error=type(result).__name__)
+        else:
+            turn.documents = list(result)
+            body = format_documents(turn.documents, backend.tokenizer, config.max_doc_tokens)
+        _append_environment(backend.tokenizer, rollout, turn, information_block(body), config)
+
+
+def _search(search_tool: SearchTool, queries: list[str], top_k: int) -> list[list[Document] | Exception]:
+    """One batched search; if it raises, each query alone, so one bad query fails only its rollout's turn."""
+    try:
+        results = search_tool.search(queries, top_k=top_k)
+        if len(results) != len(queries):
+            raise RuntimeError(f"search tool returned {len(results)} result lists for {len(queries)} queries")
+        return list(results)
+    except Exception as exc:
+        log.warning("batched search of %d queries failed (%s); retrying one by one", len(queries), exc)
+    outcomes: list[list[Document] | Exception] = []
+    for query in queries:
+        try:
+            outcomes.append(search_tool.search([query], top_k=top_k)[0])
+        except Exception as exc:
+            log.warning("search %r failed: %s", query, exc)
+            outcomes.append(exc)
+    return outcomes
+
+
+def _append_environment(tokenizer: Any, rollout: _Rollout, turn: Turn, text: str, config: RolloutConfig) -> None:
+    """Encode environment text on its own and append its ids with loss mask 0 (or end at the budget)."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(rollout.response_ids) + len(ids) >= config.max_response_tokens:
+        rollout.end("length", f"the environment reply would fill agent.max_response_tokens="
+                              f"{config.max_response_tokens}")
+        return
+    turn.env_start = len(rollout.response_ids)
+    rollout.response_ids += ids
+    rollout.loss_mask += [0] * len(ids)
+    turn.env_end = len(rollout.response_ids)
+
+
+def _trajectory(tokenizer: Any, rollout: _Rollout, role: Role) -> Trajectory:
+    model_text = "".join(turn.text for turn in rollout.turns)
+    valid = rollout.finish_reason == FINAL_TAG[role]
+    return Trajectory(
+        role=role, prompt_ids=rollout.prompt_ids, response_ids=rollout.response_ids, loss_mask=rollout.loss_mask,
+        turns=rollout.turns,
+        answer=rollout.final if role == "solver" else None,
+        question=rollout.final if role == "proposer" else None,
+        think_text=extract_think(model_text), valid=valid,
+        invalid_reason=None if valid else rollout.invalid_reason,
+        answer_tag_count=count_answer_tags(model_text), finish_reason=rollout.finish_reason,
+        metadata={"invalid_actions": rollout.invalid_actions, "num_turns": len(rollout.turns)},
+    )
+
+
+def _progress_bar(total: int, role: Role, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"{role} rollouts", unit="rollout", leave=False)

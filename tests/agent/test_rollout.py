@@ -1,0 +1,197 @@
+"""Multi-turn rollouts driven by a scripted fake policy (tests only) through every protocol branch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from searchplay.agent.protocol import corrective_message, information_block
+from searchplay.agent.rollout import RolloutConfig, run_rollouts
+from searchplay.config import Params
+from searchplay.llm.backend import Completion, PolicyBackend, SamplingParams
+from searchplay.retrieval import format_documents
+from searchplay.retrieval.types import Document
+
+EOS = object()  # script marker: this turn ends with the EOS token
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smollm2_path):
+    from searchplay.llm import load_tokenizer
+
+    return load_tokenizer(str(smollm2_path))
+
+
+class ScriptedPolicy:
+    """A PolicyBackend that replays scripted turn texts, one script per prompt (matched by prompt ids)."""
+
+    def __init__(self, tokenizer, prompts: Sequence[list[int]], scripts: Sequence[Sequence]):
+        self.tokenizer = tokenizer
+        self.scripts = {tuple(p): list(s) for p, s in zip(prompts, scripts, strict=True)}
+        self.calls: list[int] = []  # batch size of every generate call
+
+    def generate(self, prompts, sampling: SamplingParams) -> list[Completion]:
+        self.calls.append(len(prompts))
+        out = []
+        for ids in prompts:
+            script = next(s for p, s in self.scripts.items() if tuple(ids[: len(p)]) == p)
+            text = script.pop(0)
+            eos = text is EOS or isinstance(text, tuple)
+            text = text[0] if isinstance(text, tuple) else ("" if text is EOS else text)
+            token_ids = self.tokenizer.encode(text, add_special_tokens=False)
+            if eos:
+                token_ids.append(self.tokenizer.eos_token_id)
+            stop = next((s for s in sampling.stop if text.endswith(s)), None)
+            finish = "eos" if eos else "stop" if stop else "length"
+            if len(token_ids) > sampling.max_new_tokens:
+                token_ids, finish, stop = token_ids[: sampling.max_new_tokens], "length", None
+            out.append(Completion(token_ids, self.tokenizer.decode(token_ids, skip_special_tokens=True), finish, stop))
+        return out
+
+    def update_weights(self, model) -> None:
+        pass
+
+
+class FakeSearch:
+    """Returns two documents per query; 'boom' raises; ``fail_batches`` makes the batched call raise."""
+
+    def __init__(self, fail_batches: bool = False):
+        self.fail_batches = fail_batches
+        self.calls: list[list[str]] = []
+
+    def search(self, queries, top_k=3):
+        self.calls.append(list(queries))
+        if "boom" in queries:
+            raise ConnectionError("index unreachable")
+        if self.fail_batches and len(queries) > 1:
+            raise RuntimeError("batch failed")
+        return [[Document(f"{q}-{i}", f"Title {q} {i}", f"text about {q} {i}", 1.0 - i / 10) for i in range(top_k)]
+                for q in queries]
+
+
+def prompts_for(tokenizer, n):
+    from searchplay.agent.prompts import solver_messages
+    from searchplay.llm import encode_prompt
+
+    return [encode_prompt(tokenizer, solver_messages(f"Question number {i}?")) for i in range(n)]
+
+
+def rollout(tokenizer, scripts, role="solver", search=None, **config):
+    prompts = prompts_for(tokenizer, len(scripts))
+    policy = ScriptedPolicy(tokenizer, prompts, scripts)
+    assert isinstance(policy, PolicyBackend)
+    search = search or FakeSearch()
+    trajectories = run_rollouts(policy, search, prompts, role, RolloutConfig(**config), top_k=2)
+    return trajectories, policy, search
+
+
+def test_search_then_answer_token_bookkeeping(tokenizer):
+    turns = ["<think>need facts</think>\n<search> Eiffel Tower height </search>",
+             "<think>it is 330 m</think>\n<answer> 330 metres </answer>"]
+    [traj], _, search = rollout(tokenizer, [turns])
+    assert (traj.valid, traj.finish_reason, traj.answer) == (True, "answer", "330 metres")
+    assert traj.search_queries == ["Eiffel Tower height"] and search.calls == [["Eiffel Tower height"]]
+    assert [d.id for d in traj.documents] == ["Eiffel Tower height-0", "Eiffel Tower height-1"]
+    assert traj.think_text == "need facts\nit is 330 m"
+    assert traj.answer_tag_count == 2
+    first, second = traj.turns
+    info = information_block(format_documents(first.documents, tokenizer))
+    # the loss mask is zero exactly over the <information> block
+    info_len, answer_len = first.env_end - first.env_start, second.end - second.start
+    assert traj.loss_mask == [1] * first.end + [0] * info_len + [1] * answer_len
+    assert tokenizer.decode(traj.response_ids[first.env_start:first.env_end]) == info
+    assert first.end == first.env_start and second.start == first.env_end
+    # decoding prompt + response gives back exactly the text of the conversation
+    expected = tokenizer.decode(traj.prompt_ids) + turns[0] + info + turns[1]
+    assert tokenizer.decode(traj.prompt_ids + traj.response_ids) == expected
+    assert traj.generated_token_count == sum(t.end - t.start for t in traj.turns)
+
+
+def test_all_active_rollouts_share_one_generate_per_turn(tokenizer):
+    scripts = [["<answer>a</answer>"],
+               ["<search>q1</search>", "<answer>b</answer>"],
+               ["<search>q2</search>", "<search>q3</search>", "<answer>c</answer>"]]
+    trajectories, policy, search = rollout(tokenizer, scripts)
+    assert policy.calls == [3, 2, 1]  # finished rollouts drop out
+    assert search.calls == [["q1", "q2"], ["q3"]]  # one batched search per turn
+    assert [t.answer for t in trajectories] == ["a", "b", "c"]
+    assert [len(t.turns) for t in trajectories] == [1, 2, 3]
+
+
+def test_proposer_question(tokenizer):
+    [traj], _, _ = rollout(tokenizer, [["<search>x</search>", "<think>ok</think><question> Who built it? </question>"]],
+                           role="proposer")
+    assert (traj.valid, traj.finish_reason, traj.question, traj.answer) == (True, "question", "Who built it?", None)
+
+
+@pytest.mark.parametrize("bad", ["<think>hmm</think> Paris</answer>", "<search>   </search>",
+                                 "<search>a <search>b</answer>", "<answer>x <think>y</think></answer>"])
+def test_invalid_action_gets_corrective_message_and_continues(tokenizer, bad):
+    [traj], _, search = rollout(tokenizer, [[bad, "<answer>Paris</answer>"]])
+    assert traj.valid and traj.answer == "Paris"
+    first = traj.turns[0]
+    assert first.action == "invalid" and first.invalid_reason
+    assert tokenizer.decode(traj.response_ids[first.env_start:first.env_end]) == corrective_message("solver")
+    assert traj.loss_mask[first.env_start:first.env_end] == [0] * (first.env_end - first.env_start)
+    assert traj.metadata["invalid_actions"] == 1
+    assert search.calls == []
+
+
+def test_eos_without_action_ends_invalid(tokenizer):
+    [traj], _, _ = rollout(tokenizer, [[("<think>I will answer</think> Paris",)]])
+    assert (traj.valid, traj.finish_reason, traj.answer) == (False, "invalid", None)
+    assert "EOS without an action" in traj.invalid_reason
+    assert traj.response_ids[-1] == tokenizer.eos_token_id and traj.loss_mask[-1] == 1
+
+
+def test_output_that_never_stops_is_truncated_and_invalid(tokenizer):
+    [traj], _, _ = rollout(tokenizer, [["<think>" + "blah " * 100]], max_turn_tokens=20)
+    assert (traj.valid, traj.finish_reason) == (False, "length")
+    assert traj.turns[0].action == "truncated"
+    assert len(traj.response_ids) == 20
+
+
+def test_response_budget_ends_rollout_before_environment_overflows(tokenizer):
+    [traj], _, _ = rollout(tokenizer, [["<search>q</search>", "<answer>a</answer>"]], max_response_tokens=30)
+    assert (traj.valid, traj.finish_reason) == (False, "length")
+    assert len(traj.response_ids) <= 30 and 0 not in traj.loss_mask
+
+
+def test_max_turns_without_answer(tokenizer):
+    [traj], policy, search = rollout(tokenizer, [["<search>a</search>", "<search>b</search>", "<search>c</search>"]],
+                                     max_turns=3)
+    assert (traj.valid, traj.finish_reason) == (False, "max_turns")
+    assert traj.search_queries == ["a", "b", "c"]
+    assert search.calls == [["a"], ["b"]]  # the last turn's search is not run: nobody would read it
+    assert policy.calls == [1, 1, 1]
+
+
+def test_failed_search_is_reported_in_the_information_block(tokenizer):
+    trajectories, _, search = rollout(tokenizer, [["<search>boom</search>", "<answer>x</answer>"],
+                                                  ["<search>fine</search>", "<answer>y</answer>"]])
+    bad, good = trajectories
+    assert search.calls[0] == ["boom", "fine"]  # batch raised, then one by one
+    assert bad.turns[0].search_error == "ConnectionError: index unreachable"
+    text = tokenizer.decode(bad.response_ids[bad.turns[0].env_start:bad.turns[0].env_end])
+    assert text == information_block("Search failed: ConnectionError")
+    assert bad.valid and bad.answer == "x"
+    assert good.turns[0].search_error is None and len(good.turns[0].documents) == 2
+
+
+def test_answer_tag_spam_is_counted(tokenizer):
+    [traj], _, _ = rollout(tokenizer, [["<answer>a or <answer>b or " * 6 + "<answer>c</answer>"]])
+    assert traj.answer == "c"
+    assert traj.answer_tag_count == 14
+
+
+def test_prompt_over_budget_is_rejected(tokenizer):
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        rollout(tokenizer, [["<answer>a</answer>"]], max_prompt_tokens=16)
+
+
+def test_config_from_params():
+    params = Params()
+    config = RolloutConfig.from_params(params, temperature=0.0)
+    assert (config.max_turns, config.max_response_tokens, config.temperature) == (10, 8192, 0.0)
+    assert config.max_answer_tags == params.agent.max_answer_tags
