@@ -1,0 +1,311 @@
+"""``PolicyTrainer``: one clipped policy-gradient update of the shared Proposer/Solver weights per call.
+
+The same code runs on CPU, one GPU, or several GPUs with FSDP (``accelerate launch --config_file
+accelerate_configs/fsdp.yaml ...``). Every process receives the SAME list of samples and trains on its
+share; the global token count is known to all, so token-mean aggregation is exact across processes.
+
+Batch mapping (docs/decisions/rl.md): one ``step(samples)`` = one optimizer step; the samples are split
+into micro-batches of ``selfplay.mini_batch_size`` sequences whose gradients are accumulated. verl's
+"global batch 256 / mini-batch 128" (x5 Solver rollouts) means 2 optimizer steps per rollout batch: to
+reproduce it, call ``compute_logprobs`` on the whole batch first, store them in ``old_logprobs``, then
+call ``step`` once per mini-batch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from searchplay.rl.losses import entropy_from_logits, low_var_kl, policy_loss_terms, token_weights
+from searchplay.rl.sample import TrainingSample
+
+if TYPE_CHECKING:
+    from searchplay.config import Params
+
+TRAINER_STATE = "trainer_state.json"
+
+
+class _Warmup:
+    """Linear warm-up then constant (verl ``constant`` schedule); a callable object so LambdaLR saves it.
+
+    lr factor after k optimizer steps: (k + 1) / warmup (first step already learns), or verl's
+    k / warmup with ``from_zero`` (first step at lr 0); 1 once k + 1 >= warmup.
+    """
+
+    def __init__(self, warmup_steps: int, from_zero: bool) -> None:
+        self.warmup_steps = warmup_steps
+        self.from_zero = from_zero
+
+    def __call__(self, k: int) -> float:
+        if self.warmup_steps <= 0:
+            return 1.0
+        done = k if self.from_zero else k + 1
+        return min(1.0, done / self.warmup_steps)
+
+
+@dataclass
+class _MicroBatch:
+    """Right-padded tensors; the "window" holds response positions start+1 .. L-1 of every row."""
+
+    input_ids: Any
+    attention_mask: Any
+    position_ids: Any
+    start: int  # logits from this position on predict every response token
+    targets: Any  # [B, W] token ids at window positions
+    mask: Any  # [B, W] loss mask (1: model token of a response)
+    advantages: Any  # [B, W]
+    old_logprobs: Any | None  # [B, W] or None
+
+
+class PolicyTrainer:
+    """GRPO/REINFORCE update with a clipped ratio, low-variance KL to a frozen reference, AdamW + warm-up."""
+
+    def __init__(self, model_path: str, params: Params, accelerator: Any = None) -> None:
+        import torch
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+
+        from searchplay.assets import resolve
+
+        self.params = params
+        self.cfg = params.selfplay
+        self.model_path = resolve(model_path)
+        self.accelerator = accelerator or Accelerator(cpu=params.models.device == "cpu")
+        dtype = _torch_dtype(params.models.dtype, self.accelerator.device.type)
+        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype)
+        model.config.use_cache = False
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, _Warmup(self.cfg.warmup_steps, self.cfg.warmup_from_zero))
+        self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
+        self.accelerator.register_for_checkpointing(self.scheduler)
+        self.model.eval()  # no dropout: on-policy ratios start at exactly 1
+        self.ref_model = None
+        if self.cfg.kl_beta > 0:
+            ref = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype).requires_grad_(False).eval()
+            ref.config.use_cache = False
+            self.ref_model = (self.accelerator.prepare_model(ref, evaluation_mode=True) if self._sharded
+                              else ref.to(self.accelerator.device))
+        self.global_step = 0
+        self._keep_logits = _accepts_logits_to_keep(model)
+
+    # ---- public API ---------------------------------------------------------------------------------
+    @property
+    def unwrapped_model(self) -> Any:
+        return self.accelerator.unwrap_model(self.model)
+
+    def compute_logprobs(self, samples: list[TrainingSample]) -> list[list[float]]:
+        """Current-policy log-probs of every response token (0.0 on loss_mask-0 tokens), no gradient."""
+        import torch
+
+        out = []
+        for batch_samples in _chunks(samples, self.cfg.mini_batch_size):
+            batch = self._collate(batch_samples)
+            with torch.no_grad():
+                logprobs, _ = self._logprobs(self.model, batch)
+            for row, sample in enumerate(batch_samples):
+                window = _response_slice(sample, batch.start)
+                values = logprobs[row, window].tolist()
+                out.append([v if m else 0.0 for v, m in zip(values, sample.loss_mask, strict=True)])
+        return out
+
+    def step(self, samples: list[TrainingSample]) -> dict[str, float]:
+        """One optimizer step on ``samples`` (gradient accumulation over micro-batches); returns statistics."""
+        import torch
+
+        if not samples:
+            raise ValueError("PolicyTrainer.step: no samples (skip the update when a step has no valid data)")
+        started = time.perf_counter()
+        acc, cfg = self.accelerator, self.cfg
+        num_tokens = float(sum(s.num_loss_tokens for s in samples))
+        num_sequences = float(len(samples))
+        micro_batches = self._shard(samples)
+        before = _fingerprint(self.model)
+        lr = self.scheduler.get_last_lr()[0]
+        totals = torch.zeros(6, dtype=torch.float64, device=acc.device)  # loss, pg, kl, entropy, clipfrac, ratio
+        for index, (batch_samples, weight) in enumerate(micro_batches):
+            batch = self._collate(batch_samples)
+            with torch.no_grad():
+                old = batch.old_logprobs if batch.old_logprobs is not None else self._logprobs(self.model, batch)[0]
+                ref = self._logprobs(self.ref_model, batch)[0] if self.ref_model is not None else None
+            last = index == len(micro_batches) - 1
+            context = acc.no_sync(self.model) if not last else nullcontext()  # sync gradients once
+            with context:
+                logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
+                weights = weight * token_weights(batch.mask, cfg.loss_agg_mode, num_tokens, num_sequences)
+                pg, clipped = policy_loss_terms(logprobs, old, batch.advantages, cfg.clip_low, cfg.clip_high,
+                                                cfg.clip_ratio_c)
+                kl = low_var_kl(logprobs, ref) if ref is not None else torch.zeros_like(logprobs)
+                pg_loss = (pg * weights).sum()
+                kl_loss = (kl * weights).sum()
+                loss = pg_loss + cfg.kl_beta * kl_loss
+                acc.backward(loss * acc.num_processes)  # processes' gradients are averaged, not summed
+            ratio = torch.exp(logprobs.detach() - old)
+            totals += torch.stack([loss.detach(), pg_loss.detach(), kl_loss.detach(), (entropy * weights).sum(),
+                                   (clipped * weights).sum(), (ratio * weights).sum()]).double()
+        grad_norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.global_step += 1
+        totals = acc.reduce(totals, reduction="sum")
+        changed = acc.reduce(torch.tensor([float(_fingerprint(self.model) != before)], device=acc.device), "sum")
+        seconds = time.perf_counter() - started
+        loss, pg_loss, kl, entropy, clip_frac, ratio = totals.tolist()
+        return {"loss": loss, "pg_loss": pg_loss, "kl": kl, "entropy": entropy, "clip_frac": clip_frac,
+                "ratio_mean": ratio, "grad_norm": float(grad_norm), "tokens": num_tokens,
+                "sequences": num_sequences, "lr": lr, "weights_changed": float(changed.item() > 0),
+                "step": float(self.global_step), "seconds": seconds, "tokens_per_s": num_tokens / max(seconds, 1e-9)}
+
+    def save(self, directory: str | Path) -> Path:
+        """Model (safetensors), optimizer, scheduler, RNG states and step counter, written atomically.
+
+        Everything goes to ``<dir>.partial`` first, then is renamed to ``<dir>``; a crash leaves the
+        previous checkpoint intact. On one process ``<dir>`` is also a HF model folder (config,
+        tokenizer); under FSDP the HF export is ``<dir>/hf``. Returns the HF-loadable folder.
+        """
+        acc = self.accelerator
+        final = Path(directory)
+        partial = final.with_name(final.name + ".partial")
+        if acc.is_main_process and partial.exists():
+            shutil.rmtree(partial)
+        acc.wait_for_everyone()
+        acc.save_state(str(partial), safe_serialization=True)
+        hf_dir = partial
+        if self._sharded:
+            hf_dir = partial / "hf"
+            state_dict = acc.get_state_dict(self.model)
+            self.unwrapped_model.save_pretrained(hf_dir, state_dict=state_dict, is_main_process=acc.is_main_process)
+        if acc.is_main_process:
+            self.unwrapped_model.config.save_pretrained(hf_dir)
+            _copy_tokenizer(self.model_path, hf_dir)
+            state = {"global_step": self.global_step, "model_path": self.model_path, "params": self.params.digest()}
+            (partial / TRAINER_STATE).write_text(json.dumps(state, indent=2))
+            old = final.with_name(final.name + ".old")
+            if final.exists():
+                final.rename(old)
+            partial.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        acc.wait_for_everyone()
+        return final / "hf" if self._sharded else final
+
+    def load(self, directory: str | Path) -> None:
+        """Restore a ``save`` directory: weights, optimizer, scheduler, RNG states, step counter."""
+        final = Path(directory)
+        if not (final / TRAINER_STATE).is_file():
+            unfinished = final.with_name(final.name + ".partial").exists()
+            hint = " (only an unfinished .partial save exists)" if unfinished else ""
+            raise FileNotFoundError(f"{final}: no PolicyTrainer checkpoint ({TRAINER_STATE} missing){hint}")
+        self.accelerator.load_state(str(final))
+        self.global_step = int(json.loads((final / TRAINER_STATE).read_text())["global_step"])
+        self.model.eval()
+
+    # ---- internals ----------------------------------------------------------------------------------
+    @property
+    def _sharded(self) -> bool:
+        return self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM")
+
+    def _shard(self, samples: list[TrainingSample]) -> list[tuple[list[TrainingSample], float]]:
+        """This process's micro-batches (sorted by length to limit padding); every process runs the same
+        number of them (FSDP needs matching collectives): missing ones are a real sample with weight 0."""
+        acc, size = self.accelerator, self.cfg.mini_batch_size
+        ordered = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids), reverse=True)
+        mine = ordered[acc.process_index::acc.num_processes]
+        count = math.ceil(math.ceil(len(samples) / acc.num_processes) / size)
+        batches = [(chunk, 1.0) for chunk in _chunks(mine, size)]
+        return batches + [([ordered[-1]], 0.0)] * (count - len(batches))
+
+    def _collate(self, samples: list[TrainingSample]) -> _MicroBatch:
+        import torch
+
+        device = self.accelerator.device
+        pad_id = 0  # never attended to (attention mask 0) and never scored (loss mask 0)
+        seqs = [s.prompt_ids + s.response_ids for s in samples]
+        length = max(len(s) for s in seqs)
+        start = min(len(s.prompt_ids) for s in samples) - 1
+        width = length - start - 1
+        input_ids = torch.full((len(seqs), length), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(seqs), length), dtype=torch.long)
+        mask = torch.zeros((len(seqs), width))
+        advantages = torch.zeros((len(seqs), width))
+        old = torch.zeros((len(seqs), width)) if all(s.old_logprobs is not None for s in samples) else None
+        for row, (sample, seq) in enumerate(zip(samples, seqs, strict=True)):
+            input_ids[row, : len(seq)] = torch.tensor(seq)
+            attention[row, : len(seq)] = 1
+            window = _response_slice(sample, start)
+            mask[row, window] = torch.tensor(sample.loss_mask, dtype=torch.float)
+            advantages[row, window] = torch.tensor(sample.advantages, dtype=torch.float)
+            if old is not None:
+                old[row, window] = torch.tensor(sample.old_logprobs, dtype=torch.float)
+        position_ids = torch.arange(length).unsqueeze(0).expand(len(seqs), -1)  # right padding: 0..len-1
+        targets = input_ids[:, start + 1:]
+        return _MicroBatch(input_ids.to(device), attention.to(device), position_ids.to(device), start,
+                           targets.to(device), mask.to(device), advantages.to(device),
+                           old.to(device) if old is not None else None)
+
+    def _logprobs(self, model: Any, batch: _MicroBatch, with_entropy: bool = False) -> tuple[Any, Any]:
+        """log pi(token) over the window [B, W] (fp32), and per-token entropy if asked (no gradient)."""
+        import torch
+        import torch.nn.functional as F
+
+        length = batch.input_ids.shape[1]
+        kwargs = {"logits_to_keep": length - batch.start} if self._keep_logits else {}
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                       position_ids=batch.position_ids, use_cache=False, **kwargs).logits
+        logits = logits[:, -(length - batch.start):-1].float()  # positions start .. L-2 predict start+1 .. L-1
+        vocab = logits.shape[-1]
+        logprobs = -F.cross_entropy(logits.reshape(-1, vocab), batch.targets.reshape(-1),
+                                    reduction="none").view(batch.targets.shape)
+        entropy = None
+        if with_entropy:
+            with torch.no_grad():
+                entropy = entropy_from_logits(logits.detach())
+        return logprobs, entropy
+
+
+def _response_slice(sample: TrainingSample, start: int) -> slice:
+    first = len(sample.prompt_ids) - start - 1
+    return slice(first, first + len(sample.response_ids))
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _fingerprint(model: Any) -> tuple[float, ...]:
+    """(sum, sum of squares) per parameter tensor of this process's shard: detects any weight change."""
+    import torch
+
+    with torch.no_grad():
+        return tuple(v for p in model.parameters() for v in (p.double().sum().item(), p.double().square().sum().item()))
+
+
+def _torch_dtype(name: str, device_type: str) -> Any:
+    import torch
+
+    if name == "auto":
+        return torch.bfloat16 if device_type == "cuda" else torch.float32
+    return getattr(torch, name)
+
+
+def _accepts_logits_to_keep(model: Any) -> bool:
+    import inspect
+
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def _copy_tokenizer(model_path: str, target: Path) -> None:
+    """Put the tokenizer next to the weights so the checkpoint is a complete HF folder (if it has one)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+    except (OSError, ValueError):
+        return  # a model folder without tokenizer files (e.g. a test model): weights + config only
+    tokenizer.save_pretrained(target)

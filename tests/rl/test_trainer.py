@@ -1,0 +1,136 @@
+"""PolicyTrainer on a tiny random Llama: real forward/backward, AdamW, accelerate on CPU."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from searchplay.rl import PolicyTrainer, TrainingSample
+from tests.rl.conftest import tiny_params
+
+PROMPT = [1, 10, 11, 12]
+
+
+def _sample(response, mask, advantage, prompt=PROMPT, **kw):
+    return TrainingSample(prompt, response, mask, [advantage if m else 0.0 for m in mask], **kw)
+
+
+def test_first_step_is_on_policy_with_zero_kl_and_changes_weights(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    samples = [_sample([20, 21, 22], [1, 1, 1], 1.0), _sample([30, 31], [1, 1], -1.0, prompt=[1, 13])]
+    stats = trainer.step(samples)
+    assert stats["kl"] == 0.0 and stats["ratio_mean"] == pytest.approx(1.0) and stats["clip_frac"] == 0.0
+    assert stats["tokens"] == 5 and stats["lr"] == pytest.approx(1e-2) and stats["weights_changed"] == 1.0
+    assert stats["grad_norm"] > 0 and stats["entropy"] > 0
+    assert stats["pg_loss"] == pytest.approx(-(3 * 1.0 + 2 * -1.0) / 5, abs=1e-6)  # token-mean of -A at ratio 1
+    assert trainer.step(samples)["kl"] > 0  # now the policy has moved away from the frozen reference
+
+
+def test_grpo_update_raises_rewarded_and_lowers_penalized_tokens(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    good, bad = _sample([20, 21, 22], [1, 1, 1], 1.0), _sample([40, 41, 42], [1, 1, 1], -1.0)
+    before = trainer.compute_logprobs([good, bad])
+    for _ in range(3):
+        trainer.step([good, bad])
+    after = trainer.compute_logprobs([good, bad])
+    assert sum(after[0]) > sum(before[0]) + 0.1
+    assert sum(after[1]) < sum(before[1]) - 0.1
+
+
+def _embedding_grad(trainer, samples):
+    captured = []
+    handle = trainer.unwrapped_model.get_input_embeddings().weight.register_hook(lambda g: captured.append(g.clone()))
+    trainer.step(samples)
+    handle.remove()
+    return sum(captured)
+
+
+def test_masked_information_tokens_receive_zero_gradient(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9))
+    # tokens 50..53 stand for a trailing <information> block: loss_mask 0, nothing scored after them
+    sample = _sample([20, 21, 50, 51, 52, 53], [1, 1, 0, 0, 0, 0], 1.0)
+    grad = _embedding_grad(trainer, [sample])
+    assert torch.count_nonzero(grad[50:54]) == 0
+    assert torch.count_nonzero(grad[20]) > 0
+
+
+def test_masked_positions_do_not_enter_the_loss(tiny_model_path):
+    # an <information> block in the middle: whatever advantage/old log-prob sits on it, the update is the same
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9))
+    mask = [1, 0, 0, 1, 1]
+    plain = TrainingSample(PROMPT, [20, 50, 51, 21, 22], mask, [1.0, 0.0, 0.0, 1.0, 1.0])
+    noisy = TrainingSample(PROMPT, [20, 50, 51, 21, 22], mask, [1.0, 1e3, -1e3, 1.0, 1.0])
+    g1, g2 = _embedding_grad(trainer, [plain]), _embedding_grad(trainer, [noisy])
+    assert torch.allclose(g1, g2, atol=1e-6)
+    assert trainer.step([noisy])["tokens"] == 3
+
+
+def test_micro_batches_accumulate_to_the_full_batch_gradient(tiny_model_path):
+    samples = [_sample([20 + i, 21, 22][: 1 + i % 3], [1] * (1 + i % 3), 1.0 - 0.5 * i) for i in range(5)]
+    one = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(mini_batch_size=8, lr=1e-9)), samples)
+    many = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(mini_batch_size=2, lr=1e-9)), samples)
+    assert torch.allclose(one, many, atol=1e-6)
+
+
+def test_warmup_is_linear_then_constant(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(warmup_steps=2, lr=1e-3))
+    sample = [_sample([20], [1], 1.0)]
+    assert [trainer.step(sample)["lr"] for _ in range(3)] == pytest.approx([5e-4, 1e-3, 1e-3])
+    verl = PolicyTrainer(tiny_model_path, tiny_params(warmup_steps=2, lr=1e-3, warmup_from_zero=True))
+    stats = verl.step(sample)
+    assert stats["lr"] == 0.0 and stats["weights_changed"] == 0.0
+
+
+def _draw_rng():
+    return random.random(), float(np.random.rand()), torch.rand(2).tolist()
+
+
+def test_save_load_round_trip_restores_weights_optimizer_rng_and_next_step(tiny_model_path, tmp_path):
+    first = [_sample([20, 21], [1, 1], 1.0), _sample([30], [1], -1.0)]
+    second = [_sample([22, 23, 24], [1, 0, 1], 0.5)]
+    a = PolicyTrainer(tiny_model_path, tiny_params(warmup_steps=3))
+    a.step(first)
+    folder = a.save(tmp_path / "ckpt")
+    assert folder == tmp_path / "ckpt" and not (tmp_path / "ckpt.partial").exists()
+    rng_a, stats_a = _draw_rng(), a.step(second)
+
+    b = PolicyTrainer(tiny_model_path, tiny_params(warmup_steps=3))
+    b.load(tmp_path / "ckpt")
+    assert b.global_step == 1
+    rng_b, stats_b = _draw_rng(), b.step(second)
+    assert rng_a == rng_b
+    for key in ("loss", "pg_loss", "kl", "grad_norm", "lr"):
+        assert stats_a[key] == pytest.approx(stats_b[key], rel=1e-6, abs=1e-9), key
+    for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    state_a, state_b = a.optimizer.state_dict()["state"], b.optimizer.state_dict()["state"]
+    assert all(torch.equal(state_a[k]["exp_avg_sq"], state_b[k]["exp_avg_sq"]) for k in state_a)
+
+
+def test_checkpoint_is_a_loadable_hf_folder_and_overwrite_is_atomic(tiny_model_path, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    trainer.save(tmp_path / "ckpt")
+    trainer.step([_sample([20], [1], 1.0)])
+    trainer.save(tmp_path / "ckpt")  # replaces the older checkpoint
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt")
+    for p, q in zip(trainer.unwrapped_model.parameters(), reloaded.parameters(), strict=True):
+        assert torch.equal(p, q)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+def test_bad_input_fails_clearly(tiny_model_path, tmp_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    with pytest.raises(ValueError, match="no samples"):
+        trainer.step([])
+    with pytest.raises(ValueError, match="one value per response token"):
+        TrainingSample(PROMPT, [20, 21], [1], [1.0, 1.0])
+    with pytest.raises(ValueError, match="loss_mask"):
+        TrainingSample(PROMPT, [20], [2], [1.0])
+    (tmp_path / "gone.partial").mkdir()
+    with pytest.raises(FileNotFoundError, match="unfinished"):
+        trainer.load(tmp_path / "gone")
