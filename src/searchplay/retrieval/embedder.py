@@ -1,0 +1,77 @@
+"""Sentence-transformers embedder with the E5 ``query: `` / ``passage: `` convention.
+
+E5 (Wang et al. 2022, "Text Embeddings by Weakly-Supervised Contrastive Pre-training", §4.1) is
+trained with these prefixes and must be queried with them; MiniLM is not, so the switch is
+``models.e5_prefixes``. Embeddings are L2-normalized so cosine and inner product agree. Inputs
+longer than the encoder's ``max_seq_length`` are truncated by sentence-transformers' tokenizer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+QUERY_PREFIX = "query: "
+PASSAGE_PREFIX = "passage: "
+
+
+def pick_device(device: str = "auto") -> str:
+    """'auto' -> 'cuda' when a GPU is present, else 'cpu'."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Embedder:
+    """Embeds queries and passages as normalized float32 vectors.
+
+    ``model`` is a bundled alias (``bundled:minilm``), a local folder or a hub id; ``encoder``
+    injects an already-loaded object with sentence-transformers' ``encode`` (tests use a fake).
+    """
+
+    def __init__(self, model: str = "bundled:minilm", e5_prefixes: bool = False, device: str = "auto",
+                 batch_size: int = 64, encoder: Any = None):
+        self.name = model
+        self.e5_prefixes = e5_prefixes
+        self.batch_size = batch_size
+        if encoder is None:
+            from sentence_transformers import SentenceTransformer
+
+            from searchplay.assets import resolve
+
+            encoder = SentenceTransformer(resolve(model), device=pick_device(device))
+        self.encoder = encoder
+
+    @classmethod
+    def from_params(cls, params: Any) -> Embedder:
+        return cls(params.models.embedder, params.models.e5_prefixes, params.models.device,
+                   params.index.embed_batch_size)
+
+    @property
+    def dimension(self) -> int:
+        get = getattr(self.encoder, "get_embedding_dimension", None) or self.encoder.get_sentence_embedding_dimension
+        return int(get())
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.encoder.max_seq_length)
+
+    def _encode(self, texts: Sequence[str], prefix: str, show_progress: bool = False):
+        import numpy as np
+
+        inputs = [prefix + text for text in texts] if self.e5_prefixes else list(texts)
+        vectors = self.encoder.encode(inputs, batch_size=self.batch_size, show_progress_bar=show_progress,
+                                      convert_to_numpy=True, normalize_embeddings=True)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(inputs), -1)
+
+    def encode_queries(self, queries: Sequence[str]):
+        """One (n, d) array for all queries, embedded in one batched call."""
+        return self._encode(queries, QUERY_PREFIX)
+
+    def encode_passages(self, passages: Sequence[str], show_progress: bool = False):
+        return self._encode(passages, PASSAGE_PREFIX, show_progress)

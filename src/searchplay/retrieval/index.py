@@ -1,0 +1,158 @@
+"""The LanceDB index: one table ``{id, title, text, vector}``, an ANN index when large, a BM25 index.
+
+Below ``index.ann_threshold`` rows the search is exact (a flat scan); above it an ANN index is
+built whose type and partition count come from ``choose_ann`` (measured in benchmarks/retrieval.py,
+recorded in docs/decisions/retrieval.md). The folder is built beside its destination and renamed
+into place, so a crash never leaves a half-built index where the search tool would open it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchplay.io import read_jsonl, write_json
+from searchplay.retrieval.corpus import join_contents
+
+os.environ.setdefault("LANCEDB_LOG", "error")  # lance warns once per query about _distance otherwise
+
+MANIFEST = "searchplay-index.json"
+ADD_CHUNK_ROWS = 4096  # passages embedded and appended per step (bounded memory on wiki-18)
+ROWS_PER_PARTITION = 1024  # IVF: about sqrt(rows) partitions up to 1M rows (measured; see decisions)
+
+
+class RetrievalIndexError(RuntimeError):
+    """The index folder is missing or does not match the embedder; the message says what to run."""
+
+
+@dataclass(frozen=True)
+class AnnChoice:
+    """The ANN index built above ``index.ann_threshold`` (``type=None``: exact search only)."""
+
+    type: str | None
+    num_partitions: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def choose_ann(rows: int, ann_threshold: int, ann_type: str = "auto", num_partitions: int | None = None) -> AnnChoice:
+    """Pick the ANN index for a table of ``rows`` vectors.
+
+    ``auto`` is IVF_SQ: in our measurements (docs/decisions/retrieval.md) it trains in seconds,
+    needs no refine step for recall@3 >= 0.95, and IVF_PQ recalled poorly without refine.
+    Partitions: about sqrt(rows), at least 16.
+    """
+    if rows <= ann_threshold:
+        return AnnChoice(None)
+    chosen = "IVF_SQ" if ann_type == "auto" else ann_type
+    partitions = num_partitions or max(16, round(math.sqrt(rows)))
+    options: dict[str, Any] = {}
+    if chosen == "IVF_PQ":
+        options = {"num_sub_vectors": 48}
+    elif chosen == "IVF_HNSW_SQ":
+        partitions = num_partitions or max(1, rows // 250_000)
+        options = {"m": 16, "ef_construction": 100}
+    return AnnChoice(chosen, partitions, options)
+
+
+def ann_config(choice: AnnChoice):
+    """The LanceDB ``config=`` object for ``choice`` (cosine distance)."""
+    from lancedb.index import IvfHnswSq, IvfPq, IvfRq, IvfSq
+
+    classes = {"IVF_SQ": IvfSq, "IVF_PQ": IvfPq, "IVF_HNSW_SQ": IvfHnswSq, "IVF_RQ": IvfRq}
+    return classes[choice.type](distance_type="cosine", num_partitions=choice.num_partitions, **choice.options)
+
+
+def _arrow_batch(passages: list[dict], vectors) -> Any:
+    import pyarrow as pa
+
+    dimension = vectors.shape[1]
+    return pa.table({
+        "id": [p["id"] for p in passages],
+        "title": [p["title"] for p in passages],
+        "text": [p["text"] for p in passages],
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel(), type=pa.float32()), dimension),
+    })
+
+
+def _chunks(records: Iterable[dict], size: int) -> Iterator[list[dict]]:
+    chunk: list[dict] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _replace_dir(staging: Path, target: Path) -> None:
+    """Swap ``staging`` into ``target`` (two renames); the old index is removed only afterwards."""
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build_index(passages_path: str | Path, index_dir: str | Path, table: str, embedder: Any, *,
+                ann_threshold: int, ann_type: str = "auto", num_partitions: int | None = None,
+                fts: bool = True, show_progress: bool = True) -> dict[str, Any]:
+    """Embed every passage, write the table, add the ANN and FTS indexes; returns the manifest."""
+    import lancedb
+    from tqdm import tqdm
+
+    index_dir = Path(index_dir)
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = index_dir.with_name(f".{index_dir.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        db = lancedb.connect(str(staging))
+        lance_table = None
+        progress = tqdm(desc="embedding passages", unit="passage", disable=not show_progress)
+        for chunk in _chunks(read_jsonl(passages_path), ADD_CHUNK_ROWS):
+            vectors = embedder.encode_passages([join_contents(p["title"], p["text"]) for p in chunk])
+            batch = _arrow_batch(chunk, vectors)
+            if lance_table is None:
+                lance_table = db.create_table(table, batch)
+            else:
+                lance_table.add(batch)
+            progress.update(len(chunk))
+        progress.close()
+        if lance_table is None:
+            raise RetrievalIndexError(f"{passages_path} has no passages; run `searchplay corpus build` first")
+        rows = lance_table.count_rows()
+        choice = choose_ann(rows, ann_threshold, ann_type, num_partitions)
+        if choice.type:
+            lance_table.create_index("vector", config=ann_config(choice))
+        if fts:
+            from lancedb.index import FTS
+
+            lance_table.create_index("text", config=FTS())
+        manifest = {"table": table, "rows": rows, "dimension": embedder.dimension, "embedder": embedder.name,
+                    "e5_prefixes": embedder.e5_prefixes, "ann": asdict(choice), "fts": fts,
+                    "passages": str(passages_path)}
+        write_json(staging / MANIFEST, manifest)
+        _replace_dir(staging, index_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest
+
+
+def read_manifest(index_dir: str | Path) -> dict[str, Any]:
+    path = Path(index_dir) / MANIFEST
+    if not path.exists():
+        raise RetrievalIndexError(f"no index at {index_dir} (missing {MANIFEST}); run `searchplay index build`")
+    return json.loads(path.read_text())
+
+
+def open_table(index_dir: str | Path, table: str):
+    import lancedb
+
+    return lancedb.connect(str(index_dir)).open_table(table)

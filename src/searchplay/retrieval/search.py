@@ -1,0 +1,155 @@
+"""The in-process search tool over the LanceDB index, RRF fusion, and Search-R1's document block."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from searchplay.retrieval.corpus import join_contents
+from searchplay.retrieval.index import RetrievalIndexError, open_table, read_manifest
+from searchplay.retrieval.types import Document, SearchTool
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["dense", "fts", "hybrid"]
+RRF_K = 60  # Cormack et al. 2009, "Reciprocal Rank Fusion outperforms Condorcet...", k = 60
+RESULT_COLUMNS = ["id", "title", "text"]
+
+
+def split_blank(queries: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Positions and texts of the non-blank queries; blank ones are logged and answered with []."""
+    kept = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
+    if len(kept) < len(queries):
+        log.warning("%d empty or whitespace-only search queries: returning no documents for them",
+                    len(queries) - len(kept))
+    return [i for i, _ in kept], [q for _, q in kept]
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[Document]], top_k: int, k: int = RRF_K) -> list[Document]:
+    """Fuse ranked lists: score(d) = sum over lists of 1 / (k + rank(d)), rank from 1 (Cormack et al. 2009, Eq. 1).
+
+    >>> a, b = Document("1", "A", "x"), Document("2", "B", "y")
+    >>> [d.id for d in reciprocal_rank_fusion([[a, b], [b]], top_k=2)]
+    ['2', '1']
+    """
+    scores: dict[str, float] = {}
+    first_seen: dict[str, Document] = {}
+    for ranking in rankings:
+        for rank, doc in enumerate(ranking, start=1):
+            scores[doc.id] = scores.get(doc.id, 0.0) + 1.0 / (k + rank)
+            first_seen.setdefault(doc.id, doc)
+    best = sorted(scores, key=lambda doc_id: -scores[doc_id])[:top_k]
+    return [Document(doc_id, first_seen[doc_id].title, first_seen[doc_id].text, scores[doc_id]) for doc_id in best]
+
+
+class LanceSearchTool(SearchTool):
+    """``SearchTool`` over a LanceDB table built by ``build_index``.
+
+    dense: cosine similarity of the query embedding (score = 1 - cosine distance), as the papers'
+    E5 retriever; fts: BM25 over ``text``; hybrid: RRF of the two (``hybrid_candidates`` each).
+    """
+
+    def __init__(self, index_dir: str | Path, table: str = "passages", embedder: Any = None, mode: Mode = "dense",
+                 nprobes: int = 16, refine_factor: int = 5, hybrid_candidates: int = 20, rrf_k: int = RRF_K):
+        self.manifest = read_manifest(index_dir)
+        self.table = open_table(index_dir, table)
+        self.embedder, self.mode = embedder, mode
+        self.nprobes, self.refine_factor = nprobes, refine_factor
+        self.hybrid_candidates, self.rrf_k = hybrid_candidates, rrf_k
+        if mode not in ("dense", "fts", "hybrid"):
+            raise ValueError(f"search mode must be 'dense', 'fts' or 'hybrid', got {mode!r}")
+        if mode != "fts":
+            self._check_embedder()
+        if mode != "dense" and not self.manifest.get("fts"):
+            raise RetrievalIndexError(f"mode {mode!r} needs the full-text index; rebuild with index.fts: true")
+
+    def _check_embedder(self) -> None:
+        if self.embedder is None:
+            raise ValueError(f"mode {self.mode!r} needs an embedder (the one the index was built with)")
+        if self.embedder.dimension != self.manifest["dimension"]:
+            raise RetrievalIndexError(
+                f"embedder {self.embedder.name!r} gives {self.embedder.dimension}-d vectors but the index was built "
+                f"with {self.manifest['embedder']!r} ({self.manifest['dimension']}-d); rebuild the index")
+        if self.embedder.name != self.manifest["embedder"] or self.embedder.e5_prefixes != self.manifest["e5_prefixes"]:
+            log.warning("querying an index built with %s (e5_prefixes=%s) using %s (e5_prefixes=%s)",
+                        self.manifest["embedder"], self.manifest["e5_prefixes"], self.embedder.name,
+                        self.embedder.e5_prefixes)
+
+    def search(self, queries: Sequence[str], top_k: int = 3) -> list[list[Document]]:
+        results: list[list[Document]] = [[] for _ in queries]
+        positions, texts = split_blank(queries)
+        if not texts:
+            return results
+        if self.mode == "dense":
+            found = self.dense(texts, top_k)
+        elif self.mode == "fts":
+            found = [self.fts(text, top_k) for text in texts]
+        else:
+            dense = self.dense(texts, self.hybrid_candidates)
+            found = [reciprocal_rank_fusion([d, self.fts(t, self.hybrid_candidates)], top_k, self.rrf_k)
+                     for d, t in zip(dense, texts, strict=True)]
+        for position, documents in zip(positions, found, strict=True):
+            results[position] = documents
+        return results
+
+    def dense(self, texts: Sequence[str], top_k: int) -> list[list[Document]]:
+        """All queries embedded in one batch and sent as one multi-vector LanceDB query."""
+        vectors = self.embedder.encode_queries(texts)
+        query = self.table.search(list(vectors)).distance_type("cosine").limit(top_k)
+        if self.manifest["ann"]["type"]:
+            query = query.nprobes(self.nprobes)
+            if self.refine_factor:
+                query = query.refine_factor(self.refine_factor)
+        rows = query.select([*RESULT_COLUMNS, "_distance"]).to_list()
+        found: list[list[Document]] = [[] for _ in texts]
+        for row in rows:
+            index = row.get("query_index", 0)
+            found[index].append(Document(row["id"], row["title"], row["text"], 1.0 - float(row["_distance"])))
+        return [sorted(docs, key=lambda d: -d.score) for docs in found]
+
+    def fts(self, text: str, top_k: int) -> list[Document]:
+        rows = self.table.search(text, query_type="fts").limit(top_k).select([*RESULT_COLUMNS, "_score"]).to_list()
+        return [Document(r["id"], r["title"], r["text"], float(r["_score"])) for r in rows]
+
+
+def truncate_tokens(text: str, max_tokens: int, tokenizer: Any = None) -> str:
+    """The first ``max_tokens`` tokens of ``text`` (whitespace words without a tokenizer); 0: unchanged."""
+    if max_tokens <= 0:
+        return text
+    if tokenizer is None:
+        words = text.split()
+        return text if len(words) <= max_tokens else " ".join(words[:max_tokens])
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return text if len(ids) <= max_tokens else tokenizer.decode(ids[:max_tokens]).strip()
+
+
+def format_documents(docs: Sequence[Document], tokenizer: Any = None, max_doc_tokens: int = 0) -> str:
+    """Search-R1's observation block (``_passages2string``): ``Doc {i}(Title: {first line}) {rest}\\n`` per doc.
+
+    As in Search-R1 the title is the first line of the wiki-18 ``contents``, so it keeps its quotes:
+    ``Doc 1(Title: "Bern") Bern is the capital...``. Each document's text is cut to
+    ``max_doc_tokens`` tokens (0: no cut).
+    """
+    lines = []
+    for number, doc in enumerate(docs, start=1):
+        title, _, text = join_contents(doc.title, doc.text).partition("\n")
+        text = truncate_tokens(text.replace("\n", " "), max_doc_tokens, tokenizer)
+        lines.append(f"Doc {number}(Title: {title}) {text}\n")
+    return "".join(lines)
+
+
+def load_search_tool(params: Any) -> SearchTool:
+    """The HTTP client when ``search.server_url`` is set, else the local index at ``index.dir``."""
+    if params.search.server_url:
+        from searchplay.retrieval.client import RetrieverClient
+
+        return RetrieverClient(params.search.server_url, timeout_s=params.search.timeout_s,
+                               retries=params.search.retries)
+    from searchplay.retrieval.embedder import Embedder
+
+    mode = params.search.mode
+    embedder = None if mode == "fts" else Embedder.from_params(params)
+    return LanceSearchTool(params.index.dir, params.index.table, embedder, mode, params.index.nprobes,
+                           params.index.refine_factor, params.search.hybrid_candidates, params.search.rrf_k)

@@ -1,0 +1,56 @@
+import json
+
+import pytest
+
+from searchplay.io import write_jsonl
+from searchplay.retrieval.index import MANIFEST, RetrievalIndexError, build_index, choose_ann, read_manifest
+from searchplay.retrieval.search import LanceSearchTool
+
+
+def test_manifest_records_how_the_index_was_built(tiny_index):
+    manifest = read_manifest(tiny_index)
+    assert manifest["rows"] == 60 and manifest["dimension"] == 1024
+    assert manifest["embedder"] == "test-hashing" and manifest["fts"] is True
+    assert manifest["ann"]["type"] is None
+
+
+def test_choose_ann_is_exact_below_the_threshold_and_ivf_sq_above():
+    assert choose_ann(1000, ann_threshold=200_000).type is None
+    choice = choose_ann(1_000_000, ann_threshold=200_000)
+    assert choice.type == "IVF_SQ" and choice.num_partitions == 1000
+    assert choose_ann(1_000_000, 0, "IVF_PQ", num_partitions=64).num_partitions == 64
+
+
+def test_ann_index_is_built_above_the_threshold_and_searched(tmp_path, hashing_embedder):
+    import lancedb
+
+    passages = [{"id": str(i), "title": f"T{i}", "text": f"item {i} colour {i % 11} shape {i % 13}"}
+                for i in range(600)]
+    write_jsonl(tmp_path / "p.jsonl", passages)
+    build_index(tmp_path / "p.jsonl", tmp_path / "idx", "passages", hashing_embedder, ann_threshold=100,
+                num_partitions=4, fts=False, show_progress=False)
+    indices = lancedb.connect(str(tmp_path / "idx")).open_table("passages").list_indices()
+    assert [i.index_type for i in indices] == ["IvfSq"]
+    tool = LanceSearchTool(tmp_path / "idx", "passages", hashing_embedder, nprobes=4)
+    (docs,) = tool.search(["item 42 colour 9 shape 3"], top_k=3)
+    assert docs[0].id == "42"
+    with pytest.raises(RetrievalIndexError, match="full-text index"):
+        LanceSearchTool(tmp_path / "idx", "passages", hashing_embedder, mode="fts")
+
+
+def test_failed_build_leaves_the_previous_index_in_place(tmp_path, tiny_index, hashing_embedder):
+    import shutil
+
+    target = tmp_path / "index"
+    shutil.copytree(tiny_index, target)
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(RetrievalIndexError, match="no passages"):
+        build_index(tmp_path / "empty.jsonl", target, "passages", hashing_embedder, ann_threshold=10**6,
+                    show_progress=False)
+    assert json.loads((target / MANIFEST).read_text())["rows"] == 60
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_missing_index_names_the_command_to_run(tmp_path):
+    with pytest.raises(RetrievalIndexError, match="searchplay index build"):
+        read_manifest(tmp_path / "nowhere")
