@@ -1,0 +1,83 @@
+"""Selectors: JSON parsing, retries then stop, the random baseline, the OpenAI endpoint (respx, never live)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import respx
+
+from searchplay.kg.selectors import (
+    OpenAISelector,
+    RandomSelector,
+    SelectionRequest,
+    parse_choice,
+    select_with_retries,
+    selector_messages,
+)
+from searchplay.kg.store import Edge
+
+EDGES = [Edge("P19", "place of birth", "wikibase-item", 1, "Q3012", "Ulm", "city in Germany"),
+         Edge("P69", "educated at", "wikibase-item", 1, "Q11942", "ETH Zurich", "university"),
+         Edge("P569", "date of birth", "time", 1, None, "14 March 1879", "")]
+REQUEST = SelectionRequest(["Albert Einstein"], [], "physicist", EDGES)
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    ('{"answer": 2}', 2), ('Sure! {"answer": 0}', 0), ('{"answer": "3"}', 3), ('{"answer": 4}', None),
+    ('{"answer": -1}', None), ("answer: 2", None), ('{"answer": true}', None), ('{"answer": 1', None),
+    ('{"foo": 1} {"answer": 1}', 1),
+])
+def test_parse_choice(reply, expected):
+    assert parse_choice(reply, 3) == expected
+
+
+def test_prompt_lists_candidates_and_asks_for_json():
+    user = selector_messages(REQUEST)[1]["content"]
+    assert "1. place of birth -> Ulm (city in Germany)" in user and '{"answer": 0}' in user
+    assert "Albert Einstein (physicist)" in user
+
+
+def test_invalid_replies_retried_then_stop_and_counted():
+    script = {0: ["nope", '{"answer": 2}'], 1: ["bad"] * 6}
+    calls = {0: 0, 1: 0}
+
+    def generate(pending):
+        out = []
+        for i in pending:
+            out.append(script[i][calls[i]])
+            calls[i] += 1
+        return out
+
+    selections = select_with_retries([REQUEST, REQUEST], generate, max_retries=5)
+    assert selections[0].choice == 2 and not selections[0].invalid
+    assert selections[0].replies == ["nope", '{"answer": 2}']
+    assert selections[1].choice == 0 and selections[1].invalid and len(selections[1].replies) == 6
+
+
+def test_random_selector_is_seeded():
+    picks = [s.choice for s in RandomSelector(7).select([REQUEST] * 20)]
+    assert picks == [s.choice for s in RandomSelector(7).select([REQUEST] * 20)]
+    assert set(picks) <= {1, 2, 3} and len(set(picks)) > 1
+
+
+@respx.mock
+def test_openai_selector_retries_bad_json_and_http_errors():
+    replies = iter([httpx.Response(500), _chat("I pick the second"), _chat('{"answer": 2}')])
+    route = respx.post("http://llm.test/v1/chat/completions").mock(side_effect=lambda request: next(replies))
+    selector = OpenAISelector("http://llm.test/v1", "deepseek-v3.2", concurrency=1)
+    [selection] = selector.select([REQUEST])
+    assert selection.choice == 2 and len(selection.replies) == 3 and route.call_count == 3
+    body = route.calls[0].request.read().decode()
+    assert '"model":"deepseek-v3.2"' in body.replace(" ", "")
+
+
+@respx.mock
+def test_openai_selector_concurrent_and_gives_up_after_retries():
+    respx.post("http://llm.test/v1/chat/completions").mock(return_value=_chat("no idea"))
+    selector = OpenAISelector("http://llm.test/v1", "m", max_retries=2, concurrency=4)
+    selections = selector.select([REQUEST] * 5)
+    assert all(s.choice == 0 and s.invalid and len(s.replies) == 3 for s in selections)
+
+
+def _chat(content: str) -> httpx.Response:
+    return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": content}}]})
