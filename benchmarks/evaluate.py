@@ -1,0 +1,75 @@
+"""Speed of the evaluate stage: questions/s for the bundled model on 50 Bamboogle questions, and the
+share of time in generation, retrieval and judging (timers inside the runner).
+
+    .venv/bin/python benchmarks/evaluate.py [--n 50] [--passages 1000] [--index DIR] [--data-dir DIR]
+
+Without --index, a real LanceDB index of the first --passages bundled Wikipedia lead sections is
+built in a temp folder (MiniLM embeddings); the build is timed separately and not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import tempfile
+import time
+from pathlib import Path
+
+from searchplay.config import Params
+from searchplay.runtime import apply_offline_defaults
+
+SHARED_BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
+
+
+def build_small_index(root: Path, passages: int) -> Path:
+    from searchplay import assets
+    from searchplay.io import write_jsonl
+    from searchplay.retrieval.corpus import CorpusReport, read_wiki_summaries
+    from searchplay.retrieval.embedder import Embedder
+    from searchplay.retrieval.index import build_index
+
+    source = Path(assets.resolve("bundled:wiki-summaries"))
+    rows = itertools.islice(read_wiki_summaries(source, CorpusReport(str(source))), passages)
+    write_jsonl(root / "passages.jsonl", (p.to_dict() for p in rows))
+    build_index(root / "passages.jsonl", root / "index", "passages", Embedder.from_params(Params()),
+                ann_threshold=10**6, fts=False, show_progress=False)
+    return root / "index"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=50)
+    parser.add_argument("--passages", type=int, default=1000)
+    parser.add_argument("--index", default=None)
+    parser.add_argument("--data-dir", default=str(SHARED_BENCHMARKS))
+    args = parser.parse_args()
+    apply_offline_defaults()
+    from searchplay.eval.evaluate import evaluate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        clock = time.perf_counter()
+        index = args.index or str(build_small_index(tmp_path, args.passages))
+        print(f"index: {index} (ready in {time.perf_counter() - clock:.1f} s)")
+        params = Params.model_validate({
+            "index": {"dir": index},
+            "evaluate": {"benchmarks": ["bamboogle"], "n": args.n, "data_dir": args.data_dir,
+                         "out_dir": str(tmp_path / "eval")},
+            "selfplay": {"checkpoint_dir": str(tmp_path / "none")}})
+        clock = time.perf_counter()
+        result = evaluate(params, "speed", track=False, progress=True)
+        wall = time.perf_counter() - clock
+    times, shares = result.times, result.times.shares()
+    print(f"model: {result.run['model']}; judge: {result.run['judge']}")
+    print(f"questions: {times.questions}; wall incl. model load: {wall:.1f} s; timed phases: {times.total:.1f} s")
+    print(f"questions/s: {times.questions / times.total:.3f} (timed phases), {times.questions / wall:.3f} (wall)")
+    print(f"share of time: generation {shares['generation']:.1%}, retrieval {shares['retrieval']:.1%}, "
+          f"judging {shares['judging']:.1%}")
+    metrics = result.metrics
+    print(f"bamboogle (judge: {result.run['judge']}) acc {metrics['bamboogle.judge_acc']:.1f}, "
+          f"EM {metrics['bamboogle.em']:.1f}, F1 {metrics['bamboogle.f1']:.1f}, "
+          f"sub-EM {metrics['bamboogle.sub_em']:.1f}")
+
+
+if __name__ == "__main__":
+    main()
