@@ -73,13 +73,14 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir,
 def test_model_resolution_prefers_latest_checkpoint(tmp_path):
     params = Params.model_validate({"selfplay": {"checkpoint_dir": str(tmp_path)}})
     assert stage.latest_checkpoint(params, "kg_wcr") is None
-    model = tmp_path / "kg_wcr" / "iter_0002" / "model"
-    model.mkdir(parents=True)
-    (tmp_path / "kg_wcr" / "latest").symlink_to("iter_0002")
-    assert stage.resolve_model(params, "kg_wcr") == (str(model.resolve()), "checkpoint")
-    (tmp_path / "kg_wcr" / "latest").unlink()
-    (tmp_path / "kg_wcr" / "latest.txt").write_text("iter_0002\n")
-    assert stage.latest_checkpoint(params, "kg_wcr") == model.resolve()
+    for iteration in (1, 2):  # the self-play layout: iter_NNNNNN/{model/, state.json}
+        folder = tmp_path / "kg_wcr" / f"iter_{iteration:06d}"
+        (folder / "model").mkdir(parents=True)
+        (folder / "model" / "config.json").write_text("{}")
+        (folder / "state.json").write_text("{}")
+    (tmp_path / "kg_wcr" / "iter_000003.partial" / "model").mkdir(parents=True)  # a killed save is ignored
+    model = (tmp_path / "kg_wcr" / "iter_000002" / "model").resolve()
+    assert stage.resolve_model(params, "kg_wcr") == (str(model), "checkpoint")
     explicit = Params.model_validate({"evaluate": {"model": "Qwen/Qwen2.5-7B-Instruct"}})
     assert stage.resolve_model(explicit, "kg_wcr") == ("Qwen/Qwen2.5-7B-Instruct", "evaluate.model")
 

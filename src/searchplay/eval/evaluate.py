@@ -34,25 +34,16 @@ class EvalResult:
 
 
 def latest_checkpoint(params: Params, variant: str) -> Path | None:
-    """The newest self-play checkpoint's HF model folder for ``variant``, or None.
+    """The HF model folder of the newest complete self-play checkpoint of ``variant``, or None.
 
-    Looks for ``<checkpoint_dir>/<variant>/latest/model`` (``latest`` a symlink or folder), then
-    ``latest.txt`` naming the iteration folder (absolute, or relative to ``<checkpoint_dir>/<variant>``).
-    The symlink is resolved so the recorded model names the iteration actually evaluated.
+    Layout and completeness rules belong to ``searchplay.selfplay.checkpoint``
+    (``<checkpoint_dir>/<variant>/iter_NNNNNN/model/``); the path is resolved so the recorded model
+    names the iteration actually evaluated.
     """
-    root = Path(params.selfplay.checkpoint_dir) / variant
-    latest = root / "latest"
-    if (latest / "model").is_dir():
-        return (latest / "model").resolve()
-    pointer = root / "latest.txt"
-    if pointer.is_file():
-        target = Path(pointer.read_text().strip())
-        target = target if target.is_absolute() else root / target
-        if (target / "model").is_dir():
-            return (target / "model").resolve()
-        if target.is_dir() and (target / "config.json").is_file():
-            return target.resolve()
-    return None
+    from searchplay.selfplay.checkpoint import latest_model_dir
+
+    found = latest_model_dir(params.selfplay.checkpoint_dir, variant)
+    return found.resolve() if found is not None else None
 
 
 def resolve_model(params: Params, variant: str) -> tuple[str, str]:
