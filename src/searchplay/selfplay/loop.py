@@ -1,0 +1,215 @@
+"""The self-play training run: seeds -> N steps -> a checkpoint, an MLflow step and the reports per step.
+
+``run_selfplay(params, variant, iterations, resume)`` is what ``searchplay selfplay`` calls. It loads the
+seeds for the variant, builds the runtime (policy backend, verifier, search tool, judge, trainer) unless
+one is injected, restores the newest checkpoint on ``resume``, and after EVERY iteration writes a
+checkpoint atomically, logs the iteration's metrics to MLflow (step = iteration) with decoded sample
+trajectories as an artifact, and rewrites ``reports/selfplay/<variant>/metrics.json`` and ``history.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from searchplay.config import Params
+from searchplay.io import atomic_write, write_json
+from searchplay.selfplay.checkpoint import CheckpointManager, read_state
+from searchplay.selfplay.replay import ReplayBuffer
+from searchplay.selfplay.seeds import Seed, SeedCursor, load_answer_seeds, load_kg_seeds
+from searchplay.selfplay.step import LoopState, Runtime, run_step
+from searchplay.selfplay.variants import Variant, get_variant
+
+log = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+MODEL_DIR = "model"  # inside each checkpoint: HF model folder + trainer state (PolicyTrainer.save)
+
+
+class SelfplayError(RuntimeError):
+    """A run that cannot start or continue; the message says why and what to do."""
+
+
+# --- seeds and runtime -----------------------------------------------------------------------------------
+
+
+def load_seeds(params: Params, variant: Variant) -> list[Seed]:
+    """The variant's seeds: KG subgraph records (curriculum order, evaluation held-out removed), or SSP
+    answers from ``selfplay.seed_answers`` (else the KG pool's answers, docs/decisions/selfplay.md)."""
+    if variant.seeds == "answers" and params.selfplay.seed_answers:
+        return load_answer_seeds(params.selfplay.seed_answers, params.selfplay.ssp_search_turns)
+    from searchplay.eval.benchmarks import is_heldout
+
+    return load_kg_seeds(params.kg.out_dir, heldout=lambda subgraph_id: is_heldout(subgraph_id, params))
+
+
+def build_runtime(params: Params) -> Runtime:
+    """The real runtime: trainer (policy + reference), rollout backend, verifier, search tool, judge."""
+    from dataclasses import replace
+
+    from searchplay.agent.rollout import RolloutConfig, run_rollouts
+    from searchplay.llm import load_backend
+    from searchplay.llm.judge import make_judge
+    from searchplay.llm.tokenizer import encode_prompt
+    from searchplay.retrieval import format_documents, load_search_tool
+    from searchplay.rl import PolicyTrainer
+
+    trainer = PolicyTrainer(params.models.policy, params)
+    backend = load_backend(params.models.policy, params)
+    backend.update_weights(trainer.model)
+    # 'policy': the learning policy answers (SSP §3.2); 'frozen': a copy of the initial weights (SSP code).
+    verifier = backend if params.selfplay.verifier == "policy" else load_backend(params.models.policy, params)
+    judge = make_judge(params.judge, backend=backend if params.judge.backend == "local" else None)
+    search_tool = load_search_tool(params)
+    solver_config = RolloutConfig.from_params(params)
+    proposer_config = replace(solver_config, temperature=params.selfplay.proposer_temperature)
+    top_k = params.search.top_k
+
+    def rollouts(prompt_ids: list[list[int]], role: str, config: Any) -> list[Any]:
+        return run_rollouts(backend, search_tool, prompt_ids, role, config, top_k=top_k)
+
+    def fmt(docs: Any) -> str:
+        return format_documents(docs, backend.tokenizer, params.search.max_doc_tokens)
+
+    return Runtime(backend=backend, verifier=verifier, judge=judge, trainer=trainer, rollouts=rollouts,
+                   solver_config=solver_config, proposer_config=proposer_config,
+                   encode=lambda messages: encode_prompt(backend.tokenizer, messages), format_documents=fmt)
+
+
+# --- checkpoint state ------------------------------------------------------------------------------------
+
+
+def _rng_state(rng: random.Random) -> list[Any]:
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def _set_rng_state(rng: random.Random, state: list[Any]) -> None:
+    rng.setstate((state[0], tuple(state[1]), state[2]))
+
+
+def loop_state_dict(state: LoopState, variant: Variant, params: Params, mlflow_run_id: str | None) -> dict[str, Any]:
+    return {"version": STATE_VERSION, "variant": variant.name, "iteration": state.iteration,
+            "cursor": state.cursor.position, "num_seeds": len(state.cursor.seeds),
+            "first_seed_id": state.cursor.seeds[0].seed_id, "replay": state.replay.to_state(),
+            "rng": _rng_state(state.rng), "history": state.history, "params_digest": params.digest(),
+            "mlflow_run_id": mlflow_run_id}
+
+
+def restore(state: LoopState, checkpoint: Path, variant: Variant) -> dict[str, Any]:
+    """Load a checkpoint's loop state into ``state`` (trainer files are loaded by the caller)."""
+    saved = read_state(checkpoint)
+    if saved.get("variant") != variant.name:
+        raise SelfplayError(f"{checkpoint} belongs to variant {saved.get('variant')!r}, not {variant.name!r}")
+    if saved.get("num_seeds") != len(state.cursor.seeds) or saved.get("first_seed_id") != state.cursor.seeds[0].seed_id:
+        log.warning("the seed pool changed since %s (%s seeds then, %d now); the cursor continues by position",
+                    checkpoint, saved.get("num_seeds"), len(state.cursor.seeds))
+    state.iteration = int(saved["iteration"])
+    state.cursor.position = int(saved["cursor"])
+    state.replay = ReplayBuffer.from_state(saved["replay"])
+    _set_rng_state(state.rng, saved["rng"])
+    state.history = list(saved["history"])
+    return saved
+
+
+def save_trainer(runtime: Runtime, folder: Path) -> None:
+    """``PolicyTrainer.save`` into ``model/``: a from_pretrained-loadable HF folder (evaluation reads it)
+    that also holds the optimizer, scheduler and RNG states."""
+    runtime.trainer.save(folder / MODEL_DIR)
+
+
+# --- reports -----------------------------------------------------------------------------------------------
+
+
+def _finite_or_none(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def write_reports(folder: Path, history: list[dict[str, float]]) -> None:
+    """``metrics.json`` (the last iteration, a DVC metric) and ``history.csv`` (every iteration, a DVC plot)."""
+    if not history:
+        return
+    write_json(folder / "metrics.json", {k: _finite_or_none(v) for k, v in history[-1].items()})
+    columns: list[str] = []
+    for row in history:
+        columns += [k for k in row if k not in columns]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
+    writer.writeheader()
+    for row in history:
+        writer.writerow({k: "" if _finite_or_none(v) is None else v for k, v in row.items()})
+    with atomic_write(folder / "history.csv") as handle:
+        handle.write(buffer.getvalue())
+
+
+# --- the run -----------------------------------------------------------------------------------------------
+
+
+def run_selfplay(params: Params, variant_name: str, iterations: int, resume: bool = False,
+                 runtime: Runtime | None = None,
+                 on_iteration: Callable[[int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
+    """Train ``iterations`` self-play steps in total (a resumed run continues up to the same total)."""
+    import mlflow
+
+    from searchplay.tracking import start_run
+
+    variant = get_variant(variant_name)
+    cfg = params.selfplay
+    manager = CheckpointManager(Path(cfg.checkpoint_dir) / variant.name, cfg.keep_checkpoints)
+    latest = manager.latest()
+    if latest is not None and not resume:
+        raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
+                            "continue, or move the folder away to start over")
+    for path in manager.remove_partials():
+        log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
+    state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
+    runtime = runtime or build_runtime(params)
+    previous_run = None
+    if resume and latest is not None:
+        previous_run = restore(state, latest, variant).get("mlflow_run_id")
+        runtime.trainer.load(latest / MODEL_DIR)
+        runtime.backend.update_weights(runtime.trainer.model)
+        log.info("resumed %s from %s (iteration %d)", variant.name, latest, state.iteration)
+    elif resume:
+        log.info("--resume: no checkpoint under %s; starting from iteration 1", manager.root)
+    reports = Path(cfg.reports_dir) / variant.name
+    if state.iteration >= iterations:
+        log.info("%s: %d iterations already done (asked for %d); nothing to train", variant.name, state.iteration,
+                 iterations)
+        write_reports(reports, state.history)
+        return state.history
+
+    tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt}
+    if previous_run:
+        tags["resumed_from_run"] = previous_run
+    with start_run(params, "selfplay", variant.name, tags) as run:
+        for row in state.history:  # a resumed run carries the whole curve
+            mlflow.log_metrics(_loggable(row), step=int(row["iteration"]))
+        for iteration in range(state.iteration + 1, iterations + 1):
+            tic = time.perf_counter()
+            result = run_step(runtime, variant, params, state)
+            state.iteration = iteration
+            row = {"iteration": float(iteration), **result.metrics,
+                   "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}
+            state.history.append(row)
+            tic = time.perf_counter()
+            manager.save(iteration, loop_state_dict(state, variant, params, run.info.run_id),
+                         lambda folder: save_trainer(runtime, folder))
+            row["time/checkpoint_s"] = time.perf_counter() - tic
+            mlflow.log_metrics(_loggable(row), step=iteration)
+            mlflow.log_dict(result.samples, f"samples/iter_{iteration:06d}.json")
+            write_reports(reports, state.history)
+            if on_iteration is not None:
+                on_iteration(iteration, row)
+    return state.history
+
+
+def _loggable(row: dict[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in row.items() if k != "iteration"}

@@ -1,0 +1,57 @@
+import math
+import random
+
+import pytest
+from selfplay_fakes import subgraph_record
+
+from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS
+from searchplay.rl import ADVANTAGE_ESTIMATORS
+from searchplay.selfplay.metrics import coverage_statistics, nonzero_advantage_groups
+from searchplay.selfplay.replay import ReplayBuffer, is_reset_step
+from searchplay.selfplay.seeds import Seed
+from searchplay.selfplay.variants import VARIANTS, get_variant
+
+
+def test_replay_buffer_samples_uniformly_roundtrips_and_clears():
+    buffer = ReplayBuffer()
+    assert buffer.sample(3, random.Random(0)) == []
+    buffer.add([{"question": "q1", "answer": "a1"}, {"question": "q2", "answer": "a2"}])
+    drawn = buffer.sample(200, random.Random(0))
+    assert len(drawn) == 200 and {d["question"] for d in drawn} == {"q1", "q2"}
+    assert ReplayBuffer.from_state(buffer.to_state()).entries == buffer.entries
+    buffer.clear()
+    assert len(buffer) == 0
+    assert [s for s in range(1, 31) if is_reset_step(s, 10)] == [10, 20, 30]
+
+
+def test_every_variant_resolves_in_the_registries():
+    for variant in VARIANTS.values():
+        assert variant.solver_reward in SOLVER_REWARDS
+        assert variant.solver_advantage in ADVANTAGE_ESTIMATORS
+        assert variant.proposer_advantage in ADVANTAGE_ESTIMATORS
+        assert variant.proposer_reward in PROPOSER_REWARDS
+    assert get_variant("kg_wcr").solver_reward == "wcr" and get_variant("kg").solver_reward == "binary"
+    with pytest.raises(ValueError, match="registered"):
+        get_variant("kgwcr")
+
+
+def test_proposer_prompt_dispatch_by_registry():
+    record = subgraph_record(0, 5)
+    seed = Seed("sg-0", record["answer"], tuple(record["waypoints"]), 3, record)
+    ssp = get_variant("ssp").proposer_messages(seed)
+    kg = get_variant("kg_wcr").proposer_messages(seed)
+    assert "The answer I provided is: Answer0." in ssp[1]["content"] and "gold_chain" not in ssp[1]["content"]
+    assert '"correct_answer": "Answer0"' in kg[1]["content"]
+    assert get_variant("ssp_kg_answers").proposer_messages(seed) == ssp
+    with pytest.raises(ValueError, match="subgraph record"):
+        get_variant("kg").proposer_messages(Seed("x", "Paris"))
+
+
+def test_coverage_statistics_by_outcome_and_bins():
+    stats = coverage_statistics([1.0, 0.5, 0.0, 0.0], [True, False, False, True])
+    assert stats["coverage/mean_correct"] == 0.5 and stats["coverage/mean_incorrect"] == 0.25
+    assert stats["coverage/accuracy_bin_0.00_0.25"] == 0.5 and stats["coverage/accuracy_bin_0.75_1.00"] == 1.0
+    assert math.isnan(stats["coverage/accuracy_bin_0.25_0.50"])
+    empty = coverage_statistics([], [])
+    assert set(empty) == set(stats) and all(math.isnan(v) for k, v in empty.items() if "count" not in k)
+    assert nonzero_advantage_groups([[0.0, 0.0], [0.5, -0.5], []]) == 1

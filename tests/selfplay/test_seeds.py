@@ -1,0 +1,45 @@
+import json
+
+import pytest
+from selfplay_fakes import subgraph_record, write_kg_pool
+
+from searchplay.selfplay.seeds import SeedCursor, SeedError, load_answer_seeds, load_kg_seeds
+
+
+def test_kg_seeds_keep_descending_node_order_and_drop_heldout(tmp_path):
+    write_kg_pool(tmp_path, 4)
+    seeds = load_kg_seeds(tmp_path)
+    assert [s.seed_id for s in seeds] == ["sg-0", "sg-1", "sg-2", "sg-3"]
+    assert seeds[0].waypoints == ("Seed0", "Bridge0A", "Bridge0B") and seeds[0].num_hops == 3
+    assert [s.seed_id for s in load_kg_seeds(tmp_path, heldout=lambda i: i == "sg-1")] == ["sg-0", "sg-2", "sg-3"]
+    with pytest.raises(SeedError, match="held out"):
+        load_kg_seeds(tmp_path, heldout=lambda i: True)
+
+
+def test_unsorted_pool_is_sorted_stably(tmp_path):
+    records = [subgraph_record(0, 3), subgraph_record(1, 9), subgraph_record(2, 3)]
+    (tmp_path / "subgraphs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert [s.seed_id for s in load_kg_seeds(tmp_path)] == ["sg-1", "sg-0", "sg-2"]
+
+
+def test_bad_pools_fail_with_the_fix(tmp_path):
+    with pytest.raises(SeedError, match="searchplay kg"):
+        load_kg_seeds(tmp_path)
+    bad = subgraph_record(0, 3)
+    del bad["waypoints"]
+    (tmp_path / "subgraphs.jsonl").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(SeedError, match=r"subgraphs.jsonl:1: .*waypoints"):
+        load_kg_seeds(tmp_path)
+
+
+def test_answer_seeds_and_cursor_wraparound(tmp_path):
+    path = tmp_path / "answers.jsonl"
+    path.write_text('{"ground_truth": "Castle Drogo", "search_turns": 3}\n{"answer": "Dr. Will Boyd"}\n')
+    seeds = load_answer_seeds(path, default_hops=2)
+    assert [(s.answer, s.num_hops) for s in seeds] == [("Castle Drogo", 3), ("Dr. Will Boyd", 2)]
+    path.write_text('{"answer": ""}\n')
+    with pytest.raises(SeedError, match=r"answers\.jsonl:1"):
+        load_answer_seeds(path, 2)
+    cursor = SeedCursor(seeds)
+    assert [s.answer for s in cursor.next_batch(3)] == ["Castle Drogo", "Dr. Will Boyd", "Castle Drogo"]
+    assert cursor.position == 3 and cursor.epoch == 1
