@@ -136,6 +136,7 @@ class AgentConfig(Section):
     top_p: float = Field(1.0, gt=0, le=1)
     max_answer_tags: int = Field(10, ge=1, description="above this many <answer> tags the score is /4 (SSP)")
     batch_size: int = Field(16, ge=1, description="rollouts generated together")
+    seed: int | None = Field(None, description="rollout sampling seed; turn t samples with seed + t (None: unseeded)")
 
 
 class JudgeConfig(Section):

@@ -57,7 +57,7 @@ class RolloutConfig:
         values = {"max_turns": agent.max_turns, "max_prompt_tokens": agent.max_prompt_tokens,
                   "max_response_tokens": agent.max_response_tokens, "max_turn_tokens": agent.max_turn_tokens,
                   "temperature": agent.temperature, "top_p": agent.top_p, "max_answer_tags": agent.max_answer_tags,
-                  "max_doc_tokens": params.search.max_doc_tokens, "seed": getattr(agent, "seed", None)}
+                  "max_doc_tokens": params.search.max_doc_tokens, "seed": agent.seed}
         return cls(**{**values, **overrides})
 
 
