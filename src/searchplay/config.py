@@ -81,6 +81,7 @@ class KGConfig(Section):
     selector_api_key_env: str = Field("OPENAI_API_KEY", description="env var holding the endpoint key, if any")
     selector_timeout_s: float = Field(60.0, gt=0, description="endpoint request timeout")
     ingest_batch_size: int = Field(5000, ge=1, description="entities per insert batch (bounds ingestion memory)")
+    max_seed_factor: int = Field(4, ge=1, description="seeds tried <= num_seeds x this (short paths are replaced)")
     sparql_seeds: list[str] = Field(default_factory=list, description="seed item ids pulled when source=sparql")
     sparql_hops: int = Field(2, ge=1, description="hops pulled around the SPARQL seeds")
 

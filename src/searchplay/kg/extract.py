@@ -59,19 +59,28 @@ class ExtractionStats:
     invalid_stops: int = 0
 
 
+def can_continue(store: GraphStore, node_id: str, relation_filter: RelationFilter, exclude_ids: set[str]) -> bool:
+    """True when ``node_id`` has a walkable outgoing edge to an entity not in ``exclude_ids``."""
+    return any(not edge.is_literal and edge.target not in exclude_ids and relation_filter.allows(edge)
+               for edge in store.outgoing(node_id))
+
+
 def candidate_edges(store: GraphStore, node_id: str, relation_filter: RelationFilter, rng: random.Random,
                     exclude_ids: set[str], exclude_labels: set[str], allow_literals: bool,
-                    max_candidates: int) -> list[Edge]:
+                    max_candidates: int, need_continuation: bool = False) -> list[Edge]:
     """E_cand(v): filtered outgoing edges, one value per property (best rank first), at most ``max_candidates``.
 
     Algorithm 1 line 5; "up to 10 candidate relations per step" (B.1). A property's value is drawn
     at random among its best-ranked admissible values; properties are sampled when there are more.
+    With ``need_continuation`` (the path must grow further) dead-end targets are left out.
     """
     by_property: dict[str, list[Edge]] = {}
     for edge in store.outgoing(node_id):
         if not relation_filter.allows(edge) or (edge.is_literal and not allow_literals):
             continue
         if edge.target in exclude_ids or edge.label.casefold() in exclude_labels:
+            continue
+        if need_continuation and not can_continue(store, edge.target, relation_filter, exclude_ids | {node_id}):
             continue
         by_property.setdefault(edge.property, []).append(edge)
     chosen = []
@@ -97,7 +106,8 @@ def expand_paths(store: GraphStore, states: list[PathState], selector: RelationS
             ids, labels = state.visited()
             final_hop = state.hops + 1 == state.target_length
             candidates = candidate_edges(store, state.nodes[-1]["id"], relation_filter, rng, ids, labels,
-                                         allow_literals=final_hop, max_candidates=max_candidates)
+                                         allow_literals=final_hop, max_candidates=max_candidates,
+                                         need_continuation=not final_hop)
             if not candidates:  # lines 6-7: E_cand(v_t) empty
                 state.done = True
                 continue
@@ -205,10 +215,13 @@ def extract_subgraphs(store: GraphStore, seeds: list[str], selector: RelationSel
                       progress: Callable[[int], None] | None = None) -> tuple[list[dict[str, Any]], ExtractionStats]:
     """Run Algorithm 1 over ``seeds`` (in order) until ``num_subgraphs`` paths of >= min_hops hops exist.
 
+    At most ``num_subgraphs * config.max_seed_factor`` seeds are tried, so a selector that often
+    stops early yields a smaller pool instead of walking every eligible seed.
+
     Seeds go in waves of ``config.selector_batch_size``; the pool is sorted by num_nodes descending
     (the paper's curriculum, Table 10), ties broken by id for determinism.
     """
-    stats, records, queue = ExtractionStats(), [], iter(seeds)
+    stats, records, queue = ExtractionStats(), [], iter(seeds[: num_subgraphs * config.max_seed_factor])
     while len(records) < num_subgraphs:
         wave = _next_wave(store, queue, min(config.selector_batch_size, num_subgraphs - len(records)), config, rng)
         if not wave:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import IO, Protocol
+
+import orjson
 
 from searchplay.kg.entities import Entity, parse_entity
 
@@ -79,7 +80,7 @@ def parse_line(line: bytes) -> Entity | None:
         return None
     if text.endswith(b","):
         text = text[:-1]
-    return parse_entity(json.loads(text))
+    return parse_entity(orjson.loads(text))  # orjson: ~3x the stdlib's speed on dump lines
 
 
 def iter_lines(handle: IO[bytes], start: int = 0, end: int | None = None) -> Iterator[bytes]:
