@@ -4,7 +4,8 @@ PolicyTrainer, params pointing every output into tmp, and a runtime of real part
 Speed: the tiny model keeps SmolLM2's 49k vocabulary (the scripted backend speaks through the real
 tokenizer), so the logits dominate a training step. ``mini_batch_size=1`` makes every micro-batch one
 sequence, whose logits window is its response only (a mixed Proposer/Solver micro-batch would also score
-~800 prompt positions of the longer Proposer prompt); with hidden size 16, one layer and one torch thread a step takes ~1 s.
+~800 prompt positions of the longer Proposer prompt); with hidden size 16, one layer and one torch
+thread a step takes ~1 s.
 """
 
 from __future__ import annotations
