@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-import math
-
 import typer
-
-
-def _line(iteration: int, total: int, row: dict[str, float]) -> str:
-    def show(key: str, fmt: str = ".3f") -> str:
-        value = row.get(key, math.nan)
-        return "nan" if not math.isfinite(value) else format(value, fmt)
-
-    return (f"iteration {iteration}/{total}: valid rule {show('filter/valid_rate_rule', '.2f')} "
-            f"rag {show('filter/valid_rate_rag', '.2f')} | questions {show('batch/questions', '.0f')} "
-            f"(replayed {show('batch/replayed', '.0f')}) | solver reward {show('solver/reward_mean')} "
-            f"acc {show('solver/accuracy')} | proposer reward {show('proposer/reward_mean')} | "
-            f"weights changed {show('train/weights_changed', '.0f')} | {show('time/iteration_s', '.0f')} s")
 
 
 def register(app: typer.Typer) -> None:
@@ -30,8 +16,6 @@ def register(app: typer.Typer) -> None:
         resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint of this variant"),
     ) -> None:
         """Search self-play training (SSP Alg. 1 with the KG Proposer / WCR), one checkpoint per iteration."""
-        import logging
-
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from searchplay.cliutil import console, get_params
@@ -45,14 +29,12 @@ def register(app: typer.Typer) -> None:
         if name not in VARIANTS:
             console.print(f"[red]unknown variant {name!r}[/red]; registered: {sorted(VARIANTS)}")
             raise typer.Exit(2)
-        log = logging.getLogger("searchplay.selfplay")
         with Progress(TextColumn("selfplay {task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as progress:
             task = progress.add_task(name, total=total)
 
             def report(iteration: int, row: dict[str, float]) -> None:
-                progress.update(task, completed=iteration)
-                log.info(_line(iteration, total, row))
+                progress.update(task, completed=iteration)  # run_selfplay prints the iteration's line
 
             try:
                 history = run_selfplay(params, name, total, resume=resume, on_iteration=report)

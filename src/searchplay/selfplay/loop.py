@@ -206,9 +206,24 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             mlflow.log_metrics(_loggable(row), step=iteration)
             mlflow.log_dict(result.samples, f"samples/iter_{iteration:06d}.json")
             write_reports(reports, state.history)
+            print(progress_line(iteration, iterations, row, variant.name), flush=True)
             if on_iteration is not None:
                 on_iteration(iteration, row)
     return state.history
+
+
+def progress_line(iteration: int, total: int, row: dict[str, float], variant: str) -> str:
+    """One stdout line per iteration; the Prefect task parses ``iteration i/n`` from it (keep the shape)."""
+    def show(key: str, fmt: str = ".3f") -> str:
+        value = row.get(key, math.nan)
+        return "nan" if not math.isfinite(value) else format(value, fmt)
+
+    return (f"selfplay iteration {iteration}/{total} [{variant}]: valid rule {show('filter/valid_rate_rule', '.2f')} "
+            f"rag {show('filter/valid_rate_rag', '.2f')} | questions {show('batch/questions', '.0f')} "
+            f"(replayed {show('batch/replayed', '.0f')}) | solver reward {show('solver/reward_mean')} "
+            f"acc {show('solver/accuracy')} | proposer reward {show('proposer/reward_mean')} | "
+            f"groups with signal {show('train/groups_nonzero_advantage', '.0f')}/{show('train/groups', '.0f')} | "
+            f"weights changed {show('train/weights_changed', '.0f')} | {show('time/iteration_s', '.0f')} s")
 
 
 def _loggable(row: dict[str, float]) -> dict[str, float]:
