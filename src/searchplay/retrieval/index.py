@@ -23,7 +23,7 @@ from searchplay.retrieval.corpus import join_contents
 os.environ.setdefault("LANCEDB_LOG", "error")  # lance warns once per query about _distance otherwise
 
 MANIFEST = "searchplay-index.json"
-ADD_CHUNK_ROWS = 4096  # passages embedded and appended per step (bounded memory on wiki-18)
+ADD_CHUNK_ROWS = 1024  # passages embedded and appended per step (bounded memory; progress ticks per chunk)
 ROWS_PER_PARTITION = 1024  # IVF: about sqrt(rows) partitions up to 1M rows (measured; see decisions)
 
 
