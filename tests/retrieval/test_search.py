@@ -101,3 +101,14 @@ def test_format_documents_truncates_each_document(smollm2_path):
 def test_truncate_without_tokenizer_counts_words():
     assert truncate_tokens("a b c d", 2) == "a b"
     assert truncate_tokens("a b", 0) == "a b"
+
+
+def test_load_search_tool_picks_the_client_or_the_local_index(tiny_index):
+    from searchplay.config import load_params
+    from searchplay.retrieval import load_search_tool
+
+    remote = load_search_tool(load_params("/nonexistent.yaml", {"search.server_url": "http://127.0.0.1:9/retrieve"}))
+    assert isinstance(remote, RetrieverClient) and remote.url == "http://127.0.0.1:9/retrieve"
+    local = load_search_tool(load_params("/nonexistent.yaml", {"index.dir": str(tiny_index), "search.mode": "fts"}))
+    assert isinstance(local, LanceSearchTool)
+    assert local.search(["Danube"], top_k=1)[0][0].title == "Danube"
