@@ -124,7 +124,10 @@ def synthetic(args) -> None:
         vectors[offset:offset + len(chunk)] = chunk
         batch = pa.table({"row": np.arange(offset, offset + len(chunk)),
                           "vector": pa.FixedSizeListArray.from_arrays(pa.array(chunk.ravel()), args.dim)})
-        table = db.create_table("bench", batch) if table is None else table.add(batch) or table
+        if table is None:
+            table = db.create_table("bench", batch)
+        else:
+            table.add(batch)
         offset += len(chunk)
     print(f" table written in {time.perf_counter() - started:.1f}s, {disk_mb(root):.0f} MB on disk", flush=True)
     queries = next(mixture(args.queries, centres, args.spread, np.random.default_rng(args.seed + 1)))
@@ -134,7 +137,7 @@ def synthetic(args) -> None:
     exact_qps, found = timed_search(table, exact_queries, ann=False)
     print(" exact (flat scan, no index):", flush=True)
     report("flat", exact_qps, recall(found, truth[:args.exact_queries]), exact_qps)
-    run_ann(table, root, queries, truth, exact_qps, args.rows, args.types, SWEEP)
+    run_ann(table, root, queries, truth, exact_qps, args.rows, args.types, args.sweep)
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -175,11 +178,8 @@ def real_text(args) -> None:
     report("flat", exact_qps, recall(found, truth), exact_qps)
     partitions = max(16, round(math.sqrt(len(vectors))))
     print(f" (IVF_SQ forced on {len(vectors):,} rows, {partitions} partitions, below the default threshold)")
-    run_ann(table, root, queries, truth, exact_qps, len(vectors), ["IVF_SQ"], [(16, 0), (16, 5), (32, 5)])
+    run_ann(table, root, queries, truth, exact_qps, len(vectors), ["IVF_SQ"], args.sweep)
     shutil.rmtree(root, ignore_errors=True)
-
-
-SWEEP = [(8, 0), (16, 0), (16, 5), (32, 0), (32, 5), (64, 5)]  # (nprobes, refine_factor)
 
 
 def main() -> None:
@@ -191,6 +191,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=256)
     parser.add_argument("--exact-queries", type=int, default=64, help="flat scans are slow: time fewer")
     parser.add_argument("--types", default="IVF_SQ", help="comma-separated ANN types to build and compare")
+    parser.add_argument("--sweep", default="16:5,32:5,64:5,128:5", help="nprobes:refine_factor pairs to time")
     parser.add_argument("--real-index", default=None, help="reuse this index's vectors for the real-text run")
     parser.add_argument("--skip-real", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
@@ -198,6 +199,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     args.types = args.types.split(",")
+    args.sweep = [tuple(int(x) for x in pair.split(":")) for pair in args.sweep.split(",")]
     if not args.skip_synthetic:
         synthetic(args)
     if not args.skip_real:

@@ -108,7 +108,7 @@ class IndexConfig(Section):
     ann_threshold: int = Field(200_000, ge=0, description="rows above which an ANN index is built")
     ann_type: Literal["auto", "IVF_SQ", "IVF_PQ", "IVF_HNSW_SQ", "IVF_RQ"] = Field("auto")
     num_partitions: int | None = Field(None, description="IVF partitions (None: chosen from row count)")
-    nprobes: int = Field(16, ge=1, description="IVF partitions probed per query")
+    nprobes: int | None = Field(None, ge=1, description="IVF partitions probed per query (None: 20% of them)")
     refine_factor: int = Field(5, ge=0, description="re-rank this many times top_k exactly (0: off)")
     fts: bool = Field(True, description="also build the native full-text (BM25) index")
     embed_batch_size: int = Field(64, ge=1, description="passages per embedding batch")

@@ -31,7 +31,7 @@ def test_ann_index_is_built_above_the_threshold_and_searched(tmp_path, hashing_e
                 num_partitions=4, fts=False, show_progress=False)
     indices = lancedb.connect(str(tmp_path / "idx")).open_table("passages").list_indices()
     assert [i.index_type for i in indices] == ["IvfSq"]
-    tool = LanceSearchTool(tmp_path / "idx", "passages", hashing_embedder, nprobes=4)
+    tool = LanceSearchTool(tmp_path / "idx", "passages", hashing_embedder)
     (docs,) = tool.search(["item 42 colour 9 shape 3"], top_k=3)
     assert docs[0].id == "42"
     with pytest.raises(RetrievalIndexError, match="full-text index"):
@@ -54,3 +54,9 @@ def test_failed_build_leaves_the_previous_index_in_place(tmp_path, tiny_index, h
 def test_missing_index_names_the_command_to_run(tmp_path):
     with pytest.raises(RetrievalIndexError, match="searchplay index build"):
         read_manifest(tmp_path / "nowhere")
+
+
+def test_default_nprobes_is_a_fifth_of_the_partitions():
+    from searchplay.retrieval.index import default_nprobes
+
+    assert default_nprobes(316) == 64 and default_nprobes(1000) == 200 and default_nprobes(2) == 1

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from searchplay.retrieval.corpus import join_contents
-from searchplay.retrieval.index import RetrievalIndexError, open_table, read_manifest
+from searchplay.retrieval.index import RetrievalIndexError, default_nprobes, open_table, read_manifest
 from searchplay.retrieval.types import Document, SearchTool
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class LanceSearchTool(SearchTool):
     """
 
     def __init__(self, index_dir: str | Path, table: str = "passages", embedder: Any = None, mode: Mode = "dense",
-                 nprobes: int = 16, refine_factor: int = 5, hybrid_candidates: int = 20, rrf_k: int = RRF_K):
+                 nprobes: int | None = None, refine_factor: int = 5, hybrid_candidates: int = 20, rrf_k: int = RRF_K):
         self.manifest = read_manifest(index_dir)
         self.table = open_table(index_dir, table)
         self.embedder, self.mode = embedder, mode
@@ -99,7 +99,7 @@ class LanceSearchTool(SearchTool):
         vectors = self.embedder.encode_queries(texts)
         query = self.table.search(list(vectors)).distance_type("cosine").limit(top_k)
         if self.manifest["ann"]["type"]:
-            query = query.nprobes(self.nprobes)
+            query = query.nprobes(self.nprobes or default_nprobes(self.manifest["ann"]["num_partitions"]))
             if self.refine_factor:
                 query = query.refine_factor(self.refine_factor)
         rows = query.select([*RESULT_COLUMNS, "_distance"]).to_list()
