@@ -147,3 +147,36 @@ def write_kg_pool(folder: Path, count: int = 6) -> list[dict]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "subgraphs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return records
+
+
+class TitleEmbedder:
+    """Test-only passage embedder for a tiny real LanceDB index searched in ``fts`` mode (the vectors are
+    never queried): a one-hot of the passage's first word in 8 dimensions."""
+
+    name = "test-title-onehot"
+    e5_prefixes = False
+    dimension = 8
+    max_seq_length = 64
+
+    def encode_passages(self, passages: Sequence[str], show_progress: bool = False):
+        import numpy as np
+
+        vectors = np.zeros((len(passages), self.dimension), dtype=np.float32)
+        for row, text in enumerate(passages):
+            vectors[row, int(hashlib.sha1(text.split()[0].encode()).hexdigest(), 16) % self.dimension] = 1.0
+        return vectors
+
+    encode_queries = encode_passages
+
+
+def write_tiny_index(folder: Path, records: list[dict]) -> Path:
+    """A real LanceDB index (flat + full-text) over one passage per subgraph node; returns the index dir."""
+    from searchplay.io import write_jsonl
+    from searchplay.retrieval.index import build_index
+
+    passages = [{"id": node["id"], "title": node["label"], "text": f"{node['label']} is {node['description']}."}
+                for record in records for node in record["path"]]
+    write_jsonl(folder / "passages.jsonl", passages)
+    build_index(folder / "passages.jsonl", folder / "index", "passages", TitleEmbedder(), ann_threshold=10**6,
+                fts=True, show_progress=False)
+    return folder / "index"
