@@ -47,11 +47,27 @@ def test_bad_dump_fails_with_message(tmp_path):
 
 
 @pytest.mark.slow
-def test_bundled_sample_llm_selector(tmp_path, smollm2_path):
-    result, out = _extract(tmp_path, "--selector", "llm", "--num-seeds", "3")
-    assert result.exit_code == 0, result.output
-    stats = json.loads((out / "stats.json").read_text())
-    assert stats["extraction"]["selector_calls"] > 0
-    for record in read_jsonl(out / "subgraphs.jsonl"):
-        assert record["selector"] == "llm" and record["selector_replies"]
-        assert all(reply.startswith('{"answer": ') for reply in record["selector_replies"])
+def test_local_llm_selector_batched_real_model(sample_store, smollm2_path):
+    """SmolLM2 picks relations for several seeds in one left-padded batch; replies parse or are counted."""
+    import random
+
+    from searchplay.config import KGConfig
+    from searchplay.kg.extract import candidate_edges
+    from searchplay.kg.relations import RelationFilter
+    from searchplay.kg.selectors import LocalSelector, SelectionRequest
+
+    relation_filter = RelationFilter.from_config(KGConfig())
+    requests = []
+    for label in ["Albert Einstein", "France", "Danube", "Hamlet"]:
+        node = next(i for i, name, _ in sample_store.items() if name == label)
+        edges = candidate_edges(sample_store, node, relation_filter, random.Random(0), {node}, {label.casefold()},
+                                allow_literals=False, max_candidates=10)
+        requests.append(SelectionRequest([label], [], "", edges))
+    selector = LocalSelector(str(smollm2_path), max_retries=1, batch_size=4)
+    selections = selector.select(requests)
+    assert len(selections) == 4
+    for request, selection in zip(requests, selections, strict=True):
+        assert 1 <= len(selection.replies) <= 2 and selection.replies[0].startswith('{"answer": ')
+        assert 0 <= selection.choice <= len(request.candidates)
+        assert selection.invalid == (selection.choice == 0 and len(selection.replies) == 2
+                                     and '"answer": 0' not in selection.replies[-1].replace(" ", ""))
