@@ -90,7 +90,7 @@ def trainer(tmp_path_factory, tiny_model_dir):
 
 def make_runtime(params: Params, backend, search_tool=None, trainer=None):
     """Real rollout loop, judge (exact match), document formatting and PolicyTrainer around a fake backend."""
-    from selfplay_fakes import FakeSearchTool
+    from tests.selfplay.selfplay_fakes import FakeSearchTool
 
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
     from searchplay.llm.judge import Judge

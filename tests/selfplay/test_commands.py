@@ -12,7 +12,7 @@ import time
 
 import pytest
 import yaml
-from selfplay_fakes import write_kg_pool, write_tiny_index
+from tests.selfplay.selfplay_fakes import write_kg_pool, write_tiny_index
 
 from searchplay.selfplay.checkpoint import CheckpointManager
 

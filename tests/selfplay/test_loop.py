@@ -5,8 +5,8 @@ import csv
 import json
 
 import pytest
-from conftest import make_params, make_runtime
-from selfplay_fakes import ScriptedBackend, write_kg_pool
+from tests.selfplay.conftest import make_params, make_runtime
+from tests.selfplay.selfplay_fakes import ScriptedBackend, write_kg_pool
 
 from searchplay.selfplay.checkpoint import CheckpointManager
 from searchplay.selfplay.loop import SelfplayError, run_selfplay

@@ -1,6 +1,6 @@
 import json
 
-from selfplay_fakes import subgraph_record
+from tests.selfplay.selfplay_fakes import subgraph_record
 
 from searchplay.selfplay.prompts import (
     EXAMPLE_QUESTIONS,

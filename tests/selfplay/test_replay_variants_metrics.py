@@ -2,7 +2,7 @@ import math
 import random
 
 import pytest
-from selfplay_fakes import subgraph_record
+from tests.selfplay.selfplay_fakes import subgraph_record
 
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS
 from searchplay.rl import ADVANTAGE_ESTIMATORS

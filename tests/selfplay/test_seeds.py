@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from selfplay_fakes import subgraph_record, write_kg_pool
+from tests.selfplay.selfplay_fakes import subgraph_record, write_kg_pool
 
 from searchplay.selfplay.seeds import SeedCursor, SeedError, load_answer_seeds, load_kg_seeds
 

@@ -4,8 +4,8 @@ advantages and (slow tests) the real PolicyTrainer on a tiny random-init model s
 import random
 
 import pytest
-from conftest import make_runtime
-from selfplay_fakes import ScriptedBackend, question_for, write_kg_pool
+from tests.selfplay.conftest import make_runtime
+from tests.selfplay.selfplay_fakes import ScriptedBackend, question_for, write_kg_pool
 
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor, load_kg_seeds
