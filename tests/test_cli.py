@@ -33,3 +33,25 @@ def test_assets_check_fails_when_assets_are_missing(tmp_path, monkeypatch):
     monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
     result = CliRunner().invoke(app, ["assets", "--check"])
     assert result.exit_code == 1
+
+
+def test_exit_codes_tell_prefect_what_not_to_retry():
+    from searchplay.cliutil import EXIT_DATA_QUALITY, exit_code_for
+    from searchplay.quality import DataQualityError
+
+    assert exit_code_for(DataQualityError("expect_column_values_to_be_unique failed")) == EXIT_DATA_QUALITY
+    assert exit_code_for(ValueError("anything else")) == 1
+
+
+def test_prefect_retry_condition_skips_deterministic_failures():
+    import subprocess
+    from types import SimpleNamespace
+
+    from tasks.stages import retry_unless_deterministic
+
+    def state(code):
+        return SimpleNamespace(data=subprocess.CalledProcessError(code, ["dvc", "repro"]))
+
+    assert retry_unless_deterministic(None, None, state(1)) is True
+    assert retry_unless_deterministic(None, None, state(2)) is False
+    assert retry_unless_deterministic(None, None, state(3)) is False

@@ -82,3 +82,22 @@ def test_flows_expose_their_parameters():
 
     assert "iterations" in inspect.signature(retrain.fn).parameters
     assert "flows.retrain" in sys.modules
+
+
+def test_fanout_flow_builds_per_benchmark_commands_and_a_dask_runner():
+    from flows.fanout import dask_runner, evaluate_command, evaluate_fanout
+
+    one = evaluate_command("kg_wcr", "nq")
+    assert one[1:] == ["evaluate", "--variant", "kg_wcr", "--benchmarks", "nq", "--no-track"]
+    assert evaluate_command("kg_wcr", None)[1:] == ["evaluate", "--variant", "kg_wcr"]
+    local = dask_runner(3)
+    assert local.cluster_kwargs["n_workers"] == 3 and local.cluster_kwargs["threads_per_worker"] == 1
+    assert dask_runner(2, "tcp://scheduler:8786").address == "tcp://scheduler:8786"
+    assert evaluate_fanout.with_options(task_runner=local).task_runner is local
+
+
+def test_accelerate_configs_parse(repo_root):
+    configs = sorted((repo_root / "accelerate_configs").glob("*.yaml"))
+    assert {p.stem for p in configs} >= {"fsdp", "cpu"}
+    fsdp = yaml.safe_load((repo_root / "accelerate_configs" / "fsdp.yaml").read_text())
+    assert fsdp["distributed_type"] == "FSDP" and fsdp["num_processes"] >= 2

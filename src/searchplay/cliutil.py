@@ -21,3 +21,14 @@ def get_params(ctx: typer.Context, **cli_overrides) -> Params:
     except ConfigError as exc:
         console.print(f"[red]configuration error[/red]\n{exc}")
         raise typer.Exit(2) from None
+
+
+EXIT_BAD_PARAMS = 2  # not retried by the Prefect tasks: a retry would fail the same way
+EXIT_DATA_QUALITY = 3  # a failed Great Expectations gate: likewise deterministic
+
+
+def exit_code_for(error: BaseException) -> int:
+    """3 for a failed data-quality gate, 1 for any other stage failure (Prefect retries only those)."""
+    from searchplay.quality import DataQualityError
+
+    return EXIT_DATA_QUALITY if isinstance(error, DataQualityError) else 1

@@ -24,8 +24,10 @@ def evaluate_command(
     seed: int | None = typer.Option(None, "--seed", help="sampling seed"),
     out: str | None = typer.Option(None, "--out", help="output root; results go to <out>/<variant>/"),
     variant: str | None = typer.Option(None, "--variant", help="name of the run (default: selfplay.variant)"),
+    track: bool = typer.Option(True, "--track/--no-track", help="log to MLflow (off for partial fan-out runs)"),
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
+    from searchplay.cliutil import exit_code_for
     from searchplay.eval.benchmarks import BenchmarkError
     from searchplay.eval.evaluate import evaluate
     from searchplay.quality import DataQualityError
@@ -35,10 +37,10 @@ def evaluate_command(
                                 "evaluate.out_dir": out})
     name = variant or params.selfplay.variant
     try:
-        result = evaluate(params, name)
+        result = evaluate(params, name, track=track)
     except (BenchmarkError, DataQualityError) as exc:
         console.print(f"[red]benchmark error[/red]: {exc}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(exit_code_for(exc)) from None
     judge = result.run["judge"]
     console.print(f"judge: {judge}; model: {result.run['model']}")
     for bench, scores in result.per_benchmark.items():

@@ -149,6 +149,13 @@ def _log_to_mlflow(params: Params, variant: str, run: dict[str, Any], metrics: d
     from searchplay.tracking import start_run
 
     tags = {"variant": variant, "judge": run["judge"], "model": run["model"][:500], "model_source": run["model_source"]}
-    with start_run(params, "evaluate", variant, tags=tags):
+    with start_run(params, "evaluate", variant, tags=tags) as mlflow_run:
         mlflow.log_metrics(metrics)
         mlflow.log_artifacts(str(out_dir), artifact_path="eval")
+    if params.pipeline.register_model and run["model_source"] == "checkpoint":
+        from searchplay.tracking import register_model
+
+        scores = {key: value for key, value in metrics.items() if key.endswith("judge_acc")}
+        version = register_model(mlflow_run.info.run_id, run["model"], variant, scores, params)
+        log.info("registered %s as version %s of %s-%s", run["model"], version,
+                 params.tracking.experiment_prefix, variant)

@@ -22,7 +22,7 @@ def extract_command(
     """Extract 3-7-hop subgraphs (Algorithm 1) into OUT/subgraphs.jsonl and OUT/stats.json."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from searchplay.cliutil import console, get_params
+    from searchplay.cliutil import console, exit_code_for, get_params
     from searchplay.kg.pipeline import run_extract
     from searchplay.kg.readers import DumpError
     from searchplay.quality import DataQualityError
@@ -42,7 +42,7 @@ def extract_command(
             stats = run_extract(params, str(dump) if dump else None, out_dir, progress=progress)
         except (DumpError, DataQualityError, FileNotFoundError, ValueError) as exc:
             console.print(f"[red]kg extract failed[/red]\n{exc}")
-            raise typer.Exit(1) from None
+            raise typer.Exit(exit_code_for(exc)) from None
     console.print(f"{stats['subgraphs']} subgraphs -> {out_dir / 'subgraphs.jsonl'}; hops {stats['hop_histogram']}; "
                   f"answer types {stats['answer_types']}; stats -> {out_dir / 'stats.json'}")
 

@@ -20,6 +20,7 @@ def corpus_build(
     out: str = typer.Option(None, "--out", help="passages.jsonl to write (corpus.out)"),
 ) -> None:
     """Read a corpus, split and validate it, write passages.jsonl atomically."""
+    from searchplay.cliutil import exit_code_for
     from searchplay.quality import DataQualityError
     from searchplay.retrieval.corpus import CorpusError, build_corpus
 
@@ -31,7 +32,7 @@ def corpus_build(
                                   config.max_bad_line_share)
     except (CorpusError, DataQualityError) as exc:
         console.print(f"[red]corpus error[/red]\n{exc}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(exit_code_for(exc)) from None
     console.print(f"wrote {report.passages} passages from {report.lines} entries to {config.out} "
                   f"({report.bad_lines} malformed skipped)")
 
