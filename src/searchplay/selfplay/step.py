@@ -270,6 +270,9 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         proposals += extra
     fresh_count = len(slots)
     slots = complete_batch(slots, cfg.batch_size, cfg.batch_completion, state.replay, rng)
+    log.info("proposed %d questions (%.0f s), %d verified (%.0f s); solving %d (%d replayed) x %d rollouts",
+             len(proposals), clock["propose"], fresh_count, clock["verify"], len(slots), len(slots) - fresh_count,
+             cfg.group_size)
 
     tic = time.perf_counter()
     groups = solve(runtime, slots, cfg.group_size)
@@ -309,6 +312,8 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     runtime.backend.update_weights(runtime.trainer.model)
     delta = weight_delta(before, runtime.trainer.model)
     clock["update"] += time.perf_counter() - tic
+    log.info("solved in %.0f s; updated on %d samples in %.0f s", clock["solve"], len(proposer_samples) +
+             len(solver_samples), clock["update"])
 
     state.replay.add([slot.to_entry() for slot in slots])
     if cfg.batch_completion == "replay" and (state.iteration + 1) % cfg.replay_reset_every == 0:
