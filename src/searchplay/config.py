@@ -100,6 +100,8 @@ class CorpusConfig(Section):
     passage_words: int = Field(100, ge=10, description="words per passage (wiki-18 uses 100)")
     out: str = Field("data/corpus/passages.jsonl", description="normalized passages")
     max_bad_line_share: float = Field(0.01, ge=0, le=1, description="fail if more lines are malformed")
+    max_articles: int | None = Field(None, ge=1, description="bundled corpus only: keep this many articles, those "
+                                     "of the bundled KG sample's entities first (None: all; the quick profile)")
 
 
 class IndexConfig(Section):

@@ -128,3 +128,12 @@ def test_bundled_summaries_split_into_about_100_word_passages(wiki_summaries_pat
     assert len(passages) > report.lines
     assert max(len(p.text.split()) for p in passages) <= 100
     assert any(p.title == "Switzerland" for p in passages)
+
+
+def test_max_articles_keeps_kg_sample_articles_first():
+    from searchplay.retrieval.corpus import keep_articles, kg_sample_titles
+
+    articles = {name: {"title": name, "extract": "x"} for name in ["Aa", "Bern", "Cc", "Switzerland", "Dd"]}
+    kept = keep_articles(articles, 3, {"Switzerland", "Bern"})
+    assert list(kept) == ["Aa", "Bern", "Switzerland"]  # file order kept, preferred ones always in
+    assert {"Switzerland", "Bern"} <= kg_sample_titles()

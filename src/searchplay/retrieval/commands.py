@@ -29,7 +29,7 @@ def corpus_build(
     try:
         with console.status(f"reading the {config.source} corpus"):
             report = build_corpus(config.source, config.path, config.out, config.passage_words,
-                                  config.max_bad_line_share)
+                                  config.max_bad_line_share, config.max_articles)
     except (CorpusError, DataQualityError) as exc:
         console.print(f"[red]corpus error[/red]\n{exc}")
         raise typer.Exit(exit_code_for(exc)) from None

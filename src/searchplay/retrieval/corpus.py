@@ -171,10 +171,38 @@ def read_plain_jsonl(path: Path, report: CorpusReport) -> Iterator[Passage]:
         yield Passage(*values)
 
 
-def read_wiki_summaries(path: Path, report: CorpusReport, passage_words: int = 100) -> Iterator[Passage]:
+def kg_sample_titles() -> set[str]:
+    """English Wikipedia titles of the bundled KG sample's entities (kept first by ``max_articles``)."""
+    from searchplay.kg.readers import bundled_sample_path
+
+    titles = set()
+    for line in bundled_sample_path().read_text(encoding="utf-8").splitlines():
+        line = line.strip().rstrip(",")
+        if line.startswith("{"):
+            title = json.loads(line).get("sitelinks", {}).get("enwiki", {}).get("title")
+            if title:
+                titles.add(title)
+    return titles
+
+
+def keep_articles(articles: dict, max_articles: int, preferred_titles: set[str]) -> dict:
+    """At most ``max_articles`` entries: preferred titles first, then the rest in file order."""
+    first = [key for key, a in articles.items() if isinstance(a, dict) and a.get("title", key) in preferred_titles]
+    chosen = set(first[:max_articles])
+    for key in articles:
+        if len(chosen) >= max_articles:
+            break
+        chosen.add(key)
+    return {key: article for key, article in articles.items() if key in chosen}
+
+
+def read_wiki_summaries(path: Path, report: CorpusReport, passage_words: int = 100,
+                        max_articles: int | None = None) -> Iterator[Passage]:
     """The bundled lead sections (JSON title -> {title, extract, ...}), split into ~100-word passages.
 
     Ids are consecutive integers as strings, as in wiki-18, in the file's (title) order.
+    ``max_articles`` keeps a subset (the quick profile): the KG sample's articles first, so
+    questions built from it stay answerable by search.
     """
     try:
         articles = json.loads(path.read_text(encoding="utf-8"))
@@ -182,6 +210,8 @@ def read_wiki_summaries(path: Path, report: CorpusReport, passage_words: int = 1
         raise CorpusError(f"{path}: cannot read the bundled summaries ({exc})") from exc
     if not isinstance(articles, dict):
         raise CorpusError(f"{path}: expected a JSON object mapping title -> summary")
+    if max_articles is not None:
+        articles = keep_articles(articles, max_articles, kg_sample_titles())
     next_id = 0
     for key, article in articles.items():
         report.lines += 1
@@ -198,13 +228,14 @@ def read_wiki_summaries(path: Path, report: CorpusReport, passage_words: int = 1
             next_id += 1
 
 
-def read_corpus(source: str, path: str | Path, report: CorpusReport, passage_words: int = 100) -> Iterator[Passage]:
+def read_corpus(source: str, path: str | Path, report: CorpusReport, passage_words: int = 100,
+                max_articles: int | None = None) -> Iterator[Passage]:
     """Dispatch on ``corpus.source`` ('bundled', 'flashrag', 'jsonl')."""
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus file {path} does not exist (corpus.source={source!r}, corpus.path)")
     if source == "bundled":
-        return read_wiki_summaries(path, report, passage_words)
+        return read_wiki_summaries(path, report, passage_words, max_articles)
     if source == "flashrag":
         return read_flashrag(path, report)
     if source == "jsonl":
@@ -224,7 +255,7 @@ def corpus_path(source: str, path: str | None) -> str:
 
 
 def build_corpus(source: str, path: str | None, out: str | Path, passage_words: int = 100,
-                 max_bad_line_share: float = 0.01) -> CorpusReport:
+                 max_bad_line_share: float = 0.01, max_articles: int | None = None) -> CorpusReport:
     """Read, validate (Great Expectations) and write ``out`` atomically; returns the report.
 
     Nothing is written when the corpus has too many malformed lines or fails validation.
@@ -235,7 +266,7 @@ def build_corpus(source: str, path: str | None, out: str | Path, passage_words: 
 
     source_path = corpus_path(source, path)
     report = CorpusReport(source=str(source_path))
-    passages = [p.to_dict() for p in read_corpus(source, source_path, report, passage_words)]
+    passages = [p.to_dict() for p in read_corpus(source, source_path, report, passage_words, max_articles)]
     report.passages = len(passages)
     if report.bad_lines:
         log.warning("%s: skipped %d malformed of %d lines", source_path, report.bad_lines, report.lines)
