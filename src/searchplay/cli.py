@@ -85,7 +85,7 @@ def pipeline_command(
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         console.print(f"[red]pipeline failed:[/red] {exc}")
         raise typer.Exit(1) from None
-    console.print(f"\n[bold]done.[/bold] Comparison report: {root / 'reports/compare/report.md'} "
+    console.print(f"\n[bold]done.[/bold] Comparison report: {root / 'reports/compare/compare.md'} "
                   f"(HTML beside it); per-variant reports under {root / params.evaluate.out_dir}.\n"
                   "Compare the variants in MLflow: `.venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db "
                   "--host 127.0.0.1 --port 5000` and open http://127.0.0.1:5000")
