@@ -90,13 +90,12 @@ def trainer(tmp_path_factory, tiny_model_dir):
 
 def make_runtime(params: Params, backend, search_tool=None, trainer=None):
     """Real rollout loop, judge (exact match), document formatting and PolicyTrainer around a fake backend."""
-    from tests.selfplay.selfplay_fakes import FakeSearchTool
-
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
     from searchplay.llm.judge import Judge
     from searchplay.llm.tokenizer import encode_prompt
     from searchplay.retrieval.search import format_documents
     from searchplay.selfplay.step import Runtime
+    from tests.selfplay.selfplay_fakes import FakeSearchTool
 
     search_tool = search_tool or FakeSearchTool()
     config = RolloutConfig.from_params(params)

@@ -12,9 +12,9 @@ import time
 
 import pytest
 import yaml
-from tests.selfplay.selfplay_fakes import write_kg_pool, write_tiny_index
 
 from searchplay.selfplay.checkpoint import CheckpointManager
+from tests.selfplay.selfplay_fakes import write_kg_pool, write_tiny_index
 
 pytestmark = pytest.mark.slow  # two CLI processes (torch + transformers + mlflow imports)
 

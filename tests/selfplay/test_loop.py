@@ -5,11 +5,11 @@ import csv
 import json
 
 import pytest
-from tests.selfplay.conftest import make_params, make_runtime
-from tests.selfplay.selfplay_fakes import ScriptedBackend, write_kg_pool
 
 from searchplay.selfplay.checkpoint import CheckpointManager
 from searchplay.selfplay.loop import SelfplayError, run_selfplay
+from tests.selfplay.conftest import make_params, make_runtime
+from tests.selfplay.selfplay_fakes import ScriptedBackend, write_kg_pool
 
 pytestmark = pytest.mark.slow  # the real PolicyTrainer (tiny model), save/load, MLflow
 

@@ -1,7 +1,5 @@
 import json
 
-from tests.selfplay.selfplay_fakes import subgraph_record
-
 from searchplay.selfplay.prompts import (
     EXAMPLE_QUESTIONS,
     KG_PROPOSER_SYSTEM,
@@ -11,6 +9,7 @@ from searchplay.selfplay.prompts import (
     ssp_proposer_messages,
     subgraph_object,
 )
+from tests.selfplay.selfplay_fakes import subgraph_record
 
 
 def test_ssp_proposer_is_split_like_the_code_and_filled():

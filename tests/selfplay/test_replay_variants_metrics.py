@@ -2,7 +2,6 @@ import math
 import random
 
 import pytest
-from tests.selfplay.selfplay_fakes import subgraph_record
 
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS
 from searchplay.rl import ADVANTAGE_ESTIMATORS
@@ -10,6 +9,7 @@ from searchplay.selfplay.metrics import coverage_statistics, nonzero_advantage_g
 from searchplay.selfplay.replay import ReplayBuffer, is_reset_step
 from searchplay.selfplay.seeds import Seed
 from searchplay.selfplay.variants import VARIANTS, get_variant
+from tests.selfplay.selfplay_fakes import subgraph_record
 
 
 def test_replay_buffer_samples_uniformly_roundtrips_and_clears():

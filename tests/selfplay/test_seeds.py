@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from tests.selfplay.selfplay_fakes import subgraph_record, write_kg_pool
 
 from searchplay.selfplay.seeds import SeedCursor, SeedError, load_answer_seeds, load_kg_seeds
+from tests.selfplay.selfplay_fakes import subgraph_record, write_kg_pool
 
 
 def test_kg_seeds_keep_descending_node_order_and_drop_heldout(tmp_path):

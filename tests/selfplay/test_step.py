@@ -4,13 +4,13 @@ advantages and (slow tests) the real PolicyTrainer on a tiny random-init model s
 import random
 
 import pytest
-from tests.selfplay.conftest import make_runtime
-from tests.selfplay.selfplay_fakes import ScriptedBackend, question_for, write_kg_pool
 
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor, load_kg_seeds
 from searchplay.selfplay.step import LoopState, Slot, complete_batch, filter_and_verify, propose, run_step
 from searchplay.selfplay.variants import get_variant
+from tests.selfplay.conftest import make_runtime
+from tests.selfplay.selfplay_fakes import ScriptedBackend, question_for, write_kg_pool
 
 
 @pytest.fixture()
