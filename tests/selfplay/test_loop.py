@@ -76,6 +76,9 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     assert logged_metrics(tmp_path / "mlflow.db", resumed["mlflow_run_id"])["solver/reward_mean"] == [1, 2, 3]
     with (reports / "history.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 3
+    pool = [json.loads(line) for line in (reports / "questions.jsonl").read_text().splitlines()]
+    assert pool and {row["iteration"] for row in pool} == {1, 2, 3}  # one gated pool, no duplicated iteration
+    assert all(row["question"] and row["answer"] for row in pool)
     again = run_selfplay(params, "kg_wcr", 3, resume=True, runtime=runtime)  # nothing left to do
     assert [row["solver/reward_mean"] for row in again] == [row["solver/reward_mean"] for row in history]
     assert trainer.global_step == resumed_steps

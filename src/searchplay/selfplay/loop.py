@@ -149,6 +149,25 @@ def write_reports(folder: Path, history: list[dict[str, float]]) -> None:
         handle.write(buffer.getvalue())
 
 
+QUESTION_POOL = "questions.jsonl"
+
+
+def write_question_pool(path: Path, iteration: int, questions: list[dict[str, Any]]) -> None:
+    """Append this iteration's Solver questions to the pool file, after its data-quality gate.
+
+    Rows of this or later iterations (left by a run killed after writing them) are replaced, so a
+    resumed run never duplicates them. The gate (``searchplay.quality.questions``) stops the run
+    if a question that reached the Solver breaks a rule filter invariant.
+    """
+    from searchplay.io import read_jsonl, write_jsonl
+    from searchplay.quality.questions import validate_question_pool
+
+    rows = [{"iteration": iteration, **question} for question in questions]
+    validate_question_pool(rows)
+    kept = [row for row in read_jsonl(path) if row["iteration"] < iteration] if path.exists() else []
+    write_jsonl(path, kept + rows)
+
+
 # --- the run -----------------------------------------------------------------------------------------------
 
 
@@ -206,6 +225,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             mlflow.log_metrics(_loggable(row), step=iteration)
             mlflow.log_dict(result.samples, f"samples/iter_{iteration:06d}.json")
             write_reports(reports, state.history)
+            write_question_pool(reports / QUESTION_POOL, iteration, result.questions)
             print(progress_line(iteration, iterations, row, variant.name), flush=True)
             if on_iteration is not None:
                 on_iteration(iteration, row)

@@ -97,6 +97,7 @@ class Proposal:
 class StepResult:
     metrics: dict[str, float]
     samples: dict[str, Any]  # decoded trajectories for the MLflow artifact
+    questions: list[dict[str, Any]] = field(default_factory=list)  # the question pool the Solver attempted
 
 
 # --- propose, filter, verify ---------------------------------------------------------------------------
@@ -362,7 +363,9 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     metrics.update(m.coverage_statistics(coverage, flat_correct))
     metrics.update({f"train/{k}": float(v) for k, v in train_stats.items() if isinstance(v, int | float)})
     samples = sample_trajectories(runtime, first_round, slots, groups, correct, params.selfplay.sample_trajectories)
-    return StepResult(metrics, samples)
+    questions = [{"question": slot.question, "answer": slot.answer, "seed_id": slot.seed_id, "source": slot.source,
+                  "solver_accuracy": sum(c) / len(c) if c else 0.0} for slot, c in zip(slots, correct, strict=True)]
+    return StepResult(metrics, samples, questions)
 
 
 # --- bookkeeping -----------------------------------------------------------------------------------------
