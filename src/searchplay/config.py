@@ -223,10 +223,11 @@ class EvaluateConfig(Section):
 
 
 class PipelineConfig(Section):
-    variants: dict[str, str] = Field(
-        default_factory=lambda: {"ssp": "selfplay.seed_answers", "kg_wcr": "selfplay.wcr_alpha"},
-        description="variants `dvc repro` trains and evaluates, each mapped to the one params key that only it "
-                    "reads (DVC then re-runs only the variants a change affects)",
+    variants: dict[str, list[str]] = Field(
+        default_factory=lambda: {"ssp": ["selfplay.seed_answers", "selfplay.ssp_search_turns"],
+                                 "kg_wcr": ["selfplay.wcr_alpha", "selfplay.wcr_casefold"]},
+        description="variants `dvc repro` trains and evaluates, each mapped to the two params keys that only it "
+                    "reads (repeat one if it has a single key); DVC then re-runs only the variants a change affects",
     )
     quick: str = Field("params.quick.yaml", description="overrides applied by `searchplay pipeline --quick`")
     register_model: bool = Field(True, description="register each evaluated model in the MLflow registry")
@@ -237,6 +238,9 @@ class PipelineConfig(Section):
         unknown = sorted(set(self.variants) - allowed)
         if unknown:
             raise ValueError(f"unknown variants {unknown}; allowed: {sorted(allowed)}")
+        wrong = sorted(name for name, keys in self.variants.items() if len(keys) != 2)
+        if wrong:
+            raise ValueError(f"variants {wrong}: list exactly two params keys (dvc.yaml reads item[0] and item[1])")
         return self
 
 
