@@ -48,3 +48,16 @@ def test_register_model_records_variant_and_scores(tmp_path, monkeypatch):
     version = MlflowClient().get_model_version("searchplay-kg_wcr", "2")
     assert version.tags["variant"] == "kg_wcr" and version.tags["score.judge_accuracy"] == "0.3000"
     assert version.source == str(model_dir.resolve())
+
+
+def test_dvc_stage_hash_tags_are_valid_mlflow_keys(tmp_path):
+    from mlflow.utils.validation import _validate_tag_name
+
+    from searchplay.tracking import dvc_stage_hashes
+
+    lock = tmp_path / "dvc.lock"
+    lock.write_text("schema: '2.0'\nstages:\n  selfplay@kg_wcr:\n    cmd: searchplay selfplay --variant kg_wcr\n")
+    tags = dvc_stage_hashes(lock)
+    assert list(tags) == ["dvc.stage.selfplay/kg_wcr"]
+    for key in tags:
+        _validate_tag_name(key)

@@ -47,7 +47,8 @@ def dvc_stage_hashes(lock_file: str | Path = "dvc.lock") -> dict[str, str]:
     if not path.exists():
         return {}
     stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
-    return {f"dvc.stage.{name}": hashlib.md5(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+    # MLflow tag keys allow letters, digits, '_-./ ' only: selfplay@kg_wcr -> dvc.stage.selfplay/kg_wcr
+    return {f"dvc.stage.{name.replace('@', '/')}": hashlib.md5(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
             for name, body in stages.items()}
 
 
