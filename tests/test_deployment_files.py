@@ -119,3 +119,12 @@ def test_accelerate_configs_parse(repo_root):
     assert {p.stem for p in configs} >= {"fsdp", "cpu"}
     fsdp = yaml.safe_load((repo_root / "accelerate_configs" / "fsdp.yaml").read_text())
     assert fsdp["distributed_type"] == "FSDP" and fsdp["num_processes"] >= 2
+
+
+def test_quick_profile_becomes_a_dvc_experiment(repo_root):
+    from searchplay.pipeline import dvc_command
+
+    command = dvc_command(True, repo_root / "params.quick.yaml", [])
+    assert command[1:3] == ["exp", "run"] and command[4].startswith("quick-")
+    assert "selfplay.iterations=1" in command and "evaluate.benchmarks=[bamboogle, nq]" in command
+    assert dvc_command(False, repo_root / "params.quick.yaml", [])[1:] == ["repro"]

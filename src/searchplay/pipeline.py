@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,8 @@ def dvc_command(quick: bool, quick_file: str | Path, targets: list[str], force: 
     dvc = str(Path(sys.executable).parent / "dvc")
     if not quick:
         return [dvc, "repro", *(["--force"] if force else []), *targets]
-    command = [dvc, "exp", "run", "--name", "quick", *(["--force"] if force else [])]
+    name = time.strftime("quick-%Y%m%d-%H%M%S")  # experiment names must be unique
+    command = [dvc, "exp", "run", "--name", name, *(["--force"] if force else [])]
     for override in quick_overrides(quick_file):
         command += ["--set-param", override]
     return [*command, *targets]
