@@ -2,9 +2,12 @@
 
 Bundled SmolLM2, real dense search on the bundled index (``data/index`` if ``searchplay index build``
 wrote it, else a small index of bundled Wikipedia leads built in a temp folder). Both runs use the
-same prompts and greedy decoding, in the same process. Prints generated tokens/s for both and the ratio.
+same prompts and decoding, in the same process: by default the self-play rollout temperature
+(``agent.temperature``, 1.0 as in the papers) with a fixed seed; ``--temperature 0`` is greedy, where
+SmolLM2 stops after a few tokens and prompt prefill, which batching barely speeds up on a CPU,
+dominates. Prints generated tokens/s for both and the ratio.
 
-    .venv/bin/python benchmarks/rollout.py [--rollouts 16] [--max-turns 4] [--turn-tokens 128]
+    .venv/bin/python benchmarks/rollout.py [--rollouts 16] [--max-turns 4] [--turn-tokens 128] [--temperature T]
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ def main() -> None:
     parser.add_argument("--max-turns", type=int, default=4)
     parser.add_argument("--turn-tokens", type=int, default=128)
     parser.add_argument("--passages", type=int, default=500, help="size of the fallback index")
+    parser.add_argument("--temperature", type=float, default=None, help="default: agent.temperature from params")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (turn t samples with seed + t)")
     args = parser.parse_args()
     apply_offline_defaults()
     import torch
@@ -68,10 +73,12 @@ def main() -> None:
     backend = load_backend(params.models.policy, params)
     prompts = [encode_prompt(backend.tokenizer, solver_messages(QUESTIONS[i % len(QUESTIONS)]))
                for i in range(args.rollouts)]
-    config = RolloutConfig.from_params(params, temperature=0.0, max_turns=args.max_turns,
-                                       max_turn_tokens=args.turn_tokens)
+    temperature = params.agent.temperature if args.temperature is None else args.temperature
+    config = RolloutConfig.from_params(params, temperature=temperature, max_turns=args.max_turns,
+                                       max_turn_tokens=args.turn_tokens, seed=args.seed)
     print(f"model {params.models.policy}, index {where}, {args.rollouts} rollouts, torch threads "
-          f"{torch.get_num_threads()}, max_turns {args.max_turns}, turn tokens {args.turn_tokens}")
+          f"{torch.get_num_threads()}, max_turns {args.max_turns}, turn tokens {args.turn_tokens}, "
+          f"temperature {temperature}, seed {args.seed}")
 
     def timed(batches):
         start, trajectories = time.perf_counter(), []

@@ -48,7 +48,8 @@ def dvc_stage_hashes(lock_file: str | Path = "dvc.lock") -> dict[str, str]:
         return {}
     stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
     # MLflow tag keys allow letters, digits, '_-./ ' only: selfplay@kg_wcr -> dvc.stage.selfplay/kg_wcr
-    return {f"dvc.stage.{name.replace('@', '/')}": hashlib.md5(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+    return {f"dvc.stage.{name.replace('@', '/')}":
+            hashlib.md5(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
             for name, body in stages.items()}
 
 
