@@ -76,6 +76,8 @@ class KGConfig(Section):
     literal_datatypes: list[str] = Field(default_factory=lambda: ["time", "quantity"],
                                          description="literal values allowed as the final hop (B.3: Date, Number)")
     selector_temperature: float = Field(0.7, ge=0, description="selector sampling temperature (0: greedy)")
+    selector_constrained: bool = Field(
+        True, description="local selector: constrain the reply to {\"answer\": k}, 0 <= k <= n (always parses)")
     selector_batch_size: int = Field(32, ge=1, description="seeds advanced together per batched generation")
     selector_max_new_tokens: int = Field(12, ge=1, description="tokens generated per selector reply")
     selector_api_key_env: str = Field("OPENAI_API_KEY", description="env var holding the endpoint key, if any")

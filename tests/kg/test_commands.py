@@ -47,8 +47,10 @@ def test_bad_dump_fails_with_message(tmp_path):
 
 
 @pytest.mark.slow
-def test_local_llm_selector_batched_real_model(sample_store, smollm2_path):
-    """SmolLM2 picks relations for several seeds in one left-padded batch; replies parse or are counted."""
+@pytest.mark.parametrize("constrained", [True, False])
+def test_local_llm_selector_batched_real_model(sample_store, smollm2_path, constrained):
+    """SmolLM2 picks relations for several seeds in one left-padded batch; constrained replies always parse,
+    free replies parse or are counted."""
     import random
 
     from searchplay.config import KGConfig
@@ -63,10 +65,14 @@ def test_local_llm_selector_batched_real_model(sample_store, smollm2_path):
         edges = candidate_edges(sample_store, node, relation_filter, random.Random(0), {node}, {label.casefold()},
                                 allow_literals=False, max_candidates=10)
         requests.append(SelectionRequest([label], [], "", edges))
-    selector = LocalSelector(str(smollm2_path), max_retries=1, batch_size=4)
+    selector = LocalSelector(str(smollm2_path), max_retries=1, batch_size=4, constrained=constrained)
     selections = selector.select(requests)
     assert len(selections) == 4
     for request, selection in zip(requests, selections, strict=True):
+        if constrained:
+            assert selection.replies == [f'{{"answer": {selection.choice}}}'] and not selection.invalid
+            assert 0 <= selection.choice <= len(request.candidates)
+            continue
         assert 1 <= len(selection.replies) <= 2 and selection.replies[0].startswith('{"answer": ')
         assert 0 <= selection.choice <= len(request.candidates)
         assert selection.invalid == (selection.choice == 0 and len(selection.replies) == 2

@@ -81,3 +81,41 @@ def test_openai_selector_concurrent_and_gives_up_after_retries():
 
 def _chat(content: str) -> httpx.Response:
     return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": content}}]})
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer(smollm2_path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(smollm2_path)
+
+
+@pytest.mark.parametrize(("num_candidates", "written", "allowed"), [
+    (3, "", "0123"), (10, "", "0123456789"), (10, "1", ["0", "}"]), (9, "1", ["}"]), (10, "10", ["}"]),
+    (3, "2", ["}"]),
+])
+def test_choice_constraint_allows_only_valid_replies(smollm2_tokenizer, num_candidates, written, allowed):
+    """After '{"answer": ' only k} with 0 <= k <= n may follow; "1" may still become "10" when n = 10."""
+    import torch
+
+    from searchplay.kg.selectors import ChoiceConstraint
+
+    prompt = smollm2_tokenizer.encode('x {"answer": ', add_special_tokens=False)
+    constraint = ChoiceConstraint(smollm2_tokenizer, len(prompt), [num_candidates])
+    ids = torch.tensor(prompt + smollm2_tokenizer.encode(written, add_special_tokens=False))
+    assert sorted(smollm2_tokenizer.decode([i]) for i in constraint(0, ids)) == sorted(allowed)
+    closed = torch.tensor(prompt + smollm2_tokenizer.encode(written + "}", add_special_tokens=False))
+    assert constraint(0, closed) == [smollm2_tokenizer.eos_token_id]
+
+
+def test_choice_constraint_rejects_a_tokenizer_that_merges_digits():
+    from searchplay.kg.selectors import ChoiceConstraint
+
+    class MergingTokenizer:
+        eos_token_id = 0
+
+        def encode(self, text, add_special_tokens=False):
+            return [1, 2] if text == "}" else [ord(text)]
+
+    with pytest.raises(ValueError, match="selector_constrained=false"):
+        ChoiceConstraint(MergingTokenizer(), 5, [3])

@@ -6,7 +6,8 @@ JSON ``{"answer": k}``; an invalid reply is retried up to ``max_retries`` times 
 then treated as "stop" and counted (notes/kg_wcr.md §2.9 item 6).
 
 - ``RandomSelector``: seeded uniform choice, the ablation baseline (never stops early).
-- ``LocalSelector``: a Hugging Face causal LM, one left-padded batched ``generate`` per round.
+- ``LocalSelector``: a Hugging Face causal LM, one left-padded batched ``generate`` per round; by
+  default its reply is constrained to the JSON schema (``ChoiceConstraint``), so every reply parses.
 - ``OpenAISelector``: an OpenAI-compatible chat endpoint, ``concurrency`` requests at once (paper: 10).
 """
 
@@ -143,13 +144,42 @@ class RandomSelector:
         return [Selection(choice=self.rng.randint(1, len(r.candidates)) if r.candidates else 0) for r in requests]
 
 
+class ChoiceConstraint:
+    """Constrained decoding of the reply after ``{"answer": ``: only ``k}`` with 0 <= k <= n may be written.
+
+    A ``prefix_allowed_tokens_fn`` for ``generate``: the model still picks k from its own next-token
+    distribution (renormalized over the allowed tokens, at the sampling temperature), as structured-output
+    engines (vLLM guided decoding, outlines) do for a JSON schema. Needs a tokenizer with one token per
+    digit and one for ``}`` (SmolLM2, Llama 3, Qwen 2.5 split digits so).
+    """
+
+    def __init__(self, tokenizer, prompt_width: int, num_candidates: Sequence[int]):
+        ids = [tokenizer.encode(text, add_special_tokens=False) for text in [*"0123456789", "}"]]
+        if any(len(i) != 1 for i in ids):
+            raise ValueError("this tokenizer does not give one token per digit and '}': set "
+                             "kg.selector_constrained=false to parse free replies instead")
+        self.digits, self.close = [i[0] for i in ids[:10]], ids[10][0]
+        self.eos = tokenizer.eos_token_id
+        self.width, self.num_candidates = prompt_width, list(num_candidates)
+
+    def __call__(self, row: int, input_ids) -> list[int]:
+        n, written = self.num_candidates[row], input_ids[self.width:].tolist()
+        if not written:  # first digit of k
+            return self.digits[:min(n, 9) + 1]
+        if len(written) == 1 and written[0] == self.digits[1] and n >= 10:  # "1" may start "10"
+            return [self.digits[0], self.close]
+        if written[-1] == self.close:
+            return [self.eos]
+        return [self.close]
+
+
 class LocalSelector:
     """A local Hugging Face causal LM; each round is one left-padded batched ``model.generate``."""
 
     name = "llm"
 
     def __init__(self, model: str, max_retries: int = 5, temperature: float = 0.7, max_new_tokens: int = 12,
-                 batch_size: int = 32, seed: int = 0, device: str = "cpu"):
+                 batch_size: int = 32, seed: int = 0, device: str = "cpu", constrained: bool = True):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -163,6 +193,7 @@ class LocalSelector:
         self.lm = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
         self.max_retries, self.temperature = max_retries, temperature
         self.max_new_tokens, self.batch_size, self.device = max_new_tokens, batch_size, device
+        self.constrained = constrained
         torch.manual_seed(seed)
 
     def _prompt(self, request: SelectionRequest) -> str:
@@ -170,15 +201,19 @@ class LocalSelector:
                                                   add_generation_prompt=True)
         return text + REPLY_PREFIX
 
-    def _generate(self, prompts: list[str]) -> list[str]:
+    def _generate(self, prompts: list[str], num_candidates: list[int]) -> list[str]:
         import torch
 
         replies = []
         for start in range(0, len(prompts), self.batch_size):
             batch = self.tokenizer(prompts[start:start + self.batch_size], return_tensors="pt", padding=True,
                                    add_special_tokens=False).to(self.device)
-            sampling = {"do_sample": True, "temperature": self.temperature} if self.temperature > 0 else {
-                "do_sample": False}
+            sampling = {"do_sample": True, "temperature": self.temperature, "top_k": 0} if self.temperature > 0 \
+                else {"do_sample": False}
+            if self.constrained:
+                constraint = ChoiceConstraint(self.tokenizer, batch["input_ids"].shape[1],
+                                              num_candidates[start:start + self.batch_size])
+                sampling["prefix_allowed_tokens_fn"] = constraint
             with torch.no_grad():
                 out = self.lm.generate(**batch, max_new_tokens=self.max_new_tokens,
                                        pad_token_id=self.tokenizer.pad_token_id, **sampling)
@@ -188,8 +223,10 @@ class LocalSelector:
 
     def select(self, requests: Sequence[SelectionRequest]) -> list[Selection]:
         prompts = [self._prompt(r) for r in requests]
-        return select_with_retries(requests, lambda pending: self._generate([prompts[i] for i in pending]),
-                                   self.max_retries)
+        return select_with_retries(
+            requests, lambda pending: self._generate([prompts[i] for i in pending],
+                                                     [len(requests[i].candidates) for i in pending]),
+            self.max_retries)
 
 
 class OpenAISelector:
@@ -238,4 +275,5 @@ def make_selector(config, name: str | None = None) -> RelationSelector:
             raise ValueError("kg.selector_backend=openai needs kg.selector_endpoint (an OpenAI-compatible base URL)")
         return OpenAISelector(config.selector_endpoint, config.selector_model, concurrency=config.selector_concurrency,
                               api_key_env=config.selector_api_key_env, timeout_s=config.selector_timeout_s, **common)
-    return LocalSelector(config.selector_model, batch_size=config.selector_batch_size, seed=config.seed, **common)
+    return LocalSelector(config.selector_model, batch_size=config.selector_batch_size, seed=config.seed,
+                         constrained=config.selector_constrained, **common)
