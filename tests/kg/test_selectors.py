@@ -101,7 +101,7 @@ def test_choice_constraint_allows_only_valid_replies(smollm2_tokenizer, num_cand
     from searchplay.kg.selectors import ChoiceConstraint
 
     prompt = smollm2_tokenizer.encode('x {"answer": ', add_special_tokens=False)
-    constraint = ChoiceConstraint(smollm2_tokenizer, len(prompt), [num_candidates])
+    constraint = ChoiceConstraint(smollm2_tokenizer).for_batch(len(prompt), [num_candidates])
     ids = torch.tensor(prompt + smollm2_tokenizer.encode(written, add_special_tokens=False))
     assert sorted(smollm2_tokenizer.decode([i]) for i in constraint(0, ids)) == sorted(allowed)
     closed = torch.tensor(prompt + smollm2_tokenizer.encode(written + "}", add_special_tokens=False))
@@ -118,4 +118,4 @@ def test_choice_constraint_rejects_a_tokenizer_that_merges_digits():
             return [1, 2] if text == "}" else [ord(text)]
 
     with pytest.raises(ValueError, match="selector_constrained=false"):
-        ChoiceConstraint(MergingTokenizer(), 5, [3])
+        ChoiceConstraint(MergingTokenizer())

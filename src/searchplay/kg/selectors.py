@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from searchplay.kg.store import Edge
 
@@ -147,30 +147,33 @@ class RandomSelector:
 class ChoiceConstraint:
     """Constrained decoding of the reply after ``{"answer": ``: only ``k}`` with 0 <= k <= n may be written.
 
-    A ``prefix_allowed_tokens_fn`` for ``generate``: the model still picks k from its own next-token
-    distribution (renormalized over the allowed tokens, at the sampling temperature), as structured-output
-    engines (vLLM guided decoding, outlines) do for a JSON schema. Needs a tokenizer with one token per
-    digit and one for ``}`` (SmolLM2, Llama 3, Qwen 2.5 split digits so).
+    ``for_batch`` gives a ``prefix_allowed_tokens_fn`` for ``generate``: the model still picks k from its
+    own next-token distribution (renormalized over the allowed tokens, at the sampling temperature), as
+    structured-output engines (vLLM guided decoding, outlines) do for a JSON schema. Needs a tokenizer
+    with one token per digit and one for ``}`` (SmolLM2, Llama 3, Qwen 2.5 split digits so).
     """
 
-    def __init__(self, tokenizer, prompt_width: int, num_candidates: Sequence[int]):
+    def __init__(self, tokenizer):
         ids = [tokenizer.encode(text, add_special_tokens=False) for text in [*"0123456789", "}"]]
         if any(len(i) != 1 for i in ids):
             raise ValueError("this tokenizer does not give one token per digit and '}': set "
                              "kg.selector_constrained=false to parse free replies instead")
         self.digits, self.close = [i[0] for i in ids[:10]], ids[10][0]
         self.eos = tokenizer.eos_token_id
-        self.width, self.num_candidates = prompt_width, list(num_candidates)
 
-    def __call__(self, row: int, input_ids) -> list[int]:
-        n, written = self.num_candidates[row], input_ids[self.width:].tolist()
-        if not written:  # first digit of k
-            return self.digits[:min(n, 9) + 1]
-        if len(written) == 1 and written[0] == self.digits[1] and n >= 10:  # "1" may start "10"
-            return [self.digits[0], self.close]
-        if written[-1] == self.close:
-            return [self.eos]
-        return [self.close]
+    def for_batch(self, prompt_width: int, num_candidates: Sequence[int]) -> Callable[[int, Any], list[int]]:
+        """The allowed next tokens of row ``row``, whose prompt fills the first ``prompt_width`` positions."""
+        def allowed(row: int, input_ids: Any) -> list[int]:
+            n, written = num_candidates[row], input_ids[prompt_width:].tolist()
+            if not written:  # first digit of k
+                return self.digits[:min(n, 9) + 1]
+            if len(written) == 1 and written[0] == self.digits[1] and n >= 10:  # "1" may start "10"
+                return [self.digits[0], self.close]
+            if written[-1] == self.close:
+                return [self.eos]
+            return [self.close]
+
+        return allowed
 
 
 class LocalSelector:
@@ -193,7 +196,7 @@ class LocalSelector:
         self.lm = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
         self.max_retries, self.temperature = max_retries, temperature
         self.max_new_tokens, self.batch_size, self.device = max_new_tokens, batch_size, device
-        self.constrained = constrained
+        self.constraint = ChoiceConstraint(self.tokenizer) if constrained else None
         torch.manual_seed(seed)
 
     def _prompt(self, request: SelectionRequest) -> str:
@@ -208,12 +211,11 @@ class LocalSelector:
         for start in range(0, len(prompts), self.batch_size):
             batch = self.tokenizer(prompts[start:start + self.batch_size], return_tensors="pt", padding=True,
                                    add_special_tokens=False).to(self.device)
-            sampling = {"do_sample": True, "temperature": self.temperature, "top_k": 0} if self.temperature > 0 \
-                else {"do_sample": False}
-            if self.constrained:
-                constraint = ChoiceConstraint(self.tokenizer, batch["input_ids"].shape[1],
-                                              num_candidates[start:start + self.batch_size])
-                sampling["prefix_allowed_tokens_fn"] = constraint
+            sampling = {"do_sample": True, "temperature": self.temperature} if self.temperature > 0 else {
+                "do_sample": False}
+            if self.constraint is not None:
+                sampling["prefix_allowed_tokens_fn"] = self.constraint.for_batch(
+                    batch["input_ids"].shape[1], num_candidates[start:start + self.batch_size])
             with torch.no_grad():
                 out = self.lm.generate(**batch, max_new_tokens=self.max_new_tokens,
                                        pad_token_id=self.tokenizer.pad_token_id, **sampling)

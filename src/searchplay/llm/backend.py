@@ -42,7 +42,7 @@ class Completion:
 
 @runtime_checkable
 class PolicyBackend(Protocol):
-    """A generator for many prompts at once. Implementations: transformers, vllm, ctranslate2."""
+    """A generator for many prompts at once. Implementations: transformers, vllm (ctranslate2 is not built yet)."""
 
     tokenizer: Any  # a transformers PreTrainedTokenizerBase (chat template, eos, decode)
 
