@@ -18,7 +18,7 @@ from pathlib import Path
 from searchplay.config import Params
 from searchplay.runtime import apply_offline_defaults
 
-SHARED_BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
+BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "data" / "benchmarks"  # shipped in the repo
 
 
 def build_small_index(root: Path, passages: int) -> Path:
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=50)
     parser.add_argument("--passages", type=int, default=1000)
     parser.add_argument("--index", default=None)
-    parser.add_argument("--data-dir", default=str(SHARED_BENCHMARKS))
+    parser.add_argument("--data-dir", default=str(BENCHMARKS_DIR))
     args = parser.parse_args()
     apply_offline_defaults()
     from searchplay.eval.evaluate import evaluate

@@ -54,7 +54,8 @@ def selected_variants(root: Path, variants: list[str] | None) -> list[str]:
 @flow(name="retrain", log_prints=True)
 def retrain(variants: list[str] | None = None, iterations: int | None = None, quick: bool = False,
             root: str = str(REPO_ROOT)) -> dict[str, list[str]]:
-    """KG -> corpus -> index -> self-play and evaluation per variant -> comparison report."""
+    """KG -> corpus -> index -> warm-start (+ base and warm-start scores) -> self-play and evaluation per
+    variant -> comparison report."""
     logger = get_run_logger()
     repo = Path(root)
     overrides = quick_profile(repo) if quick else {}
@@ -69,6 +70,9 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
     corpus = reproduce_stage.submit("corpus", root)
     index = reproduce_stage.submit("index", root, wait_for=[corpus])
     ran["kg"], ran["corpus"], ran["index"] = kg.result(), corpus.result(), index.result()
+    ran["warmstart"] = reproduce_stage("warmstart", root)  # once, shared by every variant
+    for reference in ("base", "warmstart"):
+        ran[f"evaluate_reference@{reference}"] = reproduce_stage(f"evaluate_reference@{reference}", root)
     for variant in chosen:  # one variant at a time: each self-play run uses the whole machine
         ran[f"selfplay@{variant}"] = reproduce_stage(f"selfplay@{variant}", root)
         ran[f"evaluate@{variant}"] = reproduce_stage(f"evaluate@{variant}", root)

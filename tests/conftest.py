@@ -1,4 +1,4 @@
-"""Shared fixtures: the ../shared data (benchmarks, Wikidata excerpt) and the embedded assets.
+"""Shared fixtures: the shipped benchmarks, the ../shared Wikidata excerpt and the embedded assets.
 
 Tests that need ../shared skip, saying why, where it is absent (a user's clone); CI always has it.
 Tests that need the embedded assets skip when they are not installed, unless
@@ -33,8 +33,9 @@ def shared_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def benchmarks_dir(shared_dir: Path) -> Path:
-    return shared_dir / "benchmarks"
+def benchmarks_dir() -> Path:
+    """The seven benchmark samples shipped in the repository (data/benchmarks/README.md)."""
+    return REPO_ROOT / "data" / "benchmarks"
 
 
 @pytest.fixture(scope="session")

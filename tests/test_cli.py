@@ -35,6 +35,19 @@ def test_assets_check_fails_when_assets_are_missing(tmp_path, monkeypatch):
     assert result.exit_code == 1
 
 
+def test_assets_check_lists_the_benchmark_files(tmp_path, monkeypatch, repo_root):
+    from searchplay import assets
+
+    monkeypatch.setattr(assets, "status", lambda: [("minilm", "ok", "somewhere")])
+    monkeypatch.chdir(repo_root)
+    result = CliRunner().invoke(app, ["assets", "--check"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "benchmark bamboogle" in result.output and "data/benchmarks/bamboogle/test.jsonl" in result.output
+    missing = CliRunner().invoke(app, ["--set", f"evaluate.data_dir={tmp_path}", "assets", "--check"],
+                                 env={"COLUMNS": "200"})
+    assert missing.exit_code == 1 and "benchmark files are missing" in missing.output
+
+
 def test_exit_codes_tell_prefect_what_not_to_retry():
     from searchplay.cliutil import EXIT_DATA_QUALITY, exit_code_for
     from searchplay.quality import DataQualityError

@@ -45,7 +45,7 @@ def test_dvc_stages_call_one_searchplay_verb_each(repo_root):
     from searchplay.cli import app
 
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
-    assert {"kg", "corpus", "index", "selfplay", "evaluate", "report"} <= set(stages)
+    assert {"kg", "corpus", "index", "warmstart", "selfplay", "evaluate", "evaluate_reference", "report"} <= set(stages)
     for name, stage in stages.items():
         body = stage.get("do", stage)
         command = body["cmd"]
@@ -126,5 +126,5 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
 
     command = dvc_command(True, repo_root / "params.quick.yaml", [])
     assert command[1:3] == ["exp", "run"] and command[4].startswith("quick-")
-    assert "selfplay.iterations=1" in command and "evaluate.benchmarks=[bamboogle, nq]" in command
+    assert "selfplay.iterations=1" in command and "evaluate.benchmarks=[bamboogle, nq, kg_heldout]" in command
     assert dvc_command(False, repo_root / "params.quick.yaml", [])[1:] == ["repro"]

@@ -48,7 +48,7 @@ def pipeline_env(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def quick_repo(repo_root, tmp_path_factory, pipeline_env, shared_dir) -> tuple[Path, str]:
+def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
     """A git+DVC copy of the tracked tree, quick profile applied, after one full `dvc repro`."""
     from dvc.utils.serialize import modify_yaml
 
@@ -65,7 +65,6 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env, shared_dir) -> tuple[P
     with modify_yaml(repo / "params.yaml") as tree:
         for key, value in _flatten(quick):
             set_dotted(tree, key, value)
-        set_dotted(tree, "evaluate.data_dir", str(shared_dir / "benchmarks"))
     git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com"]
     run(["git", "init", "-q"], repo, pipeline_env)
     run([*git, "add", "-A"], repo, pipeline_env)
@@ -77,10 +76,15 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env, shared_dir) -> tuple[P
 def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
     repo, output = quick_repo
     variants = ["ssp", "kg_wcr"]
-    expected = {"kg", "corpus", "index", "report"} | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in variants}
+    expected = ({"kg", "corpus", "index", "warmstart", "report"}
+                | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in variants}
+                | {f"evaluate_reference@{m}" for m in ("base", "warmstart")})
     assert stages_that_ran(output) == expected
+    warmstart = json.loads((repo / "reports/warmstart/metrics.json").read_text())
+    assert warmstart["enabled"] and warmstart["trained_tokens"] > 0
+    assert (repo / "checkpoints/warmstart/model/config.json").is_file()
     assert sum(1 for _ in (repo / "data/kg/subgraphs.jsonl").open()) > 0
-    for variant in variants:
+    for variant in ["base", "warmstart", *variants]:
         metrics = json.loads((repo / f"reports/eval/{variant}/metrics.json").read_text())
         assert metrics, f"empty evaluation metrics for {variant}"
         assert (repo / f"reports/selfplay/{variant}/metrics.json").exists()

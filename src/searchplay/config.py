@@ -86,6 +86,10 @@ class KGConfig(Section):
     max_seed_factor: int = Field(4, ge=1, description="seeds tried <= num_seeds x this (short paths are replaced)")
     sparql_seeds: list[str] = Field(default_factory=list, description="seed item ids pulled when source=sparql")
     sparql_hops: int = Field(2, ge=1, description="hops pulled around the SPARQL seeds")
+    heldout_share: float = Field(0.1, ge=0, le=1, description="share of subgraphs (by id hash) in the kg_heldout "
+                                 "evaluation split, never trained on (searchplay.split)")
+    warmstart_share: float = Field(0.4, ge=0, le=1, description="share of subgraphs (by id hash) whose demos "
+                                   "warm-start the formats; disjoint from self-play seeds and kg_heldout")
 
     @model_validator(mode="after")
     def _hops_ordered(self) -> KGConfig:
@@ -93,6 +97,9 @@ class KGConfig(Section):
             raise ValueError(f"min_hops ({self.min_hops}) must be <= max_hops ({self.max_hops})")
         if self.min_distractors > self.max_distractors:
             raise ValueError("min_distractors must be <= max_distractors")
+        if self.heldout_share + self.warmstart_share > 1:
+            raise ValueError(f"heldout_share + warmstart_share must be <= 1 (got {self.heldout_share} + "
+                             f"{self.warmstart_share})")
         return self
 
 
@@ -207,8 +214,11 @@ class SelfplayConfig(Section):
 
 class EvaluateConfig(Section):
     benchmarks: list[str] = Field(default_factory=lambda: ["nq", "triviaqa", "popqa", "hotpotqa",
-                                                           "2wikimultihopqa", "musique", "bamboogle"])
-    data_dir: str = Field("../shared/benchmarks", description="FlashRAG-format JSONL folder")
+                                                           "2wikimultihopqa", "musique", "bamboogle",
+                                                           "kg_heldout"],
+                                  description="the seven papers' benchmarks, plus kg_heldout (also: fanoutqa)")
+    data_dir: str = Field("data/benchmarks", description="FlashRAG-format JSONL folder, <name>/{test,dev}.jsonl "
+                          "(shipped in the repo; relative to the working directory)")
     hub_id: str | None = Field(None, description="e.g. RUC-NLPIR/FlashRAG_datasets (online only)")
     n: int = Field(500, ge=1, description="questions per benchmark (papers: 500; Bamboogle all 125)")
     seed: int = Field(0)
@@ -218,10 +228,39 @@ class EvaluateConfig(Section):
     max_turns: int = Field(10, ge=1, description="interaction rounds per question at evaluation (papers: 10)")
     temperature: float = Field(0.0, ge=0, description="decoding temperature (papers' validation: 0.0, greedy)")
     batch_size: int = Field(8, ge=1, description="questions whose rollouts advance together; one resume unit")
-    kg_heldout_share: float = Field(0.1, ge=0, le=1, description="share of KG subgraph ids held out of self-play "
-                                    "for the kg_heldout benchmark (split by id hash)")
     paper_reference_model: str = Field("Qwen2.5-7B-Instruct", description="papers' row shown when the evaluated "
                                        "model has none of its own (labelled as a different model)")
+
+
+class WarmstartConfig(Section):
+    enabled: bool = Field(True, description="SFT on format demos before self-play (false: the papers' setting, "
+                          "which start from instruct models that already follow the tags)")
+    method: Literal["full", "lora"] = Field("full", description="full fine-tune, or LoRA adapters (peft)")
+    lora_r: int = Field(16, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(32, ge=1, description="LoRA scaling alpha")
+    lora_dropout: float = Field(0.0, ge=0, lt=1, description="LoRA dropout")
+    lora_save_adapter: bool = Field(False, description="LoRA: also write the peft adapter to <out_dir>/adapter; "
+                                    "model/ always holds the merged weights (self-play updates all weights)")
+    demos_per_role: int = Field(48, ge=1, description="demos built per role (Proposer KG, Proposer SSP, Solver, "
+                                "verifier), at most one per warm-start subgraph")
+    max_per_answer: int = Field(2, ge=1, description="demos per distinct answer (balances 'Europe'-heavy pools)")
+    max_searches: int = Field(2, ge=1, description="searches per Proposer/Solver demo (the first hops of the path)")
+    steps: int = Field(40, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
+                       "alternate), one Solver demo and one verifier demo")
+    lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")
+    warmup_steps: int = Field(3, ge=0, description="linear learning-rate warm-up steps")
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    segmented_forward: bool = Field(True, description="prompt and <information> segments run without gradient "
+                                    "through a shared KV cache; only model-written segments carry gradient "
+                                    "(docs/decisions/warmstart.md)")
+    autocast_bf16: bool = Field(True, description="bf16 autocast for the forward (CPU and CUDA); fp32 weights")
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
+    eval_prompts: int = Field(10, ge=1, description="held-out prompts per role sampled before and after training")
+    eval_max_new_tokens: int = Field(160, ge=8, description="tokens per sampled turn in the validity check")
+    out_dir: str = Field("checkpoints/warmstart", description="model/ (HF folder) is written below")
+    reports_dir: str = Field("reports/warmstart", description="metrics.json, history.csv, demos sample")
+    seed: int = Field(0)
 
 
 class PipelineConfig(Section):
@@ -260,6 +299,7 @@ class Params(Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     selfplay: SelfplayConfig = Field(default_factory=SelfplayConfig)
+    warmstart: WarmstartConfig = Field(default_factory=WarmstartConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)

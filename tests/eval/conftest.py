@@ -1,4 +1,5 @@
-"""Test-only fakes for the eval stage: a scripted trajectory and a judge that records its name."""
+"""Test-only fakes for the eval stage: a scripted trajectory, a character-level tokenizer behind a backend,
+and a judge that records its name."""
 
 from __future__ import annotations
 
@@ -13,6 +14,18 @@ class FakeTrajectory:
     def __init__(self, answer: str):
         self.answer, self.valid, self.finish_reason, self.turns, self.search_queries = answer, True, "answer", [], []
         self.num_searches = 0
+        self.response_ids = [ord(ch) for ch in f"<search>q</search><information>doc</information><answer>{answer}"]
+
+
+class CharTokenizer:
+    """Token id = code point: enough to check that the full output is decoded from the response ids."""
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids)
+
+
+class FakeBackend:
+    tokenizer = CharTokenizer()
 
 
 class FakeJudge:
@@ -32,3 +45,8 @@ def fake_judge() -> FakeJudge:
 @pytest.fixture
 def fake_trajectory() -> type[FakeTrajectory]:
     return FakeTrajectory
+
+
+@pytest.fixture
+def fake_backend() -> FakeBackend:
+    return FakeBackend()

@@ -1,5 +1,5 @@
 """Benchmark loaders: real FlashRAG files, malformed input (skip and count / clear error), missing files,
-the HF-hub call, the FanOutQA flattening, and the KG held-out split."""
+the HF-hub call, the FanOutQA flattening, and the kg_heldout split with its majority answer."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from searchplay.eval import benchmarks as bm
 from searchplay.eval.benchmarks import (
     BenchmarkError,
     benchmark_file,
-    is_heldout,
+    kg_majority_answer,
     kg_template_question,
     load_benchmark,
     load_fanoutqa,
@@ -33,6 +33,31 @@ def test_real_files_load_whole(benchmarks_dir, name):
     assert loaded.source.endswith(f"{name}/{bm.SPLITS[name]}.jsonl")
     first = loaded.items[0]
     assert first.benchmark == name and first.question and first.golden_answers
+
+
+def test_status_lists_each_shipped_file_as_ok(benchmarks_dir):
+    rows = bm.benchmark_status(Params.model_validate({"evaluate": {"data_dir": str(benchmarks_dir)}}))
+    assert [name for name, _, _ in rows] == [f"benchmark {name}" for name in SIZES]  # not kg_heldout
+    assert {state for _, state, _ in rows} == {"ok"}
+    assert dict((n, d) for n, _, d in rows)["benchmark musique"].endswith("musique/dev.jsonl (2417 questions)")
+
+
+def test_status_says_how_to_fix_a_missing_or_empty_file(tmp_path):
+    (tmp_path / "nq").mkdir()
+    (tmp_path / "nq" / "test.jsonl").write_text("\n")
+    params = Params.model_validate({"evaluate": {"data_dir": str(tmp_path), "benchmarks": ["nq", "bamboogle"]}})
+    (_, nq_state, nq_detail), (_, state, detail) = bm.benchmark_status(params)
+    assert nq_state == "missing" and nq_detail.endswith("is empty")
+    assert state == "missing" and "bamboogle/test.jsonl not found" in detail and "evaluate.data_dir" in detail
+    hub = Params.model_validate({"evaluate": {"hub_id": "RUC-NLPIR/FlashRAG_datasets", "benchmarks": ["nq"]}})
+    assert bm.benchmark_status(hub) == [("benchmark nq", "hub", "hf://RUC-NLPIR/FlashRAG_datasets/nq/test "
+                                         "(needs the hub reachable and `pip install datasets`)")]
+
+
+def test_default_data_dir_is_the_shipped_folder(repo_root):
+    assert Params().evaluate.data_dir == "data/benchmarks"
+    assert (repo_root / Params().evaluate.data_dir / "bamboogle" / "test.jsonl").is_file()
+    assert Params().evaluate.benchmarks[-1] == "kg_heldout"
 
 
 def _write(path, lines):
@@ -118,36 +143,65 @@ def test_fanoutqa_unreadable_file(tmp_path):
         load_fanoutqa(bad)
 
 
-SUBGRAPH = {"id": "sg-1", "answer": "Paris", "path": [{"id": "Q1", "label": "Emmanuel Macron", "description": ""},
-                                                       {"id": "Q2", "label": "France", "description": ""},
-                                                       {"id": "Q90", "label": "Paris", "description": ""}],
+SUBGRAPH = {"id": "sg-1", "answer": "Paris", "split": "kg_heldout",
+            "path": [{"id": "Q1", "label": "Emmanuel Macron", "description": ""},
+                     {"id": "Q2", "label": "France", "description": ""},
+                     {"id": "Q90", "label": "Paris", "description": ""}],
             "relations": [{"id": "P27", "label": "country of citizenship"}, {"id": "P36", "label": "capital"}],
             "waypoints": ["Emmanuel Macron", "France"], "num_hops": 2}
 
 
-def test_kg_template_question_nests_relations():
+def test_kg_template_question_is_the_shared_one():
+    from searchplay import templates
+
+    assert kg_template_question is templates.template_question
     assert kg_template_question(SUBGRAPH) == "What is the capital of the country of citizenship of Emmanuel Macron?"
 
 
-def test_heldout_split_is_deterministic_and_near_share():
-    params = Params()
-    ids = [f"sg-{i}" for i in range(4000)]
-    held = [i for i in ids if is_heldout(i, params)]
-    assert held == [i for i in ids if is_heldout(i, Params())]
-    assert 0.08 < len(held) / len(ids) < 0.12
-    none = Params.model_validate({"evaluate": {"kg_heldout_share": 0.0}})
-    assert not any(is_heldout(i, none) for i in ids)
+def _pool(tmp_path, splits_and_answers, extra_lines=()):
+    records = [{**SUBGRAPH, "id": f"sg-{i}", "split": split, "answer": answer}
+               for i, (split, answer) in enumerate(splits_and_answers)]
+    return _write(tmp_path / "subgraphs.jsonl", [json.dumps(r) for r in records] + list(extra_lines))
 
 
-def test_kg_heldout_loader_keeps_only_heldout_subgraphs(tmp_path):
-    params = Params.model_validate({"evaluate": {"kg_heldout_share": 0.5}})
-    records = [{**SUBGRAPH, "id": f"sg-{i}"} for i in range(40)]
-    path = _write(tmp_path / "subgraphs.jsonl", [json.dumps(r) for r in records] + ['{"id": "x"}'])
-    loaded = load_kg_heldout(path, params)
-    expected = [r["id"] for r in records if is_heldout(r["id"], params)]
-    assert [i.id for i in loaded.items] == expected and 0 < len(expected) < 40
-    assert loaded.items[0].golden_answers == ["Paris"]
-    assert loaded.num_skipped == (1 if is_heldout("x", params) else 0)
+POOL = [("kg_heldout", "Paris"), ("selfplay", "Europe"), ("warmstart", "Europe"), ("kg_heldout", "Europe"),
+        ("selfplay", "Asia"), ("kg_heldout", "Lima")]
+
+
+def test_kg_heldout_loader_keeps_only_the_kg_heldout_split(tmp_path):
+    loaded = load_kg_heldout(_pool(tmp_path, POOL))
+    assert [i.id for i in loaded.items] == ["sg-0", "sg-3", "sg-5"]
+    assert [i.golden_answers for i in loaded.items] == [["Paris"], ["Europe"], ["Lima"]]
+    assert loaded.items[0].question.startswith("What is the capital of")
+    assert loaded.items[0].metadata == {"num_hops": 2, "waypoints": ["Emmanuel Macron", "France"]}
+
+
+def test_kg_heldout_malformed_lines_are_counted(tmp_path):
+    path = _pool(tmp_path, POOL, ['{"id": "x", "split": "kg_heldout"}', "{oops", '{"id": "y", "split": "selfplay"}'])
+    loaded = load_kg_heldout(path)
+    assert len(loaded.items) == 3 and loaded.num_skipped == 2  # a training-split line is not looked at
+    with pytest.raises(BenchmarkError, match=r"subgraphs\.jsonl:7"):
+        load_kg_heldout(path, on_malformed="error")
+
+
+def test_pool_without_split_field_says_to_regenerate(tmp_path):
+    path = _write(tmp_path / "subgraphs.jsonl", [json.dumps({k: v for k, v in SUBGRAPH.items() if k != "split"})])
+    with pytest.raises(BenchmarkError, match="searchplay kg extract"):
+        load_kg_heldout(path)
+    with pytest.raises(BenchmarkError, match="searchplay kg extract"):
+        kg_majority_answer(path)
+
+
+def test_majority_answer_comes_from_the_training_splits(tmp_path):
+    assert kg_majority_answer(_pool(tmp_path, POOL)) == "Europe"  # 2 of the 3 training records
+    only_heldout = tmp_path / "heldout"
+    assert kg_majority_answer(_pool(only_heldout, [("kg_heldout", "Paris")])) is None
+
+
+def test_load_benchmark_reads_the_pool_under_kg_out_dir(tmp_path):
+    _pool(tmp_path, POOL)
+    loaded = load_benchmark("kg_heldout", Params.model_validate({"kg": {"out_dir": str(tmp_path)}}))
+    assert len(loaded.items) == 3 and loaded.name == "kg_heldout"
 
 
 def test_kg_heldout_missing_file(tmp_path):

@@ -1,9 +1,12 @@
 """The evaluate stage end to end with a scripted Solver: outputs, the papers' columns, charts, MLflow,
-other variants side by side, and the cross-variant ``report``."""
+other variants side by side, the cross-variant ``report``; which model each variant names (base,
+warm-start, a self-play checkpoint); kg_heldout's majority baseline; no machine paths in any output."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -31,11 +34,11 @@ def _params(tmp_path, benchmarks_dir, **evaluate):
 
 
 @pytest.mark.slow  # MLflow + matplotlib imports: ~20 s alone on 2 cores
-def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir, scripted, fake_judge):
+def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir, scripted, fake_judge, fake_backend):
     params = _params(tmp_path, benchmarks_dir)
-    stage.evaluate(params, "ssp", backend=object(), search_tool=object(), judge=fake_judge, track=False,
+    stage.evaluate(params, "ssp", backend=fake_backend, search_tool=object(), judge=fake_judge, track=False,
                    progress=False)
-    result = stage.evaluate(params, "kg_wcr", backend=object(), search_tool=object(), judge=fake_judge,
+    result = stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=object(), judge=fake_judge,
                             progress=False)
     out = tmp_path / "eval" / "kg_wcr"
     metrics = json.loads((out / "metrics.json").read_text())
@@ -80,9 +83,118 @@ def test_model_resolution_prefers_latest_checkpoint(tmp_path):
         (folder / "state.json").write_text("{}")
     (tmp_path / "kg_wcr" / "iter_000003.partial" / "model").mkdir(parents=True)  # a killed save is ignored
     model = (tmp_path / "kg_wcr" / "iter_000002" / "model").resolve()
-    assert stage.resolve_model(params, "kg_wcr") == (str(model), "checkpoint")
+    assert stage.resolve_model(params, "kg_wcr") == stage.ModelChoice(str(model), str(model), "checkpoint")
     explicit = Params.model_validate({"evaluate": {"model": "Qwen/Qwen2.5-7B-Instruct"}})
-    assert stage.resolve_model(explicit, "kg_wcr") == ("Qwen/Qwen2.5-7B-Instruct", "evaluate.model")
+    assert stage.resolve_model(explicit, "kg_wcr") == stage.ModelChoice("Qwen/Qwen2.5-7B-Instruct",
+                                                                        "Qwen/Qwen2.5-7B-Instruct", "evaluate.model")
+
+
+def _checkpoint(root, variant="kg_wcr", iteration=2):
+    folder = root / variant / f"iter_{iteration:06d}"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "config.json").write_text("{}")
+    (folder / "state.json").write_text("{}")
+    return folder / "model"
+
+
+def test_a_checkpoint_inside_the_repo_is_named_relative_to_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _checkpoint(tmp_path / "checkpoints")
+    choice = stage.resolve_model(Params(), "kg_wcr")
+    assert choice.id == "checkpoints/kg_wcr/iter_000002/model" and choice.source == "checkpoint"
+    assert choice.path == str(tmp_path.resolve() / choice.id)
+
+
+def test_base_is_the_policy_by_its_params_id(monkeypatch):
+    monkeypatch.setattr("searchplay.assets.resolve", lambda value: f"/somewhere/{value}")
+    choice = stage.resolve_model(Params(), "base")
+    assert choice == stage.ModelChoice("bundled:smollm2", "/somewhere/bundled:smollm2", "models.policy")
+
+
+def test_warmstart_is_its_checkpoint_or_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(stage, "warmstart_model", lambda params: tmp_path / "checkpoints" / "warmstart" / "model")
+    with pytest.raises(stage.ModelNotFoundError, match="run `searchplay warmstart` first"):
+        stage.resolve_model(Params(), "warmstart")
+    folder = tmp_path / "checkpoints" / "warmstart" / "model"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    assert stage.resolve_model(Params(), "warmstart") == stage.ModelChoice("checkpoints/warmstart/model",
+                                                                           str(folder), "warmstart")
+
+
+def test_warmstart_folder_follows_warmstart_out_dir(tmp_path):
+    pytest.importorskip("searchplay.policy")
+    params = Params.model_validate({"warmstart": {"out_dir": str(tmp_path / "ws")}})
+    assert stage.warmstart_model(params) == tmp_path / "ws" / "model"
+    assert stage.warmstart_model(Params()).as_posix().endswith("checkpoints/warmstart/model")
+
+
+def test_model_revision_changes_with_the_weights(tmp_path):
+    folder = _checkpoint(tmp_path)
+    before = stage.model_revision(folder)
+    (folder / "model.safetensors").write_bytes(b"new weights")
+    assert stage.model_revision(folder) not in (None, before)
+    assert stage.model_revision("Qwen/Qwen2.5-7B-Instruct") is None
+
+
+def test_portable_names():
+    root = stage.Path("/repo")
+    assert stage.portable_name("/repo/data/benchmarks/nq/test.jsonl", root) == "data/benchmarks/nq/test.jsonl"
+    assert stage.portable_name("/elsewhere/model", root) == "/elsewhere/model"  # named by the user; kept
+    assert stage.portable_name("data/benchmarks/nq/test.jsonl", root) == "data/benchmarks/nq/test.jsonl"
+
+
+KG_POOL = [("kg_heldout", "Paris"), ("kg_heldout", "Europe"), ("kg_heldout", "Lima"), ("selfplay", "Europe"),
+           ("warmstart", "Europe"), ("selfplay", "Asia")]
+
+
+@pytest.mark.slow  # three evaluations with the quality gate, charts and the comparison: ~9 s
+def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path, monkeypatch, benchmarks_dir,
+                                                                         scripted, fake_judge, fake_backend):
+    """A base, a warm-start and a self-play checkpoint evaluated from the repository root: every file
+    written names models and files by params id or repo-relative path, never this machine's."""
+    from searchplay.io import write_jsonl
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(benchmarks_dir / "bamboogle", tmp_path / "data" / "benchmarks" / "bamboogle")
+    subgraph = {"path": [{"label": "Lima"}], "relations": [{"label": "capital of"}], "num_hops": 1, "waypoints": []}
+    write_jsonl(tmp_path / "data" / "kg" / "subgraphs.jsonl",
+                [{**subgraph, "id": f"sg-{i}", "split": split, "answer": answer}
+                 for i, (split, answer) in enumerate(KG_POOL)])
+    monkeypatch.setattr("searchplay.assets.resolve", lambda value: str(tmp_path / "home" / value))
+    monkeypatch.setattr(stage, "warmstart_model", lambda params: tmp_path / "checkpoints" / "warmstart" / "model")
+    (tmp_path / "checkpoints" / "warmstart" / "model").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "warmstart" / "model" / "config.json").write_text("{}")
+    _checkpoint(tmp_path / "checkpoints")
+    params = Params.model_validate({"evaluate": {"benchmarks": ["bamboogle", "kg_heldout"], "n": 4, "batch_size": 2}})
+    models = {}
+    for variant in ("base", "warmstart", "kg_wcr"):
+        result = stage.evaluate(params, variant, backend=fake_backend, search_tool=object(), judge=fake_judge,
+                                track=False, progress=False)
+        models[variant] = result.run["model"]
+    assert models == {"base": "bundled:smollm2", "warmstart": "checkpoints/warmstart/model",
+                      "kg_wcr": "checkpoints/kg_wcr/iter_000002/model"}
+    run = json.loads((tmp_path / "reports" / "eval" / "base" / "run.json").read_text())
+    assert run["sources"] == {"bamboogle": "data/benchmarks/bamboogle/test.jsonl",
+                              "kg_heldout": "data/kg/subgraphs.jsonl"}
+    assert run["kg_heldout_majority_answer"] == "Europe"
+    metrics = json.loads((tmp_path / "reports" / "eval" / "base" / "metrics.json").read_text())
+    assert metrics["kg_heldout.n"] == 3 and metrics["kg_heldout.majority_baseline_em"] == pytest.approx(33.3333)
+    assert metrics["bamboogle.em_ci_low"] < metrics["bamboogle.em"] < metrics["bamboogle.em_ci_high"]
+    predictions = (tmp_path / "reports" / "eval" / "base" / "predictions" / "kg_heldout.jsonl").read_text()
+    assert "<information>" in json.loads(predictions.splitlines()[0])["output"]
+
+    compare_variants(tmp_path / "reports" / "eval", tmp_path / "reports" / "compare")
+    table = (tmp_path / "reports" / "compare" / "compare.md").read_text()
+    assert table.index("| base |") < table.index("| warmstart |") < table.index("| kg_wcr |")
+    assert "kg_heldout majority baseline (always 'Europe'" in table and "(n=3)" in table
+    written = [p for p in (tmp_path / "reports").rglob("*") if p.is_file() and p.suffix != ".png"]
+    assert len(written) > 10
+    forbidden = {str(tmp_path), str(tmp_path.resolve()), str(Path.home()), "/root"}
+    for path in written:
+        text = path.read_text()
+        assert not [f for f in forbidden if f in text], f"{path} holds a machine-specific path"
 
 
 def test_paper_rows_match_the_same_model():

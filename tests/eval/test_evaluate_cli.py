@@ -1,5 +1,5 @@
 """`searchplay evaluate` for real: the bundled SmolLM2, a small real LanceDB index of Wikipedia lead
-sections (MiniLM embeddings), Bamboogle and NQ from ../shared/benchmarks, then `searchplay report`."""
+sections (MiniLM embeddings), Bamboogle and NQ from data/benchmarks, then `searchplay report`."""
 
 from __future__ import annotations
 
@@ -53,12 +53,13 @@ def test_evaluate_then_report(tmp_path, monkeypatch, small_index, benchmarks_dir
     out = tmp_path / "eval" / "base"
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["bamboogle.n"] == 3 and metrics["nq.n"] == 3 and "avg.judge_acc" in metrics
+    assert metrics["nq.em_ci_low"] <= metrics["nq.em"] <= metrics["nq.em_ci_high"]
     assert "judge: exact-match" in (out / "report.md").read_text()
     assert "[kg_wcr_table1]" in (out / "report.md").read_text()
     assert (out / "charts" / "bamboogle.png").exists() and (out / "charts" / "nq.png").exists()
     records = [json.loads(line) for line in (out / "predictions" / "bamboogle.jsonl").read_text().splitlines()]
     assert len(records) == 3 and all(r["judge_model"] == "exact-match" for r in records)
-    assert all(r["model"] == str(smollm2_path) for r in records)
+    assert all(r["model"] == "bundled:smollm2" and r["output"] for r in records)  # the params id, not a path
 
     result = runner.invoke(app, ["report", "--eval-dir", str(tmp_path / "eval"), "--out", str(tmp_path / "compare")])
     assert result.exit_code == 0, result.output

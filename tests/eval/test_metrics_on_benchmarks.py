@@ -1,6 +1,6 @@
 """EM / F1 / sub-EM on real items from each of the seven benchmark files, against hand-computed values.
 
-Each case names the item by id (looked up in ../shared/benchmarks), a prediction, and the scores
+Each case names the item by id (looked up in data/benchmarks), a prediction, and the scores
 worked out by hand in the comment: SQuAD normalization (lowercase, no punctuation, no a/an/the),
 F1 = 2PR/(P+R) on normalized tokens against the best gold, sub-EM = a normalized gold occurs in
 the normalized prediction as whole tokens.
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from searchplay.eval.metrics import exact_match, f1_score, sub_exact_match
+from searchplay.answers import exact_match, f1_score, sub_exact_match
 
 FILES = {"nq": "nq/test.jsonl", "triviaqa": "triviaqa/test.jsonl", "popqa": "popqa/test.jsonl",
          "hotpotqa": "hotpotqa/dev.jsonl", "2wikimultihopqa": "2wikimultihopqa/dev.jsonl",

@@ -29,11 +29,11 @@ def scripted_solver(trajectory, asked, crash_after=None):
     return solve
 
 
-def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch, fake_judge, fake_trajectory):
+def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch, fake_judge, fake_trajectory, fake_backend):
     path = tmp_path / "nq.jsonl"
     asked: list[str] = []
     monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, asked, crash_after=7))
-    kwargs = dict(backend=None, search_tool=None, judge=fake_judge, config=None, model="m", batch_size=3)
+    kwargs = dict(backend=fake_backend, search_tool=None, judge=fake_judge, config=None, model="m", batch_size=3)
     with pytest.raises(Crash):
         run_benchmark(ITEMS, path, **kwargs)
     assert list(read_finished(path)) == ["q0", "q1", "q2", "q3", "q4", "q5"]  # two whole batches survived
@@ -42,6 +42,18 @@ def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch, fake_judge, fak
     records = run_benchmark(ITEMS, path, **kwargs)
     assert asked[len(first_run):] == ["q6", "q7", "q8", "q9"]  # nothing asked twice
     assert [r["id"] for r in records] == [i.id for i in ITEMS] and all(r["judge_correct"] for r in records)
+
+
+def test_records_keep_the_full_output_beside_the_answer(tmp_path, monkeypatch, fake_judge, fake_trajectory,
+                                                       fake_backend):
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, []))
+    records = run_benchmark(ITEMS[:2], tmp_path / "nq.jsonl", backend=fake_backend, search_tool=None,
+                            judge=fake_judge, config=None, model="bundled:smollm2", model_revision="abc",
+                            batch_size=2)
+    assert records[1]["prediction"] == "1"
+    assert records[1]["output"] == "<search>q</search><information>doc</information><answer>1"
+    assert records[1]["model"] == "bundled:smollm2" and records[1]["model_revision"] == "abc"
+    assert read_finished(tmp_path / "nq.jsonl")["q1"]["output"] == records[1]["output"]
 
 
 def test_torn_last_line_is_dropped_and_redone(tmp_path, monkeypatch):
@@ -109,4 +121,5 @@ def test_resume_with_real_rollout_and_fake_backend(tmp_path, smollm2_path, fake_
     records = run_benchmark(items, path, backend=backend, **kwargs)
     assert backend.calls == 1  # only the last batch of two questions was generated again
     assert [r["prediction"] for r in records] == ["42"] * 6
+    assert all("<think>easy</think><answer>42</answer>" in r["output"] for r in records)
     assert rollout is not None

@@ -1,4 +1,5 @@
-"""Scoring: judge errors fail closed and are counted; GeneralQA / Multi-HopQA / overall averages."""
+"""Scoring: judge errors fail closed and are counted; intervals and n; the majority baseline;
+GeneralQA / Multi-HopQA / overall averages."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from searchplay.eval.benchmarks import QAItem
-from searchplay.eval.scoring import benchmark_scores, flat_metrics, group_scores, score_question
+from searchplay.eval.scoring import benchmark_scores, flat_metrics, group_scores, majority_baseline_em, score_question
 
 ITEM = QAItem(id="1", question="Who?", golden_answers=["Ada Lovelace"], benchmark="nq")
 
@@ -30,6 +31,26 @@ def test_benchmark_scores_count_errors_beside_accuracy():
     scores = benchmark_scores(records)
     assert scores["judge_acc"] == 50.0 and scores["judge_errors"] == 1 and scores["judged_by_llm"] == 1
     assert scores["em"] == 25.0 and scores["n"] == 4
+    assert (scores["em_ci_low"], scores["em_ci_high"]) == pytest.approx((4.56, 69.94), abs=0.01)  # Wilson, 1 of 4
+    assert (scores["judge_acc_ci_low"], scores["judge_acc_ci_high"]) == pytest.approx((15.0, 85.0), abs=0.01)
+
+
+def test_empty_benchmark_has_only_its_n():
+    assert benchmark_scores([]) == {"n": 0}
+
+
+def test_interval_keys_reach_the_flat_metrics():
+    records = [score_question(ITEM, "Ada Lovelace", verdict(True, "exact"))] * 5
+    flat = flat_metrics({"nq": benchmark_scores(records)}, {})
+    assert flat["nq.n"] == 5 and flat["nq.em"] == 100.0 and flat["nq.em_ci_high"] == 100.0
+    assert flat["nq.em_ci_low"] == pytest.approx(56.55, abs=0.01)
+
+
+def test_majority_baseline_em():
+    items = [QAItem(str(i), "q?", [gold], "kg_heldout") for i, gold in enumerate(["Europe", "the Europe", "Asia"])]
+    assert majority_baseline_em(items, "Europe") == pytest.approx(200 / 3)  # SQuAD normalization drops "the"
+    assert majority_baseline_em(items, "Africa") == 0.0
+    assert majority_baseline_em(items, None) == 0.0 and majority_baseline_em([], "Europe") == 0.0
 
 
 def test_group_averages_are_unweighted_means_over_present_members():

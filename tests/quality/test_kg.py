@@ -10,7 +10,7 @@ from searchplay.quality import DataQualityError
 from searchplay.quality.kg import validate_subgraphs
 
 GOOD = {"id": "Q1-3h", "answer": "Paris", "num_hops": 3, "num_nodes": 5,
-        "waypoints": ["Albert Einstein", "Ulm", "Germany"]}
+        "waypoints": ["Albert Einstein", "Ulm", "Germany"], "split": "selfplay"}
 
 
 def _pool(**changes):
@@ -29,6 +29,8 @@ def test_valid_pool_passes():
     ({"waypoints": ["a", "b"]}, "expect_column_values_to_be_in_set"),
     ({"id": "Q0"}, "expect_column_values_to_be_unique"),
     ({"waypoints": ["Paris", "b", "c"]}, "expect_column_values_to_be_in_set"),
+    ({"split": "train"}, "expect_column_values_to_be_in_set"),
+    ({"split": None}, "expect_column_values_to_not_be_null"),
 ])
 def test_each_rule_fails_readably(changes, expectation):
     with pytest.raises(DataQualityError) as info:

@@ -47,7 +47,7 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
 TEST_OVERRIDES = {
     "models.device": "cpu", "selfplay.batch_size": 3, "selfplay.group_size": 3, "selfplay.mini_batch_size": 1,
     "selfplay.lr": 1e-3, "selfplay.warmup_steps": 0, "agent.max_turns": 4, "agent.max_turn_tokens": 64,
-    "agent.max_response_tokens": 512, "evaluate.kg_heldout_share": 0.0,
+    "agent.max_response_tokens": 512, "kg.heldout_share": 0.0, "warmstart.enabled": False,
 }
 
 

@@ -128,7 +128,7 @@ class FakeSearchTool:
         return results
 
 
-def subgraph_record(k: int, num_nodes: int) -> dict:
+def subgraph_record(k: int, num_nodes: int, split: str = "selfplay") -> dict:
     """A KG-contract subgraph record (3 hops, one distractor) for a made-up answer."""
     labels = [f"Seed{k}", f"Bridge{k}A", f"Bridge{k}B", f"Answer{k}"]
     path = [{"id": f"Q{k}{j}", "label": label, "description": f"node {j}"} for j, label in enumerate(labels)]
@@ -138,7 +138,8 @@ def subgraph_record(k: int, num_nodes: int) -> dict:
             "distractors": [{"divergence_index": 1, "nodes": [{"id": f"Q{k}9", "label": f"Decoy{k}",
                                                                "description": "a decoy"}],
                              "relations": [{"id": "P9", "label": "relation 9"}]}],
-            "num_hops": 3, "num_nodes": num_nodes, "selector": "random", "selector_model": "", "selector_replies": []}
+            "num_hops": 3, "num_nodes": num_nodes, "selector": "random", "selector_model": "", "selector_replies": [],
+            "split": split}
 
 
 def write_kg_pool(folder: Path, count: int = 6) -> list[dict]:

@@ -6,14 +6,26 @@ from searchplay.selfplay.seeds import SeedCursor, SeedError, load_answer_seeds, 
 from tests.selfplay.selfplay_fakes import subgraph_record, write_kg_pool
 
 
-def test_kg_seeds_keep_descending_node_order_and_drop_heldout(tmp_path):
-    write_kg_pool(tmp_path, 4)
+def test_kg_seeds_keep_descending_node_order_and_only_their_split(tmp_path):
+    records = [subgraph_record(k, 10 - k, split) for k, split in
+               enumerate(["selfplay", "warmstart", "selfplay", "kg_heldout", "selfplay"])]
+    (tmp_path / "subgraphs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     seeds = load_kg_seeds(tmp_path)
-    assert [s.seed_id for s in seeds] == ["sg-0", "sg-1", "sg-2", "sg-3"]
+    assert [s.seed_id for s in seeds] == ["sg-0", "sg-1", "sg-2", "sg-3", "sg-4"]
     assert seeds[0].waypoints == ("Seed0", "Bridge0A", "Bridge0B") and seeds[0].num_hops == 3
-    assert [s.seed_id for s in load_kg_seeds(tmp_path, heldout=lambda i: i == "sg-1")] == ["sg-0", "sg-2", "sg-3"]
-    with pytest.raises(SeedError, match="held out"):
-        load_kg_seeds(tmp_path, heldout=lambda i: True)
+    assert [s.seed_id for s in load_kg_seeds(tmp_path, split="selfplay")] == ["sg-0", "sg-2", "sg-4"]
+    assert [s.seed_id for s in load_kg_seeds(tmp_path, split="warmstart")] == ["sg-1"]
+
+
+def test_a_split_with_no_subgraph_or_a_pool_without_splits_fails_with_the_fix(tmp_path):
+    write_kg_pool(tmp_path, 2)
+    with pytest.raises(SeedError, match=r"kg\.num_seeds"):
+        load_kg_seeds(tmp_path, split="kg_heldout")
+    record = subgraph_record(0, 3)
+    del record["split"]
+    (tmp_path / "subgraphs.jsonl").write_text(json.dumps(record) + "\n")
+    with pytest.raises(SeedError, match="searchplay kg extract"):
+        load_kg_seeds(tmp_path, split="selfplay")
 
 
 def test_unsorted_pool_is_sorted_stably(tmp_path):

@@ -11,7 +11,6 @@ NQ, TriviaQA, PopQA and Bamboogle use ``test``; HotpotQA, 2Wiki and MuSiQue use 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
+from searchplay.split import majority_answer, record_split
+from searchplay.templates import template_question as kg_template_question  # the name eval has always used
 
 GENERAL_QA = ("nq", "triviaqa", "popqa")
 MULTIHOP_QA = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
@@ -26,8 +27,7 @@ PAPER_BENCHMARKS = GENERAL_QA + MULTIHOP_QA
 SPLITS = {"nq": "test", "triviaqa": "test", "popqa": "test", "bamboogle": "test",
           "hotpotqa": "dev", "2wikimultihopqa": "dev", "musique": "dev"}
 FANOUTQA = "fanoutqa"  # single-hop smoke set from the bundled FanOutQA dev file
-KG_HELDOUT = "kg_heldout"  # template questions from held-out KG subgraphs
-HELDOUT_SALT = "searchplay-kg-heldout"  # fixed so the split never moves between runs or machines
+KG_HELDOUT = "kg_heldout"  # template questions from the kg_heldout split of the KG pool (searchplay.split)
 
 
 class BenchmarkError(ValueError):
@@ -110,6 +110,37 @@ def benchmark_file(data_dir: str | Path, name: str) -> Path:
                          "or evaluate.hub_id to load from the Hugging Face hub")
 
 
+def benchmark_status(params: Params) -> list[tuple[str, str, str]]:
+    """(benchmark, state, detail) for each FlashRAG file ``evaluate.benchmarks`` needs: ``searchplay assets --check``.
+
+    States: ``ok`` (the file is there, with its question count), ``missing`` (with the fix) and
+    ``hub`` (``evaluate.hub_id`` is set, so no file is read). fanoutqa is a bundled asset and
+    kg_heldout a kg-stage output, so neither is listed here.
+    """
+    cfg = params.evaluate
+    rows = []
+    for name in cfg.benchmarks:
+        if name in (FANOUTQA, KG_HELDOUT):
+            continue
+        if cfg.hub_id:
+            rows.append((f"benchmark {name}", "hub", f"hf://{cfg.hub_id}/{name}/{SPLITS.get(name, 'test')} "
+                         "(needs the hub reachable and `pip install datasets`)"))
+            continue
+        try:
+            path = benchmark_file(cfg.data_dir, name)
+        except BenchmarkError:
+            expected = Path(cfg.data_dir) / name / f"{SPLITS.get(name, 'test')}.jsonl"
+            rows.append((f"benchmark {name}", "missing",
+                         f"{expected} not found: restore the shipped files (git checkout -- data/benchmarks), "
+                         "or set evaluate.data_dir to a folder of FlashRAG JSONL, or evaluate.hub_id"))
+            continue
+        with path.open(encoding="utf-8") as handle:
+            questions = sum(1 for line in handle if line.strip())
+        rows.append((f"benchmark {name}", "ok" if questions else "missing",
+                     f"{path} ({questions} questions)" if questions else f"{path} is empty"))
+    return rows
+
+
 def load_flashrag_jsonl(path: str | Path, name: str, on_malformed: str = "skip") -> LoadedBenchmark:
     """Read a FlashRAG-format JSONL file (``id``, ``question``, ``golden_answers`` per line)."""
     path = Path(path)
@@ -175,55 +206,78 @@ def load_fanoutqa(path: str | Path, on_malformed: str = "skip") -> LoadedBenchma
     return _collect(FANOUTQA, str(path), records, on_malformed)
 
 
-def is_heldout(subgraph_id: str, params: Params) -> bool:
-    """True when this KG subgraph belongs to the evaluation split (self-play must never train on it).
-
-    Deterministic: the first 8 bytes of sha256(salt + id) as a fraction in [0, 1) against
-    ``evaluate.kg_heldout_share`` (docs/decisions/eval.md, "KG held-out split").
-    """
-    digest = hashlib.sha256(f"{HELDOUT_SALT}:{subgraph_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < params.evaluate.kg_heldout_share
-
-
-def kg_template_question(subgraph: dict) -> str:
-    """Compose a question from a KG path by nesting its relation labels around the seed entity.
-
-    Path e0 -r1-> e1 -r2-> e2 becomes "What is the r2 of the r1 of e0?" (answer: e2's label).
-    """
-    seed = subgraph["path"][0]["label"]
-    phrase = seed
-    for relation in subgraph["relations"]:
-        phrase = f"the {relation['label']} of {phrase}"
-    return f"What is {phrase}?"
+def _subgraph_records(path: Path):
+    """``(location, record-or-error)`` for every non-blank line of ``subgraphs.jsonl``."""
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:{number}", json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield f"{path}:{number}", f"not valid JSON ({exc.msg})"
 
 
-def load_kg_heldout(subgraphs_path: str | Path, params: Params, on_malformed: str = "skip") -> LoadedBenchmark:
-    """Template questions from the held-out subgraphs of ``subgraphs.jsonl`` (KG contract records)."""
+def _kg_pool(subgraphs_path: str | Path) -> Path:
     path = Path(subgraphs_path)
     if not path.is_file():
         raise BenchmarkError(f"benchmark {KG_HELDOUT!r}: {path} not found; run `searchplay kg` first "
                              "(or drop kg_heldout from evaluate.benchmarks)")
+    return path
+
+
+def _split_or_error(record: dict, location: str) -> str:
+    """The record's split; a pool without the field is one error for the whole file, whatever on_malformed says."""
+    try:
+        return record_split(record, location)
+    except ValueError as exc:
+        raise BenchmarkError(str(exc)) from None
+
+
+def load_kg_heldout(subgraphs_path: str | Path, params: Params | None = None,
+                    on_malformed: str = "skip") -> LoadedBenchmark:
+    """Template questions (``searchplay.templates.template_question``) from the ``kg_heldout`` split of the pool.
+
+    The split is each record's ``split`` field, written by the kg stage; no model stage trains on it.
+    ``params`` is accepted for the loader signature and not read.
+    """
+    path = _kg_pool(subgraphs_path)
 
     def records():
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                location = f"{path}:{number}"
-                try:
-                    subgraph = json.loads(line)
-                    if not is_heldout(str(subgraph["id"]), params):
-                        continue
-                    yield location, {"id": str(subgraph["id"]), "question": kg_template_question(subgraph),
-                                     "golden_answers": [subgraph["answer"]],
-                                     "metadata": {"num_hops": subgraph.get("num_hops"),
-                                                  "waypoints": subgraph.get("waypoints", [])}}
-                except json.JSONDecodeError as exc:
-                    yield location, f"not valid JSON ({exc.msg})"
-                except (KeyError, TypeError, IndexError) as exc:
-                    yield location, f"not a KG subgraph record (missing {exc})"
+        for location, record in _subgraph_records(path):
+            if isinstance(record, str):
+                yield location, record
+                continue
+            if not isinstance(record, dict) or _split_or_error(record, location) != KG_HELDOUT:
+                continue
+            try:
+                yield location, {"id": str(record["id"]), "question": kg_template_question(record),
+                                 "golden_answers": [record["answer"]],
+                                 "metadata": {"num_hops": record.get("num_hops"),
+                                              "waypoints": record.get("waypoints", [])}}
+            except (KeyError, TypeError, IndexError) as exc:
+                yield location, f"not a KG subgraph record (missing {exc})"
 
     return _collect(KG_HELDOUT, str(path), records(), on_malformed)
+
+
+def kg_majority_answer(subgraphs_path: str | Path) -> str | None:
+    """The most common answer of the training splits (self-play + warm-start) of the pool; None if none.
+
+    Always giving it is ``kg_heldout``'s majority baseline. Lines that are not records are ignored
+    here (``load_kg_heldout`` counts or rejects them).
+    """
+    path = _kg_pool(subgraphs_path)
+    pool = [r for _, r in _subgraph_records(path) if isinstance(r, dict) and "answer" in r]
+    try:
+        return majority_answer(pool)
+    except ValueError as exc:  # a record without a split: the pool predates the three-way split
+        raise BenchmarkError(str(exc)) from None
+
+
+def kg_pool_path(params: Params) -> Path:
+    """``<kg.out_dir>/subgraphs.jsonl``: the KG pool that ``kg_heldout`` is drawn from."""
+    return Path(params.kg.out_dir) / "subgraphs.jsonl"
 
 
 def load_benchmark(name: str, params: Params, data_dir: str | Path | None = None) -> LoadedBenchmark:
@@ -232,9 +286,11 @@ def load_benchmark(name: str, params: Params, data_dir: str | Path | None = None
     if name == FANOUTQA:
         from searchplay import assets
 
-        return load_fanoutqa(assets.resolve("bundled:fanoutqa-dev"), on_malformed)
+        loaded = load_fanoutqa(assets.resolve("bundled:fanoutqa-dev"), on_malformed)
+        loaded.source = "bundled:fanoutqa-dev"  # its params id, not this machine's install path
+        return loaded
     if name == KG_HELDOUT:
-        return load_kg_heldout(Path(params.kg.out_dir) / "subgraphs.jsonl", params, on_malformed)
+        return load_kg_heldout(kg_pool_path(params), params, on_malformed)
     if params.evaluate.hub_id:
         return load_from_hub(params.evaluate.hub_id, name, on_malformed)
     return load_flashrag_jsonl(benchmark_file(data_dir or params.evaluate.data_dir, name), name, on_malformed)

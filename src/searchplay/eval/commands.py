@@ -15,21 +15,23 @@ def _split(text: str | None) -> list[str] | None:
 
 def evaluate_command(
     ctx: typer.Context,
-    model: str | None = typer.Option(None, "--model", help="model path or hub id (default: latest self-play "
-                                     "checkpoint of the variant, else models.policy)"),
+    model: str | None = typer.Option(None, "--model", help="model path or hub id (default: by --variant: base -> "
+                                     "models.policy, warmstart -> the warm-start checkpoint, a self-play variant "
+                                     "-> its latest checkpoint)"),
     benchmarks: str | None = typer.Option(None, "--benchmarks", help="comma-separated, e.g. nq,triviaqa,bamboogle "
                                           "(also fanoutqa, kg_heldout)"),
     data_dir: str | None = typer.Option(None, "--data-dir", help="folder of <name>/{test,dev}.jsonl"),
     n: int | None = typer.Option(None, "--n", help="questions per benchmark (all when fewer)"),
     seed: int | None = typer.Option(None, "--seed", help="sampling seed"),
     out: str | None = typer.Option(None, "--out", help="output root; results go to <out>/<variant>/"),
-    variant: str | None = typer.Option(None, "--variant", help="name of the run (default: selfplay.variant)"),
+    variant: str | None = typer.Option(None, "--variant", help="base, warmstart or a self-play variant; also the "
+                                       "output folder's name (default: selfplay.variant)"),
     track: bool = typer.Option(True, "--track/--no-track", help="log to MLflow (off for partial fan-out runs)"),
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
     from searchplay.cliutil import exit_code_for
     from searchplay.eval.benchmarks import BenchmarkError
-    from searchplay.eval.evaluate import evaluate
+    from searchplay.eval.evaluate import ModelNotFoundError, evaluate
     from searchplay.quality import DataQualityError
 
     params = get_params(ctx, **{"evaluate.model": model, "evaluate.benchmarks": _split(benchmarks),
@@ -41,12 +43,23 @@ def evaluate_command(
     except (BenchmarkError, DataQualityError) as exc:
         console.print(f"[red]benchmark error[/red]: {exc}")
         raise typer.Exit(exit_code_for(exc)) from None
+    except ModelNotFoundError as exc:
+        console.print(f"[red]model not found[/red]: {exc}")
+        raise typer.Exit(1) from None
     judge = result.run["judge"]
     console.print(f"judge: {judge}; model: {result.run['model']}")
     for bench, scores in result.per_benchmark.items():
-        console.print(f"  {bench:16s} n={int(scores['n']):4d}  judge acc {scores['judge_acc']:5.1f}  "
-                      f"EM {scores['em']:5.1f}  F1 {scores['f1']:5.1f}  sub-EM {scores['sub_em']:5.1f}  "
-                      f"judge errors {int(scores['judge_errors'])}  skipped records {int(scores['skipped_records'])}")
+        if not scores.get("n"):
+            console.print(f"  {bench:16s} n=   0  (no questions)")
+            continue
+        baseline = (f"  majority baseline EM {scores['majority_baseline_em']:5.1f}"
+                    if "majority_baseline_em" in scores else "")
+        console.print(f"  {bench:16s} n={int(scores['n']):4d}  judge acc {scores['judge_acc']:5.1f} "
+                      f"[{scores['judge_acc_ci_low']:.1f}, {scores['judge_acc_ci_high']:.1f}]  "
+                      f"EM {scores['em']:5.1f} [{scores['em_ci_low']:.1f}, {scores['em_ci_high']:.1f}]  "
+                      f"F1 {scores['f1']:5.1f}  sub-EM {scores['sub_em']:5.1f}  "
+                      f"judge errors {int(scores['judge_errors'])}  skipped records {int(scores['skipped_records'])}"
+                      f"{baseline}")
     if "avg.judge_acc" in result.metrics:
         console.print(f"  average (judge: {judge}) {result.metrics['avg.judge_acc']:.1f} over "
                       f"{int(result.metrics['avg.num_benchmarks'])} paper benchmarks")

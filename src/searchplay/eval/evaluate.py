@@ -1,24 +1,38 @@
 """The evaluate stage: load, gate, sample, solve, judge, score, report, track.
 
+Four kinds of model are evaluated under the same protocol: ``--variant base`` (``models.policy``),
+``--variant warmstart`` (the warm-start checkpoint) and ``--variant <v>`` (the newest self-play
+checkpoint of variant v); ``evaluate.model`` overrides all three.
+
 Outputs under ``<evaluate.out_dir>/<variant>/``: ``metrics.json`` (DVC metric, flat numeric keys,
-0-100), ``run.json`` (model, judge, protocol, skipped records), ``sample.json`` (the drawn ids),
-``predictions/<benchmark>.jsonl`` (per question; also the resume log), ``report.md``/``report.html``
-and ``charts/<benchmark>.png``; all logged to MLflow under the variant's run.
+0-100, each score with its n and 95% interval), ``run.json`` (model, judge, protocol, skipped
+records), ``sample.json`` (the drawn ids), ``predictions/<benchmark>.jsonl`` (per question, with the
+model's full output; also the resume log), ``report.md``/``report.html`` and
+``charts/<benchmark>.png``; all logged to MLflow under the variant's run. Every file names the model
+by its params id and paths relative to the repository, so committed reports hold no machine's paths.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.eval.benchmarks import LoadedBenchmark, QAItem, load_benchmark
+from searchplay.eval.benchmarks import (
+    KG_HELDOUT,
+    LoadedBenchmark,
+    QAItem,
+    kg_majority_answer,
+    kg_pool_path,
+    load_benchmark,
+)
 from searchplay.eval.report import read_variant_metrics, write_run_report
 from searchplay.eval.runner import StageTimes, read_finished, rollout_config, run_benchmark
 from searchplay.eval.sampling import sample_items
-from searchplay.eval.scoring import benchmark_scores, flat_metrics, group_scores
+from searchplay.eval.scoring import benchmark_scores, flat_metrics, group_scores, majority_baseline_em
 from searchplay.io import write_json, write_jsonl
 
 log = logging.getLogger(__name__)
@@ -31,6 +45,42 @@ class EvalResult:
     per_benchmark: dict[str, dict[str, float]]
     run: dict[str, Any]
     times: StageTimes = field(default_factory=StageTimes)
+
+
+BASE = "base"  # --variant base: models.policy as it is, before any training
+WARMSTART = "warmstart"  # --variant warmstart: the format warm-start's checkpoint, before self-play
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model a variant names is not there yet; the message names the command that makes it."""
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model an evaluation runs: its params id (what every output records), where it loads from, and why."""
+
+    id: str
+    path: str
+    source: str  # evaluate.model | models.policy | warmstart | checkpoint
+
+
+def portable_name(value: str | Path, root: Path | None = None) -> str:
+    """A model or file name fit to commit: an absolute path inside ``root`` (default: the working
+    directory, the repository root under DVC) becomes relative to it; anything else is unchanged.
+
+    >>> portable_name("/repo/checkpoints/kg_wcr/iter_000002/model", Path("/repo"))
+    'checkpoints/kg_wcr/iter_000002/model'
+    >>> portable_name("bundled:smollm2"), portable_name("Qwen/Qwen2.5-7B-Instruct")
+    ('bundled:smollm2', 'Qwen/Qwen2.5-7B-Instruct')
+    """
+    path = Path(str(value))
+    if not path.is_absolute():
+        return str(value)
+    root = (root or Path.cwd()).resolve()
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(value)
 
 
 def latest_checkpoint(params: Params, variant: str) -> Path | None:
@@ -46,18 +96,53 @@ def latest_checkpoint(params: Params, variant: str) -> Path | None:
     return found.resolve() if found is not None else None
 
 
-def resolve_model(params: Params, variant: str) -> tuple[str, str]:
-    """(model to evaluate, where it came from): ``evaluate.model``, else the latest checkpoint, else the policy."""
+def warmstart_model(params: Params) -> Path:
+    """The warm-start checkpoint's HF folder (``<warmstart.out_dir>/model``; rule in ``searchplay.policy``)."""
+    from searchplay.policy import warmstart_model_dir
+
+    return Path(warmstart_model_dir(params))
+
+
+def resolve_model(params: Params, variant: str) -> ModelChoice:
+    """The model to evaluate: ``evaluate.model``; else by variant: ``base`` -> ``models.policy``,
+    ``warmstart`` -> the warm-start checkpoint, any other -> its latest self-play checkpoint (else the policy).
+    """
     from searchplay import assets
 
     if params.evaluate.model:
-        return assets.resolve(params.evaluate.model), "evaluate.model"
+        return ModelChoice(portable_name(params.evaluate.model), assets.resolve(params.evaluate.model),
+                           "evaluate.model")
+    policy = ModelChoice(params.models.policy, assets.resolve(params.models.policy), "models.policy")
+    if variant == BASE:
+        return policy
+    if variant == WARMSTART:
+        folder = warmstart_model(params)
+        if not (folder / "config.json").is_file():
+            raise ModelNotFoundError(f"no warm-start model at {folder} (expected an HF folder with config.json); "
+                                     "run `searchplay warmstart` first")
+        return ModelChoice(portable_name(folder), str(folder), "warmstart")
     checkpoint = latest_checkpoint(params, variant)
     if checkpoint is not None:
-        return str(checkpoint), "checkpoint"
+        return ModelChoice(portable_name(checkpoint), str(checkpoint), "checkpoint")
     log.warning("no self-play checkpoint under %s/%s; evaluating the base model models.policy=%s",
                 params.selfplay.checkpoint_dir, variant, params.models.policy)
-    return assets.resolve(params.models.policy), "models.policy"
+    return policy
+
+
+def model_revision(path: str | Path) -> str | None:
+    """A short fingerprint of a local model folder's files (name, size, mtime), or None for a hub id.
+
+    The recorded model id of the warm-start (or of a re-trained iteration) stays the same when its
+    weights change; the revision does not, so the resume log never mixes two trainings' answers.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.iterdir() if p.is_file()):
+        stat = file.stat()
+        digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:12]
 
 
 def load_and_sample(params: Params,
@@ -83,11 +168,12 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     sampled, loaded = load_and_sample(params, list(cfg.benchmarks))
     write_json(out_dir / "sample.json", {"seed": cfg.seed, "n": cfg.n,
                                          "ids": {name: [i.id for i in items] for name, items in sampled.items()}})
-    model, model_source = resolve_model(params, variant)
+    choice = resolve_model(params, variant)
+    model, revision = choice.id, model_revision(choice.path)
     if backend is None:
         from searchplay.llm import load_backend
 
-        backend = load_backend(model, params)
+        backend = load_backend(choice.path, params)
     if search_tool is None:
         from searchplay.retrieval import load_search_tool
 
@@ -96,12 +182,12 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
         from searchplay.llm.judge import make_judge
 
         judge = make_judge(params.judge, backend=backend)
-    run = {"variant": variant, "model": model, "model_source": model_source,
-           "base_model": params.models.policy if model_source == "checkpoint" else model,
+    run = {"variant": variant, "model": model, "model_source": choice.source, "model_revision": revision,
+           "base_model": params.models.policy if choice.source in ("checkpoint", "warmstart") else model,
            "judge": judge.name, "metric": "judge accuracy (exact match first, then the judge), 0-100",
            "n": cfg.n, "seed": cfg.seed, "temperature": cfg.temperature, "max_turns": cfg.max_turns,
            "top_k": params.search.top_k, "benchmarks": list(cfg.benchmarks),
-           "sources": {name: bench.source for name, bench in loaded.items()},
+           "sources": {name: portable_name(bench.source) for name, bench in loaded.items()},
            "skipped": {name: dict(bench.skipped) for name, bench in loaded.items()}}
 
     config = rollout_config(params)
@@ -110,31 +196,39 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     bar = _progress(sum(len(v) for v in sampled.values()), progress)
     for name, items in sampled.items():
         path = out_dir / "predictions" / f"{name}.jsonl"
-        _drop_other_models(path, model)
+        _drop_other_models(path, model, revision)
         records = run_benchmark(items, path, backend=backend, search_tool=search_tool, judge=judge, config=config,
-                                model=model, batch_size=cfg.batch_size, top_k=params.search.top_k, times=times,
-                                on_batch=bar.update)
+                                model=model, model_revision=revision, batch_size=cfg.batch_size,
+                                top_k=params.search.top_k, times=times, on_batch=bar.update)
         write_jsonl(path, records)  # exactly the sampled questions, in sample order
         per_benchmark[name] = benchmark_scores(records)
         per_benchmark[name]["skipped_records"] = loaded[name].num_skipped
     bar.close()
+    if KG_HELDOUT in sampled:
+        answer = kg_majority_answer(kg_pool_path(params))
+        run["kg_heldout_majority_answer"] = answer
+        per_benchmark[KG_HELDOUT]["majority_baseline_em"] = majority_baseline_em(sampled[KG_HELDOUT], answer)
     metrics = flat_metrics(per_benchmark, group_scores(per_benchmark))
     write_json(out_dir / "metrics.json", metrics)
     write_json(out_dir / "run.json", {**run, "times_s": vars(times)})
     others = {k: v for k, v in read_variant_metrics(cfg.out_dir).items() if k != variant}
     write_run_report(out_dir, run, per_benchmark, metrics, others, cfg.paper_reference_model)
     if track:
-        _log_to_mlflow(params, variant, run, metrics, out_dir)
+        _log_to_mlflow(params, variant, run, metrics, out_dir, choice.path)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
 
 
-def _drop_other_models(path: Path, model: str) -> None:
-    """Predictions of a different model in the resume log are discarded (logged), never mixed in."""
+def _drop_other_models(path: Path, model: str, revision: str | None = None) -> None:
+    """Predictions of a different model (id or revision) in the resume log are discarded (logged), never mixed in."""
     finished = read_finished(path)
-    stale = [r for r in finished.values() if r.get("model") != model]
+
+    def same(record: dict[str, Any]) -> bool:
+        return record.get("model") == model and record.get("model_revision") == revision
+
+    stale = [r for r in finished.values() if not same(r)]
     if stale:
         log.warning("%s: %d predictions were made by another model; evaluating them again", path, len(stale))
-        write_jsonl(path, [r for r in finished.values() if r.get("model") == model])
+        write_jsonl(path, [r for r in finished.values() if same(r)])
 
 
 def _progress(total: int, enabled: bool):
@@ -143,7 +237,8 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="evaluate", unit="q", disable=not enabled)
 
 
-def _log_to_mlflow(params: Params, variant: str, run: dict[str, Any], metrics: dict[str, float], out_dir: Path) -> None:
+def _log_to_mlflow(params: Params, variant: str, run: dict[str, Any], metrics: dict[str, float], out_dir: Path,
+                   model_path: str) -> None:
     import mlflow
 
     from searchplay.tracking import start_run
@@ -156,6 +251,6 @@ def _log_to_mlflow(params: Params, variant: str, run: dict[str, Any], metrics: d
         from searchplay.tracking import register_model
 
         scores = {key: value for key, value in metrics.items() if key.endswith("judge_acc")}
-        version = register_model(mlflow_run.info.run_id, run["model"], variant, scores, params)
+        version = register_model(mlflow_run.info.run_id, model_path, variant, scores, params)
         log.info("registered %s as version %s of %s-%s", run["model"], version,
                  params.tracking.experiment_prefix, variant)

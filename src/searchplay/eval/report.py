@@ -4,6 +4,11 @@ One table model (``Table``) renders to both Markdown and HTML, so the two never 
 papers' numbers come from ``paper_results.yaml`` (copied from the digests, each source naming its
 table, metric and judge); a run is set beside the rows of its own model where the papers have them,
 and otherwise beside ``evaluate.paper_reference_model``'s rows, labelled as a different model.
+
+Every score of ours is shown with its Wilson 95% interval and n (``20.0 [3.6, 62.4] (n=5)``; bars
+carry error bars), so a 5-question score reads as what it is; kg_heldout also shows its majority
+baseline (the EM of always giving the training splits' most common answer). Models are ordered
+base, warm-start, then the self-play variants.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from searchplay.eval.benchmarks import PAPER_BENCHMARKS
+from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.io import atomic_write, write_json
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
@@ -24,6 +29,8 @@ LABELS = {"nq": "NQ", "triviaqa": "TriviaQA", "popqa": "PopQA", "hotpotqa": "Hot
           "2wikimultihopqa": "2Wiki", "musique": "MuSiQue", "bamboogle": "Bamboogle",
           "fanoutqa": "FanOutQA (sub-q)", "kg_heldout": "KG held-out"}
 METHOD_LABELS = {"base": "base model", "ssp": "+ SSP", "kg_wcr": "+ KG+WCR (Ours)"}
+MODEL_ORDER = ("base", "warmstart")  # then the self-play variants, by name
+INTERVAL_NOTE = "[low, high]: Wilson 95% interval of the proportion correct; n: questions asked"
 
 
 @dataclass
@@ -99,17 +106,60 @@ def paper_rows(model: str, reference_model: str) -> tuple[list[tuple[str, dict]]
     return rows, same
 
 
+def model_order(names: list[str]) -> list[str]:
+    """Base model first, then the warm-start, then the self-play variants by name.
+
+    >>> model_order(["kg_wcr", "warmstart", "ssp", "base"])
+    ['base', 'warmstart', 'kg_wcr', 'ssp']
+    """
+    return [n for n in MODEL_ORDER if n in names] + sorted(n for n in names if n not in MODEL_ORDER)
+
+
 def read_variant_metrics(eval_root: str | Path) -> dict[str, dict[str, float]]:
-    """``<eval_root>/<variant>/metrics.json`` for every variant that has one."""
-    found = {}
-    for path in sorted(Path(eval_root).glob("*/metrics.json")):
-        found[path.parent.name] = json.loads(path.read_text())
-    return found
+    """``<eval_root>/<variant>/metrics.json`` for every evaluated model, in ``model_order``."""
+    found = {path.parent.name: path for path in Path(eval_root).glob("*/metrics.json")}
+    return {name: json.loads(found[name].read_text()) for name in model_order(list(found))}
+
+
+def score_interval(metrics: dict[str, float], benchmark: str, score: str) -> tuple[float, float, float, int] | None:
+    """(score, interval low, interval high, n) of one benchmark, or None when it has no interval."""
+    keys = [f"{benchmark}.{score}", f"{benchmark}.{score}_ci_low", f"{benchmark}.{score}_ci_high", f"{benchmark}.n"]
+    if not all(key in metrics for key in keys):
+        return None
+    value, low, high, n = (metrics[key] for key in keys)
+    return value, low, high, int(n)
+
+
+def score_cell(metrics: dict[str, float], benchmark: str, score: str) -> Any:
+    """``20.0 [3.6, 62.4] (n=5)`` where the interval is known; else the bare score (None: not run).
+
+    >>> score_cell({"nq.em": 20.0, "nq.em_ci_low": 3.62, "nq.em_ci_high": 62.4465, "nq.n": 5}, "nq", "em")
+    '20.0 [3.6, 62.4] (n=5)'
+    """
+    found = score_interval(metrics, benchmark, score)
+    if found is None:
+        return metrics.get(f"{benchmark}.{score}")
+    value, low, high, n = found
+    return f"{value:.1f} [{low:.1f}, {high:.1f}] (n={n})"
 
 
 def _score_row(label: str, metrics: dict[str, float], score: str, benchmarks: list[str]) -> list[Any]:
-    cells = [metrics.get(f"{name}.{score}") for name in benchmarks]
+    cells = [score_cell(metrics, name, score) for name in benchmarks]
     return [label, *cells, *(metrics.get(f"{key}.{score}") for key, _ in GROUP_COLUMNS)]
+
+
+def majority_baseline(models: dict[str, dict[str, float]]) -> float | None:
+    """kg_heldout's majority-baseline EM, from the first model that has it (all share the pool and sample)."""
+    for metrics in models.values():
+        if f"{KG_HELDOUT}.majority_baseline_em" in metrics:
+            return metrics[f"{KG_HELDOUT}.majority_baseline_em"]
+    return None
+
+
+def _baseline_row(value: float, answer: str | None, columns: list[str], score_label: str) -> list[Any]:
+    said = f"always {answer!r}" if answer else "always the most common training answer"
+    label = f"kg_heldout majority baseline ({said}; EM{', not judged' if score_label != 'EM' else ''})"
+    return [label, *(value if name == KG_HELDOUT else None for name in columns), *(None for _ in GROUP_COLUMNS)]
 
 
 def comparison_table(run_label: str, metrics: dict[str, float], others: dict[str, dict[str, float]],
@@ -129,43 +179,83 @@ def comparison_table(run_label: str, metrics: dict[str, float], others: dict[str
                         f"{reference_model}'s, a different model, for reference only.")
     notes.append(f"This run's judge: {judge_name}. Paper judges differ (see above); absolute numbers are "
                  "comparable only under the same judge and sample.")
+    notes.append(INTERVAL_NOTE + " (the papers' rows: 500 per benchmark, all 125 of Bamboogle)")
     return Table("Judge accuracy beside the papers (0-100)", header, rows,
                  caption=f"Main score: judge accuracy (judge: {judge_name}); exact match first, "
                          "the judge for the rest.",
                  notes=notes)
 
 
-def detail_table(per_benchmark: dict[str, dict[str, float]], judge_name: str) -> Table:
-    header = ["benchmark", "n", f"judge acc ({judge_name})", "judge errors", "EM", "F1", "sub-EM",
+def _with_interval(scores: dict[str, float], score: str) -> Any:
+    if f"{score}_ci_low" not in scores:
+        return scores[score]
+    return f"{scores[score]:.1f} [{scores[f'{score}_ci_low']:.1f}, {scores[f'{score}_ci_high']:.1f}]"
+
+
+def detail_table(per_benchmark: dict[str, dict[str, float]], judge_name: str,
+                 majority_answer: str | None = None) -> Table:
+    """Every score of one run per benchmark; judge accuracy and EM with their 95% intervals."""
+    header = ["benchmark", "n", f"judge acc ({judge_name}) [95% CI]", "judge errors", "EM [95% CI]", "F1", "sub-EM",
               "valid %", "searches/q"]
-    rows = [[LABELS.get(name, name), int(s["n"]), s["judge_acc"], int(s["judge_errors"]), s["em"], s["f1"],
-             s["sub_em"], s["valid_rate"], s["mean_searches"]] for name, s in per_benchmark.items() if s.get("n")]
-    return Table("Per benchmark", header, rows, notes=[
-        "judge errors count as not correct (fail closed) and are shown beside the score, never dropped"])
+    rows = [[LABELS.get(name, name), int(s["n"]), _with_interval(s, "judge_acc"), int(s["judge_errors"]),
+             _with_interval(s, "em"), s["f1"], s["sub_em"], s["valid_rate"], s["mean_searches"]]
+            for name, s in per_benchmark.items() if s.get("n")]
+    notes = ["judge errors count as not correct (fail closed) and are shown beside the score, never dropped",
+             INTERVAL_NOTE]
+    baseline = per_benchmark.get(KG_HELDOUT, {}).get("majority_baseline_em")
+    if baseline is not None:
+        said = f"always answering {majority_answer!r}" if majority_answer else "always the most common answer"
+        notes.append(f"KG held-out majority baseline: {said} (the most common answer of the training splits) "
+                     f"scores EM {baseline:.1f}; a KG score means something only above it")
+    return Table("Per benchmark", header, rows, notes=notes)
+
+
+Interval = tuple[float, float] | None
 
 
 def bar_chart(path: str | Path, title: str, labels: list[str], series: dict[str, list[float | None]],
-              ylabel: str) -> Path:
-    """A (grouped) bar chart PNG; ``series`` maps a legend label to one value per x label (None: no bar)."""
+              ylabel: str, intervals: dict[str, list[Interval]] | None = None,
+              baselines: dict[int, tuple[float, str]] | None = None, caption: str = "", rotation: int = 20) -> Path:
+    """A (grouped) bar chart PNG; ``series`` maps a legend label to one value per x label (None: no bar).
+
+    ``intervals`` gives a series' (low, high) per x label, drawn as error bars (None: no bar);
+    ``baselines`` maps an x index to (value, legend label), a dashed line across that group's bars;
+    ``caption`` is printed under the axes; ``rotation`` turns the x labels (degrees).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     path = Path(path)
+    intervals, baselines = intervals or {}, baselines or {}
     width = 0.8 / max(len(series), 1)
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels) * max(1, len(series)) ** 0.5 + 3), 4))
+    fig, ax = plt.subplots(figsize=(min(16, max(6, 0.9 * len(labels) * max(1, len(series)) ** 0.5 + 3)), 4.6))
     for index, (name, values) in enumerate(series.items()):
         xs = [i + index * width for i, v in enumerate(values) if v is not None]
         ys = [v for v in values if v is not None]
         ax.bar(xs, ys, width, label=name)
-    ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))], labels, rotation=20, ha="right")
+        bars = [(i + index * width, v, ci) for i, (v, ci) in enumerate(zip(values, intervals.get(name, []),
+                                                                            strict=False)) if v is not None and ci]
+        if bars:
+            ax.errorbar([x for x, _, _ in bars], [v for _, v, _ in bars], fmt="o", color="black", markersize=2.5,
+                        ecolor="black", elinewidth=0.8, capsize=2,
+                        yerr=[[max(0.0, v - ci[0]) for _, v, ci in bars], [max(0.0, ci[1] - v) for _, v, ci in bars]])
+    shown: set[str] = set()
+    for i, (value, label) in baselines.items():
+        ax.hlines(value, i - width / 2 - 0.05, i + width * (len(series) - 0.5) + 0.05, colors="black",
+                  linestyles="--", linewidth=2, label=label if label not in shown else "_nolegend_", zorder=3)
+        shown.add(label)
+    ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))], labels, rotation=rotation,
+                  ha="right" if rotation else "center")
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 100)
     ax.set_title(title)
-    if len(series) > 1:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+    if len(series) > 1 or baselines:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    if caption:
+        fig.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
+    fig.tight_layout(rect=(0, 0.06 if caption else 0, 1, 1))
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=100)
     plt.close(fig)
@@ -182,16 +272,28 @@ def benchmark_charts(out_dir: Path, run_label: str, per_benchmark: dict[str, dic
             continue
         labels = [f"{run_label}\n{metric}" for metric in ("judge acc", "EM", "F1", "sub-EM")]
         values: list[float | None] = [scores["judge_acc"], scores["em"], scores["f1"], scores["sub_em"]]
+        own = {f"{name}.{key}": value for key, value in scores.items()}
+        errors: list[Interval] = [_interval(own, name, "judge_acc"), _interval(own, name, "em"), None, None]
         for variant, metrics in others.items():
             labels.append(f"{variant}\njudge acc")
             values.append(metrics.get(f"{name}.judge_acc"))
+            errors.append(_interval(metrics, name, "judge_acc"))
         for label, paper in rows_from_papers:
             if name in paper:
                 labels.append(label.replace(" [", "\n["))
                 values.append(paper[name])
-        charts.append(bar_chart(out_dir / "charts" / f"{name}.png", f"{LABELS.get(name, name)}", labels,
-                                {"score": values}, "score (0-100)"))
+                errors.append(None)
+        baselines = ({i: (scores["majority_baseline_em"], "majority baseline (EM)") for i in range(len(labels))}
+                     if "majority_baseline_em" in scores else None)
+        charts.append(bar_chart(out_dir / "charts" / f"{name}.png", f"{LABELS.get(name, name)} (n={int(scores['n'])})",
+                                labels, {"score": values}, "score (0-100)", intervals={"score": errors},
+                                baselines=baselines, caption="error bars: Wilson 95% interval (ours only)"))
     return charts
+
+
+def _interval(metrics: dict[str, float], benchmark: str, score: str) -> Interval:
+    found = score_interval(metrics, benchmark, score)
+    return (found[1], found[2]) if found else None
 
 
 def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: dict[str, dict[str, float]],
@@ -202,7 +304,7 @@ def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: di
     judge_name = run["judge"]
     run_label = f"this run ({run['variant']})"
     tables = [comparison_table(run_label, metrics, others, run["base_model"], reference_model, judge_name),
-              detail_table(per_benchmark, judge_name)]
+              detail_table(per_benchmark, judge_name, run.get("kg_heldout_majority_answer"))]
     preamble = [f"model: {run['model']} (base: {run['base_model']})", f"judge: {judge_name}",
                 "main score: judge accuracy; EM / F1 / sub-EM beside it (SQuAD normalization)",
                 f"sample: n={run['n']} per benchmark (all when smaller), seed={run['seed']}; ids in sample.json",
@@ -227,25 +329,59 @@ def compare_variants(eval_dir: str | Path, out: str | Path) -> list[Path]:
     extra = sorted({k.split(".")[0] for m in variants.values() for k in m} - set(PAPER_BENCHMARKS)
                    - {key for key, _ in GROUP_COLUMNS})
     columns = benchmarks + extra
+    baseline = majority_baseline(variants)
+    answer = next((a for a in (_run_of(Path(eval_dir) / n).get("kg_heldout_majority_answer") for n in variants)
+                   if a), None)
     tables = []
     for score, label in (("judge_acc", "Judge accuracy"), ("em", "EM"), ("f1", "F1"), ("sub_em", "sub-EM")):
-        header = ["variant", *(LABELS.get(b, b) for b in columns), *(g for _, g in GROUP_COLUMNS)]
+        header = ["model", *(LABELS.get(b, b) for b in columns), *(g for _, g in GROUP_COLUMNS)]
         rows = [_score_row(name, m, score, columns) for name, m in variants.items()]
-        tables.append(Table(f"{label} (0-100)", header, rows))
-    tables[0].notes = [f"{name}: judge {judge}" for name, judge in judges.items()]
-    preamble = [f"variants: {', '.join(variants)}", f"judges: {', '.join(sorted(set(judges.values())))}"]
-    chart = bar_chart(out / "compare.png", "Judge accuracy by variant", [LABELS.get(b, b) for b in columns] + ["Avg"],
-                      {name: [m.get(f"{b}.judge_acc") for b in columns] + [m.get("avg.judge_acc")]
-                       for name, m in variants.items()}, "judge accuracy (0-100)")
+        if baseline is not None and score in ("judge_acc", "em"):
+            rows.append(_baseline_row(baseline, answer, columns, label))
+        notes = [INTERVAL_NOTE] if score in ("judge_acc", "em") else []
+        tables.append(Table(f"{label} (0-100)", header, rows, notes=notes))
+    tables[0].notes += [f"{name}: judge {judge}" for name, judge in judges.items()]
+    preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
+                "the rest = each variant after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
+    chart = compare_chart(out / "compare.png", variants, columns, baseline)
     with atomic_write(out / "compare.md") as handle:
-        handle.write(to_markdown(tables, "Variants compared", preamble))
+        handle.write(to_markdown(tables, "Models compared", preamble))
     with atomic_write(out / "compare.html") as handle:
-        handle.write(to_html(tables, "Variants compared", preamble, [chart.name]))
+        handle.write(to_html(tables, "Models compared", preamble, [chart.name]))
     merged = {f"{name}.{key}": value for name, m in variants.items() for key, value in m.items()}
     write_json(out / "metrics.json", merged)
     return [out / "compare.md", out / "compare.html", out / "metrics.json", chart]
 
 
-def _judge_of(variant_dir: Path) -> str:
+def _run_of(variant_dir: Path) -> dict[str, Any]:
     run_file = variant_dir / "run.json"
-    return json.loads(run_file.read_text()).get("judge", "unknown") if run_file.exists() else "unknown"
+    return json.loads(run_file.read_text()) if run_file.exists() else {}
+
+
+def _judge_of(variant_dir: Path) -> str:
+    return _run_of(variant_dir).get("judge", "unknown")
+
+
+def _n_label(models: dict[str, dict[str, float]], benchmark: str) -> str:
+    """``n=5``, or ``n=4-5`` when the models were asked different numbers of questions."""
+    sizes = sorted({int(m[f"{benchmark}.n"]) for m in models.values() if f"{benchmark}.n" in m})
+    if not sizes:
+        return "n=?"
+    return f"n={sizes[0]}" if len(sizes) == 1 else f"n={sizes[0]}-{sizes[-1]}"
+
+
+def compare_chart(path: Path, models: dict[str, dict[str, float]], columns: list[str],
+                  baseline: float | None) -> Path:
+    """compare.png: judge accuracy per benchmark and model with Wilson 95% error bars, n under each benchmark,
+    and the kg_heldout majority baseline as a dashed line."""
+    labels = [f"{LABELS.get(b, b)}\n{_n_label(models, b)}" for b in columns] + ["Avg\n(paper benchmarks)"]
+    series = {name: [m.get(f"{b}.judge_acc") for b in columns] + [m.get("avg.judge_acc")]
+              for name, m in models.items()}
+    intervals = {name: [_interval(m, b, "judge_acc") for b in columns] + [None] for name, m in models.items()}
+    baselines = ({columns.index(KG_HELDOUT): (baseline, "kg_heldout majority baseline (EM)")}
+                 if baseline is not None and KG_HELDOUT in columns else None)
+    sizes = ", ".join(f"{LABELS.get(b, b)} {_n_label(models, b)}" for b in columns)
+    caption = (f"Error bars: Wilson 95% interval over n questions per benchmark ({sizes}); "
+               "Avg: unweighted mean of the paper benchmarks, no interval.")
+    return bar_chart(path, "Judge accuracy by model (95% intervals)", labels, series, "judge accuracy (0-100)",
+                     intervals=intervals, baselines=baselines, caption=caption, rotation=0)

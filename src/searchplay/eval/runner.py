@@ -2,7 +2,8 @@
 
 Protocol (SSP §4.1, KG paper §4.2 / Table 4): the Search-R1 solver prompt (SSP App. D), greedy
 decoding (validation temperature 0.0), top-3 documents per search, at most 10 rounds; the
-prediction is the last ``<answer>`` span. Each finished batch is appended to the benchmark's
+prediction is the last ``<answer>`` span, stored beside the model's full output (every turn, with
+the ``<information>`` blocks it was shown). Each finished batch is appended to the benchmark's
 predictions JSONL (flushed and fsynced) before the next starts, so a crash loses at most the
 batch in flight and a rerun skips every question already in the file.
 """
@@ -115,7 +116,18 @@ def solve_batch(items: Sequence[QAItem], backend: Any, search_tool: Any, config:
     return run_rollouts(backend, search_tool, prompts, "solver", config, top_k=top_k)
 
 
-def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str) -> dict[str, Any]:
+def full_output(trajectory: Any, tokenizer: Any) -> str:
+    """The whole response as the model saw it: every generated turn and every ``<information>`` block.
+
+    Decoded from the token ids kept by the rollout (special tokens included), never rebuilt from parts.
+    """
+    return tokenizer.decode(trajectory.response_ids, skip_special_tokens=False)
+
+
+def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str, output: str = "",
+                      model_revision: str | None = None) -> dict[str, Any]:
+    """One line of ``predictions/<benchmark>.jsonl``: the question, the extracted answer and the full output,
+    the scores, and the model (params id and revision) that produced it."""
     prediction = trajectory.answer or ""
     return {
         "id": item.id, "benchmark": item.benchmark, "question": item.question,
@@ -123,13 +135,15 @@ def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str) -
         **score_question(item, prediction, verdict),
         "valid": trajectory.valid, "finish_reason": trajectory.finish_reason,
         "num_searches": trajectory.num_searches, "num_turns": len(trajectory.turns),
-        "search_queries": trajectory.search_queries, "model": model,
+        "search_queries": trajectory.search_queries, "model": model, "model_revision": model_revision,
+        "output": output,
     }
 
 
 def run_benchmark(items: Sequence[QAItem], predictions_path: str | Path, *, backend: Any, search_tool: Any,
                   judge: Any, config: Any, model: str, batch_size: int, top_k: int = 3,
-                  times: StageTimes | None = None, on_batch: Callable[[int], None] | None = None) -> list[dict]:
+                  times: StageTimes | None = None, on_batch: Callable[[int], None] | None = None,
+                  model_revision: str | None = None) -> list[dict]:
     """Answer and score every item not already in ``predictions_path``; returns all records in item order."""
     path = Path(predictions_path)
     times = times or StageTimes()
@@ -140,12 +154,13 @@ def run_benchmark(items: Sequence[QAItem], predictions_path: str | Path, *, back
         batch = todo[start:start + batch_size]
         retrieval_before, clock = times.retrieval, time.perf_counter()
         trajectories = solve_batch(batch, backend, timed_tool, config, top_k)
+        outputs = [full_output(trajectory, backend.tokenizer) for trajectory in trajectories]
         times.generation += time.perf_counter() - clock - (times.retrieval - retrieval_before)
         clock = time.perf_counter()
         verdicts = judge.judge_many(_judge_items(batch, [t.answer or "" for t in trajectories]))
         times.judging += time.perf_counter() - clock
-        records = [prediction_record(item, trajectory, verdict, model)
-                   for item, trajectory, verdict in zip(batch, trajectories, verdicts, strict=True)]
+        records = [prediction_record(item, trajectory, verdict, model, output, model_revision)
+                   for item, trajectory, verdict, output in zip(batch, trajectories, verdicts, outputs, strict=True)]
         _append(path, records)
         times.questions += len(batch)
         finished.update((record["id"], record) for record in records)

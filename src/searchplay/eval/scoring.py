@@ -4,6 +4,8 @@ Protocol (KG paper §4.1 / App. D.2; SSP §4.1): exact match first, the LLM judg
 on a 100-point scale; "Avg" is the unweighted mean of the seven benchmarks, GeneralQA the mean of
 NQ/TriviaQA/PopQA and Multi-HopQA the mean of HotpotQA/2Wiki/MuSiQue/Bamboogle (notes/ssp.md §7).
 A judge error counts as *not correct* and is counted beside the score, never dropped (fail closed).
+EM and judge accuracy carry their n and a Wilson 95% interval (``searchplay.eval.intervals``);
+kg_heldout also carries the EM of always giving the training splits' most common answer.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections.abc import Iterable, Sequence
 from statistics import mean
 from typing import Any
 
+from searchplay.answers import exact_match, f1_score, sub_exact_match
 from searchplay.eval.benchmarks import GENERAL_QA, MULTIHOP_QA, PAPER_BENCHMARKS, QAItem
-from searchplay.eval.metrics import exact_match, f1_score, sub_exact_match
+from searchplay.eval.intervals import percent_interval
 
 SCORES = ("judge_acc", "em", "f1", "sub_em")  # per-question means, reported x100
 GROUPS = {"general_qa": GENERAL_QA, "multihop_qa": MULTIHOP_QA, "avg": PAPER_BENCHMARKS}
@@ -33,14 +36,27 @@ def score_question(item: QAItem, prediction: str | None, verdict: Any) -> dict[s
     }
 
 
+INTERVAL_SCORES = ("judge_acc", "em")  # right/wrong per question, so a binomial interval applies
+
+
 def benchmark_scores(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """Means over one benchmark's prediction records, x100, plus counts (n, judge errors, LLM-judged)."""
+    """Means over one benchmark's prediction records, x100, plus counts (n, judge errors, LLM-judged).
+
+    ``judge_acc`` and ``em`` also get ``<score>_ci_low`` / ``<score>_ci_high``: the Wilson 95%
+    interval of the proportion correct, on the same 0-100 scale.
+    """
     if not records:
         return {"n": 0}
+    correct = {"judge_acc": sum(bool(r["judge_correct"]) for r in records),
+               "em": sum(round(r["em"]) for r in records)}
+    intervals = {}
+    for score in INTERVAL_SCORES:
+        intervals[f"{score}_ci_low"], intervals[f"{score}_ci_high"] = percent_interval(correct[score], len(records))
     return {
         "n": len(records),
-        "judge_acc": 100 * mean(float(r["judge_correct"]) for r in records),
-        "em": 100 * mean(r["em"] for r in records),
+        "judge_acc": 100 * correct["judge_acc"] / len(records),
+        "em": 100 * correct["em"] / len(records),
+        **intervals,
         "f1": 100 * mean(r["f1"] for r in records),
         "sub_em": 100 * mean(r["sub_em"] for r in records),
         "judge_errors": sum(bool(r["judge_error"]) for r in records),
@@ -48,6 +64,21 @@ def benchmark_scores(records: Sequence[dict[str, Any]]) -> dict[str, float]:
         "valid_rate": 100 * mean(float(r.get("valid", True)) for r in records),
         "mean_searches": mean(float(r.get("num_searches", 0)) for r in records),
     }
+
+
+def majority_baseline_em(items: Sequence[QAItem], answer: str | None) -> float:
+    """EM (0-100) of always answering ``answer``: the floor a KG score must clear to mean anything.
+
+    ``answer`` is the most common answer of the training splits (``searchplay.split.majority_answer``);
+    None (no training subgraphs) and no items both give 0.
+
+    >>> items = [QAItem("a", "q?", ["Europe"], "kg_heldout"), QAItem("b", "q?", ["Asia"], "kg_heldout")]
+    >>> majority_baseline_em(items, "europe")
+    50.0
+    """
+    if not items or answer is None:
+        return 0.0
+    return 100 * mean(exact_match(answer, item.golden_answers) for item in items)
 
 
 def group_scores(per_benchmark: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -1,4 +1,7 @@
-"""The kg stage end to end: fill the store from the configured source, pick seeds, extract, validate, write.
+"""The kg stage end to end: fill the store from the configured source, pick seeds, extract, split, validate, write.
+
+Every subgraph record carries its ``split`` (self-play seeds, warm-start demos or kg_heldout;
+``searchplay.split``), and ``stats.json`` records the counts.
 
 Output: ``out_dir/subgraphs.jsonl`` (sorted by num_nodes, descending) and ``out_dir/stats.json``.
 """
@@ -18,6 +21,7 @@ from searchplay.kg.readers import ReadReport, bundled_sample_path
 from searchplay.kg.relations import RelationFilter
 from searchplay.kg.selectors import RelationSelector, make_selector
 from searchplay.kg.store import GraphStore, ingest_dump
+from searchplay.split import SALT, split_counts, split_of
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +87,11 @@ def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelec
                                        config.num_seeds, rng,
                                        progress("extracting subgraphs", config.num_seeds) if progress else None)
     store.close()
+    for record in records:
+        record["split"] = split_of(str(record["id"]), config.heldout_share, config.warmstart_share)
     summary = pool_stats(records, stats)
+    summary["split"] = {"counts": split_counts(records), "heldout_share": config.heldout_share,
+                        "warmstart_share": config.warmstart_share, "salt": SALT}
     summary["ingest"] = {"source": report.source, "entities": report.entities, "lines": report.lines,
                          "bad_lines": report.bad_lines, "bad_line_examples": report.examples}
     summary["seed"] = config.seed

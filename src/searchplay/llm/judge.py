@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from searchplay.eval.metrics import exact_match
+from searchplay.answers import exact_match
 
 if TYPE_CHECKING:
     from searchplay.config import JudgeConfig

@@ -1,7 +1,10 @@
 """Great Expectations suite for the KG subgraph pool (issue 3, item 7).
 
 Checks: hops within [min_hops, max_hops], answer present, len(waypoints) == num_hops, unique ids,
-no answer among the waypoints. A failure raises ``DataQualityError`` naming expectation and rows.
+no answer among the waypoints, and every record in exactly one of the three splits (self-play,
+warm-start, kg_heldout): one split value per unique id makes the splits disjoint by construction,
+and the suite checks that each value is a known split. A failure raises ``DataQualityError``
+naming expectation and rows.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from searchplay.quality import QualityReport, validate_dataframe
+from searchplay.split import SPLITS
 
 
 def subgraph_frame(records: list[dict[str, Any]]):
@@ -18,9 +22,9 @@ def subgraph_frame(records: list[dict[str, Any]]):
     rows = [{"id": r["id"], "answer": r["answer"], "num_hops": r["num_hops"],
              "waypoints_match_hops": len(r["waypoints"]) == r["num_hops"],
              "answer_in_waypoints": str(r["answer"]).casefold() in {w.casefold() for w in r["waypoints"]},
-             "num_nodes": r["num_nodes"]} for r in records]
+             "num_nodes": r["num_nodes"], "split": r.get("split")} for r in records]
     return pd.DataFrame(rows, columns=["id", "answer", "num_hops", "waypoints_match_hops", "answer_in_waypoints",
-                                       "num_nodes"])
+                                       "num_nodes", "split"])
 
 
 def validate_subgraphs(records: list[dict[str, Any]], min_hops: int = 3, max_hops: int = 7) -> QualityReport:
@@ -35,5 +39,7 @@ def validate_subgraphs(records: list[dict[str, Any]], min_hops: int = 3, max_hop
         gxe.ExpectColumnValuesToBeInSet(column="waypoints_match_hops", value_set=[True]),
         gxe.ExpectColumnValuesToBeUnique(column="id"),
         gxe.ExpectColumnValuesToBeInSet(column="answer_in_waypoints", value_set=[False]),
+        gxe.ExpectColumnValuesToNotBeNull(column="split"),
+        gxe.ExpectColumnValuesToBeInSet(column="split", value_set=list(SPLITS)),
     ]
     return validate_dataframe(subgraph_frame(records), expectations, "kg_subgraphs")

@@ -21,6 +21,7 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
+from searchplay.policy import initial_policy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import Seed, SeedCursor, load_answer_seeds, load_kg_seeds
@@ -45,9 +46,7 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     answers from ``selfplay.seed_answers`` (else the KG pool's answers, docs/decisions/selfplay.md)."""
     if variant.seeds == "answers" and params.selfplay.seed_answers:
         return load_answer_seeds(params.selfplay.seed_answers, params.selfplay.ssp_search_turns)
-    from searchplay.eval.benchmarks import is_heldout
-
-    return load_kg_seeds(params.kg.out_dir, heldout=lambda subgraph_id: is_heldout(subgraph_id, params))
+    return load_kg_seeds(params.kg.out_dir, split="selfplay")
 
 
 def build_runtime(params: Params) -> Runtime:
@@ -61,11 +60,13 @@ def build_runtime(params: Params) -> Runtime:
     from searchplay.retrieval import format_documents, load_search_tool
     from searchplay.rl import PolicyTrainer
 
-    trainer = PolicyTrainer(params.models.policy, params)
-    backend = load_backend(params.models.policy, params)
+    start = initial_policy(params)  # the warm-start checkpoint, or models.policy with warmstart.enabled=false
+    log.info("self-play starts from %s", start)
+    trainer = PolicyTrainer(start, params)
+    backend = load_backend(start, params)
     backend.update_weights(trainer.model)
     # 'policy': the learning policy answers (SSP §3.2); 'frozen': a copy of the initial weights (SSP code).
-    verifier = backend if params.selfplay.verifier == "policy" else load_backend(params.models.policy, params)
+    verifier = backend if params.selfplay.verifier == "policy" else load_backend(start, params)
     judge = make_judge(params.judge, backend=backend if params.judge.backend == "local" else None)
     search_tool = load_search_tool(params)
     solver_config = RolloutConfig.from_params(params)

@@ -9,12 +9,12 @@ the KG pool's answers unless ``selfplay.seed_answers`` names a JSONL file (docs/
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from searchplay.io import read_jsonl
+from searchplay.split import record_split
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +36,11 @@ class Seed:
     record: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
-def load_kg_seeds(kg_out_dir: str | Path, heldout: Callable[[str], bool] | None = None) -> list[Seed]:
+def load_kg_seeds(kg_out_dir: str | Path, split: str | None = None) -> list[Seed]:
     """Subgraph records of ``<kg.out_dir>/subgraphs.jsonl`` as seeds, in descending ``num_nodes``.
 
-    ``heldout(subgraph_id)`` marks the evaluation split (``searchplay.eval.benchmarks.is_heldout``);
-    those records are never trained on.
+    ``split`` keeps only that split's records (``searchplay.split``: self-play trains on ``'selfplay'``
+    and never sees the warm-start or kg_heldout subgraphs); None keeps every record.
     """
     path = Path(kg_out_dir) / "subgraphs.jsonl"
     if not path.exists():
@@ -58,12 +58,15 @@ def load_kg_seeds(kg_out_dir: str | Path, heldout: Callable[[str], bool] | None 
     ordered = sorted(seeds, key=lambda s: -int(s.record["num_nodes"]))  # stable: ties keep file order
     if ordered != seeds:
         log.warning("%s is not sorted by num_nodes descending; sorting it for the curriculum", path)
-    kept = [s for s in ordered if heldout is None or not heldout(s.seed_id)]
+    try:
+        kept = [s for s in ordered if split is None or record_split(s.record, str(path)) == split]
+    except ValueError as exc:
+        raise SeedError(str(exc)) from None
     if not kept:
-        raise SeedError(f"{path}: every subgraph is held out for evaluation (evaluate.kg_heldout_share)")
+        raise SeedError(f"{path}: no subgraph in the {split!r} split of {len(ordered)}; raise kg.num_seeds or "
+                        "lower kg.heldout_share / kg.warmstart_share")
     if len(kept) < len(ordered):
-        log.info("%s: %d of %d subgraphs are evaluation held-out; training on %d", path,
-                 len(ordered) - len(kept), len(ordered), len(kept))
+        log.info("%s: %d of %d subgraphs are in the %s split", path, len(kept), len(ordered), split)
     return kept
 
 

@@ -17,6 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from searchplay.agent.prompts import solver_messages
+from searchplay.agent.proposer_prompts import (
+    RAG_MAX_TOKENS,
+    RAG_TEMPERATURE,
+    parse_rag_answer,
+    rag_verification_messages,
+)
+from searchplay.agent.question_rules import REJECT_REASONS, FilterRules, rule_filter
 from searchplay.agent.trajectory import Trajectory
 from searchplay.config import Params
 from searchplay.llm.backend import SamplingParams
@@ -24,8 +31,6 @@ from searchplay.retrieval.types import Document
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
 from searchplay.selfplay import metrics as m
-from searchplay.selfplay.filters import REJECT_REASONS, FilterRules, rule_filter
-from searchplay.selfplay.prompts import RAG_MAX_TOKENS, RAG_TEMPERATURE, parse_rag_answer, rag_verification_messages
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import Seed, SeedCursor
 from searchplay.selfplay.variants import Variant
@@ -312,6 +317,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     train_stats = runtime.trainer.step(proposer_samples + solver_samples)
     runtime.backend.update_weights(runtime.trainer.model)
     delta = weight_delta(before, runtime.trainer.model)
+    distance = distance_from_start(runtime.trainer)
     clock["update"] += time.perf_counter() - tic
     log.info("solved in %.0f s; updated on %d samples in %.0f s", clock["solve"], len(proposer_samples) +
              len(solver_samples), clock["update"])
@@ -327,6 +333,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     n_props = len(proposals)
     rejected = Counter(p.reason for p in proposals if p.reason is not None)
     rule_passed = n_props - sum(rejected[r] for r in REJECT_REASONS)
+    verified = rule_passed - rejected["rag_verifier_error"] if params.selfplay.rag_verification else 0
     metrics = {
         "solver/reward_mean": m.mean(solver_rewards),
         "solver/accuracy": m.mean([float(c) for g in correct for c in g]),
@@ -355,6 +362,11 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         "train/samples_proposer": float(len(proposer_samples)),
         "train/weights_changed": float(delta > 0),
         "train/weight_delta_max": delta,
+        "train/weight_delta_l2_from_start": distance,
+        "format/proposer_valid_rate": m.mean([float(p.trajectory.valid and p.trajectory.question is not None)
+                                              for p in proposals]),
+        "format/solver_valid_rate": m.mean([float(rollout_valid(t)) for t in solver_trajs]),
+        "format/verifier_format_rate": m.rate(verified - rejected["rag_no_answer"], verified) if verified else m.NAN,
         "time/propose_s": clock["propose"], "time/verify_s": clock["verify"],
         "time/solve_s": clock["solve"], "time/update_s": clock["update"],
         "throughput/tokens_per_s": m.rate(generated, rollout_seconds) if rollout_seconds > 0 else m.NAN,
@@ -383,6 +395,22 @@ def weight_delta(before: list[Any], model: Any) -> float:
     deltas = [(p.detach().flatten()[:FINGERPRINT_ELEMENTS] - b).abs().max().item()
               for b, p in zip(before, model.parameters(), strict=True) if b.numel()]
     return float(max(deltas, default=0.0))
+
+
+def distance_from_start(trainer: Any) -> float:
+    """L2 norm of the weight change since self-play started, ||theta - theta_0||_2 over every parameter.
+
+    theta_0 is the frozen reference model (the KL anchor: the weights self-play started from, the
+    warm-start checkpoint by default); NaN without one (``selfplay.kl_beta: 0``).
+    """
+    reference = getattr(trainer, "ref_model", None)
+    model = getattr(trainer, "model", None)
+    if reference is None or model is None:
+        return float("nan")
+    total = 0.0
+    for p, r in zip(model.parameters(), reference.parameters(), strict=True):
+        total += float((p.detach().float() - r.detach().to(p.device).float()).pow(2).sum())
+    return total ** 0.5
 
 
 def _decode(runtime: Runtime, ids: list[int]) -> str:

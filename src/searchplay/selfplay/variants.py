@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from searchplay.selfplay.prompts import kg_proposer_messages, ssp_proposer_messages
+from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
 from searchplay.selfplay.seeds import Seed
 
 Messages = list[dict[str, str]]

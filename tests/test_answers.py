@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from searchplay.eval.metrics import exact_match, f1_score, normalize_answer, sub_exact_match
+from searchplay.answers import exact_match, f1_score, normalize_answer, sub_exact_match
 
 
 @pytest.mark.parametrize(

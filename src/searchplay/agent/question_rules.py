@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from searchplay.agent.trajectory import Trajectory
-from searchplay.eval.metrics import normalize_answer
+from searchplay.answers import normalize_answer
 
 MIN_QUESTION_CHARS = 10  # SSP code: len(question.strip()) < 10 is invalid
 MAX_QUESTION_CHARS = 1000  # SSP code

@@ -1,6 +1,6 @@
 import json
 
-from searchplay.selfplay.prompts import (
+from searchplay.agent.proposer_prompts import (
     EXAMPLE_QUESTIONS,
     KG_PROPOSER_SYSTEM,
     kg_proposer_messages,

@@ -1,6 +1,6 @@
+from searchplay.agent.question_rules import FilterRules, answer_in_question, rule_filter
 from searchplay.agent.trajectory import Trajectory, Turn
 from searchplay.retrieval.types import Document
-from searchplay.selfplay.filters import FilterRules, answer_in_question, rule_filter
 
 GOOD = "Which river flows through the capital of the country where the Eiffel Tower designer was born?"
 

@@ -1,0 +1,48 @@
+"""Confidence intervals for the scores: every score is a proportion of n questions, shown with its 95% interval.
+
+A 5-question score of 20 is "somewhere between 4 and 62"; the interval says so where a bare number
+would not (docs/decisions/eval.md, "Score intervals"). Pure functions over counts.
+"""
+
+from __future__ import annotations
+
+from math import sqrt
+
+Z_95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (Wilson 1927; Brown, Cai & DasGupta 2001), in [0, 1].
+
+    With p = successes / n:
+    centre = (p + z^2 / 2n) / (1 + z^2 / n),
+    half-width = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2).
+    Unlike the normal (Wald) interval it stays inside [0, 1] and is not empty at p = 0 or 1, which
+    matters at the embedded default's n = 5. n = 0 gives (0, 1): nothing is known.
+
+    >>> [round(x, 4) for x in wilson_interval(1, 5)]
+    [0.0362, 0.6245]
+    >>> wilson_interval(0, 0)
+    (0.0, 1.0)
+    """
+    if n < 0 or not 0 <= successes <= n:
+        raise ValueError(f"wilson_interval: expected 0 <= successes <= n, got successes={successes}, n={n}")
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z / denominator * sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, free of rounding
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+def percent_interval(successes: int, n: int) -> tuple[float, float]:
+    """``wilson_interval`` on the reports' 0-100 scale.
+
+    >>> [round(x, 1) for x in percent_interval(1, 5)]
+    [3.6, 62.4]
+    """
+    low, high = wilson_interval(successes, n)
+    return 100 * low, 100 * high

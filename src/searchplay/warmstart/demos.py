@@ -1,0 +1,230 @@
+"""Synthetic demos for every role self-play uses, built from the warm-start split's KG subgraphs.
+
+A demo is what a rollout of that role would hold if the model already followed the format: the
+exact self-play prompt (chat template, tags), the model's turns, and the environment's
+``<information>`` blocks from REAL searches of the built index. Each piece is tokenized on its own,
+as the rollout loop does (``searchplay.agent.rollout``): prompt and information ids are masked out
+of the loss, only the model's own ids are trained.
+
+Roles (``ROLES``): the KG Proposer (subgraph prompt, variants kg/kg_wcr), the SSP Proposer
+(answer-only prompt, variant ssp), the Solver (multi-turn search, then ``<answer>``) and the RAG
+verifier (materials -> short reasoning -> "Answer: a*" -> end of turn). Texts are composed from the
+path with ``searchplay.templates``; a Proposer demo whose question fails the self-play rule filter is
+dropped, so no demo teaches a format that still scores zero.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from searchplay.agent.prompts import solver_messages
+from searchplay.agent.proposer_prompts import kg_proposer_messages, rag_verification_messages, ssp_proposer_messages
+from searchplay.agent.protocol import information_block
+from searchplay.agent.question_rules import FilterRules, rule_filter
+from searchplay.agent.trajectory import Trajectory, Turn
+from searchplay.retrieval.types import Document
+from searchplay.templates import entity_name, relation_phrase, template_question
+
+ROLES: tuple[str, ...] = ("proposer_kg", "proposer_ssp", "solver", "verifier")
+ROLE_OF: dict[str, str] = {"proposer_kg": "proposer", "proposer_ssp": "proposer", "solver": "solver",
+                           "verifier": "verifier"}
+
+Search = Callable[[list[str]], list[list[Document]]]  # queries -> top-k documents per query
+
+
+@dataclass
+class Segment:
+    """Token ids tokenized on their own, and whether the loss covers them (the model wrote them)."""
+
+    ids: list[int]
+    trained: bool
+
+
+@dataclass
+class Demo:
+    role: str  # one of ROLES
+    subgraph_id: str
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def input_ids(self) -> list[int]:
+        return [i for s in self.segments for i in s.ids]
+
+    @property
+    def loss_mask(self) -> list[int]:
+        return [int(s.trained) for s in self.segments for _ in s.ids]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(s.ids) for s in self.segments)
+
+    @property
+    def num_trained(self) -> int:
+        return sum(len(s.ids) for s in self.segments if s.trained)
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One edge of the gold chain, phrased: ``phrase`` names the tail from the head, ``query`` searches it."""
+
+    head: str
+    tail: str
+    phrase: str
+    query: str
+
+
+def hops(record: dict[str, Any]) -> list[Hop]:
+    """The gold chain of a subgraph record as phrased hops (``searchplay.templates`` phrasing).
+
+    >>> [h.query for h in hops({"path": [{"label": "Ravenna"}, {"label": "Italy"}, {"label": "Europe"}],
+    ...                         "relations": [{"label": "country"}, {"label": "continent"}]})]
+    ['country of Ravenna', 'continent of Italy']
+    """
+    labels = [entity_name(str(node["label"])) for node in record["path"]]
+    out = []
+    for k, relation in enumerate(record["relations"]):
+        phrase = relation_phrase(str(relation["label"]), labels[k])
+        query = phrase.split(" ", 1)[1] if phrase.split(" ", 1)[0] in ("the", "a", "an") else phrase
+        out.append(Hop(labels[k], labels[k + 1], phrase, query))
+    return out
+
+
+# --- the model's turns (pure text) -----------------------------------------------------------------------
+
+
+def search_turn(chain: list[Hop], k: int) -> str:
+    """The k-th searching turn: reason about what is known so far, then search the next hop."""
+    if k == 0:
+        thought = f"I need {chain[0].phrase} first."
+    else:
+        thought = f"The results say {chain[k - 1].phrase} is {chain[k - 1].tail}. Next I need {chain[k].phrase}."
+    return f"<think> {thought} </think>\n<search> {chain[k].query} </search>"
+
+
+def chain_text(chain: list[Hop]) -> str:
+    return " -> ".join([chain[0].head, *(hop.tail for hop in chain)])
+
+
+def solver_final_turn(chain: list[Hop], answer: str) -> str:
+    return f"<think> The chain is {chain_text(chain)}, so the answer is {answer}. </think>\n<answer> {answer} </answer>"
+
+
+def proposer_final_turn(chain: list[Hop], question: str) -> str:
+    return (f"<think> The chain is {chain_text(chain)}. I ask for its last node without naming it or the nodes "
+            f"between. </think>\n<question> {question} </question>")
+
+
+def verifier_reply(chain: list[Hop], answer: str) -> str:
+    """SSP's RAG Solver reply: reasoning within 50 words, then 'Answer:' (SSP App. D)."""
+    return f"The materials link {chain_text(chain)}. Answer: {answer}"
+
+
+# --- building ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DemoBuilder:
+    """Turns subgraph records into demos with the self-play prompts, the real search tool and the tokenizer."""
+
+    tokenizer: Any
+    encode_prompt: Callable[[list[dict]], list[int]]  # chat messages -> prompt ids (the self-play encoder)
+    search: Search
+    format_documents: Callable[[Sequence[Document]], str]
+    max_searches: int = 3  # searches per demo, at most (the rollout needs one more turn to answer)
+    rules: FilterRules = field(default_factory=FilterRules)
+    noisy_docs: int = 4  # verifier materials: own documents plus this many from other demos (SSP §3.3)
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def build(self, records: list[dict[str, Any]], roles: Sequence[str], rng: random.Random) -> tuple[
+            list[Demo], Counter]:
+        """Demos of ``roles`` for each record (one per role per record); returns them and the drop reasons."""
+        chains = [hops(r)[: max(1, self.max_searches)] for r in records]
+        flat = [hop.query for chain in chains for hop in chain]
+        results = self.search(flat) if flat else []
+        docs, cursor = [], 0
+        for chain in chains:
+            docs.append(results[cursor: cursor + len(chain)])
+            cursor += len(chain)
+        demos, dropped = [], Counter()
+        for index, record in enumerate(records):
+            full_chain = hops(record)
+            question = template_question(record)
+            searched = chains[index]
+            for role in roles:
+                if role in ("proposer_kg", "proposer_ssp"):
+                    reason = self.proposer_reason(searched, docs[index], question, str(record["answer"]))
+                    if reason is not None:
+                        dropped[f"{role}:{reason}"] += 1
+                        continue
+                others = [d for j, blocks in enumerate(docs) if j != index for block in blocks for d in block]
+                demos.append(self.demo(role, record, full_chain, searched, docs[index], question, others, rng))
+        return demos, dropped
+
+    def proposer_reason(self, searched: list[Hop], docs: list[list[Document]], question: str,
+                        answer: str) -> str | None:
+        """The self-play rule filter's verdict on the demo's question and searches (None: it passes)."""
+        turns = [Turn(text="", start=0, end=0, action="search", search_queries=[hop.query], documents=list(block))
+                 for hop, block in zip(searched, docs, strict=True)]
+        trajectory = Trajectory(role="proposer", prompt_ids=[], response_ids=[], loss_mask=[], turns=turns,
+                                question=question)
+        return rule_filter(trajectory, answer, self.rules)
+
+    def demo(self, role: str, record: dict[str, Any], chain: list[Hop], searched: list[Hop],
+             docs: list[list[Document]], question: str, other_docs: list[Document], rng: random.Random) -> Demo:
+        answer = str(record["answer"])
+        demo = Demo(role, str(record["id"]))
+        if role == "verifier":
+            own = list({d.id: d for block in docs for d in block}.values())
+            pool = list({d.id: d for d in other_docs if d.id not in {o.id for o in own}}.values())
+            materials = own + rng.sample(pool, min(self.noisy_docs, len(pool)))
+            rng.shuffle(materials)
+            prompt = rag_verification_messages(self.format_documents(materials), question)
+            demo.segments.append(Segment(self.encode_prompt(prompt), False))
+            demo.segments.append(Segment([*self.encode_text(verifier_reply(chain, answer)),
+                                          self.tokenizer.eos_token_id], True))
+            return demo
+        if role == "solver":
+            messages = solver_messages(question)
+        elif role == "proposer_kg":
+            messages = kg_proposer_messages(record)
+        else:
+            messages = ssp_proposer_messages(answer, int(record.get("num_hops") or len(record["relations"])))
+        demo.segments.append(Segment(self.encode_prompt(messages), False))
+        for k, block in enumerate(docs):
+            demo.segments.append(Segment(self.encode_text(search_turn(searched, k)), True))
+            demo.segments.append(Segment(self.encode_text(information_block(self.format_documents(block))), False))
+        final = solver_final_turn(chain, answer) if role == "solver" else proposer_final_turn(chain, question)
+        demo.segments.append(Segment(self.encode_text(final), True))
+        return demo
+
+
+# --- which subgraphs ---------------------------------------------------------------------------------------
+
+
+def partition(records: list[dict[str, Any]], check_count: int, max_per_answer: int, limit: int,
+              rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(demo subgraphs, held-out check subgraphs) from the warm-start split, disjoint.
+
+    The check set is drawn first (``check_count``, never trained on); the demo set keeps at most
+    ``max_per_answer`` subgraphs per answer (a pool where one answer is a sixth of all paths would
+    otherwise teach that answer) and at most ``limit`` in all.
+    """
+    shuffled = sorted(records, key=lambda r: str(r["id"]))
+    rng.shuffle(shuffled)
+    check, rest = shuffled[:check_count], shuffled[check_count:]
+    per_answer: Counter = Counter()
+    demos = []
+    for record in rest:
+        if per_answer[str(record["answer"])] >= max_per_answer:
+            continue
+        per_answer[str(record["answer"])] += 1
+        demos.append(record)
+        if len(demos) >= limit:
+            break
+    return demos, check

@@ -1,0 +1,304 @@
+"""The warmstart stage: demos -> format validity of the base model -> masked SFT -> validity again -> checkpoint.
+
+Runs once after ``kg`` and ``index`` and before every ``selfplay@<variant>``, so every variant starts
+from the same weights and their comparison stays fair. Inputs: the ``warmstart`` split of
+``<kg.out_dir>/subgraphs.jsonl`` and the built index. Outputs:
+
+* ``<warmstart.out_dir>/model/``: an HF folder (weights + tokenizer), what self-play starts from;
+* ``<warmstart.reports_dir>/metrics.json``: validity per role before (``_base``) and after training,
+  tokens, demos per role, final loss (a DVC metric);
+* ``history.csv`` (loss per step, a DVC plot), ``loss.png``, ``samples.json`` (decoded demos and
+  the sampled outputs behind every rate);
+* an MLflow run in ``<prefix>-warmstart`` with all of the above.
+
+With ``warmstart.enabled: false`` the stage writes only ``metrics.json`` saying so, and self-play
+starts from ``models.policy`` (the papers' setting).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import random
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from searchplay.config import Params
+from searchplay.io import atomic_write, read_jsonl, write_json
+from searchplay.policy import warmstart_model_dir
+from searchplay.split import record_split
+from searchplay.warmstart.demos import ROLES, Demo, DemoBuilder, partition
+
+log = logging.getLogger(__name__)
+
+
+class WarmstartError(RuntimeError):
+    """The stage cannot run; the message says why and what to do."""
+
+
+def warmstart_records(params: Params) -> list[dict[str, Any]]:
+    """The ``warmstart`` split of the KG pool (never the self-play seeds, never kg_heldout)."""
+    path = Path(params.kg.out_dir) / "subgraphs.jsonl"
+    if not path.is_file():
+        raise WarmstartError(f"{path} not found; run `searchplay kg extract` first")
+    try:
+        records = [r for r in read_jsonl(path) if record_split(r, str(path)) == "warmstart"]
+    except ValueError as exc:
+        raise WarmstartError(str(exc)) from None
+    if len(records) <= params.warmstart.eval_prompts:
+        raise WarmstartError(f"{path}: {len(records)} warm-start subgraphs, need more than warmstart.eval_prompts="
+                             f"{params.warmstart.eval_prompts}; raise kg.num_seeds or kg.warmstart_share")
+    return records
+
+
+def schedule(demos: list[Demo], steps: int) -> list[list[Demo]]:
+    """The demos of each optimizer step: one Proposer demo (KG and SSP prompt families alternate), one
+    Solver demo and one verifier demo, each role cycling through its own demos in order."""
+    by_role = {role: [d for d in demos if d.role == role] for role in ROLES}
+    proposers = [role for role in ("proposer_kg", "proposer_ssp") if by_role[role]]
+    cursors: Counter = Counter()
+    plan = []
+    for step in range(steps):
+        roles = ([proposers[step % len(proposers)]] if proposers else []) + [
+            r for r in ("solver", "verifier") if by_role[r]]
+        batch = []
+        for role in roles:
+            batch.append(by_role[role][cursors[role] % len(by_role[role])])
+            cursors[role] += 1
+        plan.append(batch)
+    return plan
+
+
+def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True, track: bool = True) -> dict[str, Any]:
+    """Run the whole stage; returns the metrics written to ``metrics.json``."""
+    cfg = params.warmstart
+    reports = Path(cfg.reports_dir)
+    if not cfg.enabled:
+        metrics = {"enabled": False, "note": "warmstart.enabled is false: self-play starts from models.policy"}
+        write_json(reports / "metrics.json", metrics)
+        return metrics
+    import torch
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    started = time.perf_counter()
+
+    from searchplay.assets import resolve
+    from searchplay.llm.tokenizer import encode_prompt, load_tokenizer
+    from searchplay.retrieval import format_documents, load_search_tool
+
+    records = warmstart_records(params)
+    demo_records, check_records = partition(records, cfg.eval_prompts, cfg.max_per_answer, cfg.demos_per_role, rng)
+    tokenizer = load_tokenizer(params.models.policy)
+    search_tool = search_tool or load_search_tool(params)
+    top_k = params.search.top_k
+
+    def fmt(docs: Any) -> str:
+        return format_documents(docs, tokenizer, params.search.max_doc_tokens)
+
+    builder = DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
+                          lambda queries: search_tool.search(queries, top_k=top_k), fmt,
+                          max_searches=cfg.max_searches, noisy_docs=params.selfplay.noisy_docs)
+    demos, dropped = builder.build(demo_records, ROLES, rng)
+    if not demos:
+        raise WarmstartError(f"no demo survived the rule filter ({dict(dropped)}); check the KG pool")
+    per_role = Counter(d.role for d in demos)
+    log.info("built %d demos from %d subgraphs (%s); dropped %s; %d held-out check subgraphs", len(demos),
+             len(demo_records), dict(per_role), dict(dropped) or "none", len(check_records))
+
+    model = load_policy(resolve(params.models.policy), params)
+    backend = _backend(model, tokenizer)
+    tic = time.perf_counter()
+    base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
+    check_seconds = time.perf_counter() - tic
+
+    history, train_seconds = train(model, demos, params, progress)
+    model = finalize(model, params)
+    backend.update_weights(model)
+    tic = time.perf_counter()
+    rates, samples = check_validity(backend, search_tool, check_records, params, fmt, "warm-start")
+    check_seconds += time.perf_counter() - tic
+    save_model(model, tokenizer, warmstart_model_dir(params))
+
+    metrics: dict[str, Any] = {
+        "enabled": True, "method": cfg.method, "steps": cfg.steps, "lr": cfg.lr,
+        **{k: v for k, v in rates.items()}, **{f"{k}_base": v for k, v in base_rates.items()},
+        "check_prompts": len(check_records),
+        "demos": len(demos), **{f"demos_{role}": per_role.get(role, 0) for role in ROLES},
+        "demos_dropped": sum(dropped.values()), "demo_subgraphs": len(demo_records),
+        "tokens": sum(row["tokens"] for row in history),
+        "trained_tokens": sum(row["trained_tokens"] for row in history),
+        "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"],
+        "time_train_s": round(train_seconds, 1), "time_check_s": round(check_seconds, 1),
+        "time_total_s": round(time.perf_counter() - started, 1),
+        "tokens_per_s": sum(row["tokens"] for row in history) / max(train_seconds, 1e-9),
+    }
+    write_reports(reports, metrics, history, {"base": base_samples, "warmstart": samples,
+                                              "demos": decoded_demos(demos, tokenizer)})
+    if track:
+        log_to_mlflow(params, metrics, history, reports)
+    return metrics
+
+
+# --- model ----------------------------------------------------------------------------------------------
+
+
+def load_policy(path: str, params: Params) -> Any:
+    """The base policy in fp32 (AdamW's master weights), wrapped with LoRA adapters for ``method: lora``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from searchplay.llm.transformers_backend import pick_device
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(pick_device(params.models.device))
+    model.config.use_cache = True
+    cfg = params.warmstart
+    if cfg.method == "lora":
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+    return model.eval()
+
+
+def finalize(model: Any, params: Params) -> Any:
+    """LoRA: optionally keep the adapter (``warmstart.lora_save_adapter``), then merge it into the weights."""
+    if params.warmstart.method != "lora":
+        return model
+    if params.warmstart.lora_save_adapter:
+        model.save_pretrained(Path(params.warmstart.out_dir) / "adapter")
+    return model.merge_and_unload()
+
+
+def _backend(model: Any, tokenizer: Any) -> Any:
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    return TransformersBackend(model, tokenizer)
+
+
+def save_model(model: Any, tokenizer: Any, folder: Path) -> None:
+    """Write the HF folder into ``<folder>.partial`` and rename it into place (a kill leaves no half model)."""
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    if folder.exists():
+        shutil.rmtree(folder)
+    partial.rename(folder)
+
+
+# --- training ---------------------------------------------------------------------------------------------
+
+
+def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tuple[list[dict[str, float]], float]:
+    """``warmstart.steps`` optimizer steps on the schedule; returns the per-step history and the seconds."""
+    from tqdm.auto import tqdm
+
+    from searchplay.warmstart.sft import SFTTrainer
+
+    cfg = params.warmstart
+    trainer = SFTTrainer(model, cfg.lr, cfg.weight_decay, cfg.warmup_steps, cfg.max_grad_norm,
+                         segmented=cfg.segmented_forward, autocast=cfg.autocast_bf16)
+    history = []
+    tic = time.perf_counter()
+    bar = tqdm(schedule(demos, cfg.steps), desc="warm-start SFT", unit="step", disable=not progress)
+    for step, batch in enumerate(bar, start=1):
+        stats = trainer.step(batch)
+        history.append({"step": float(step), **stats, "elapsed_s": time.perf_counter() - tic})
+        bar.set_postfix(loss=f"{stats['loss']:.3f}")
+        if step == 1 or step % 10 == 0 or step == cfg.steps:
+            log.info("warm-start step %d/%d: loss %.3f, %d tokens (%d trained)", step, cfg.steps, stats["loss"],
+                     stats["tokens"], stats["trained_tokens"])
+    return history, time.perf_counter() - tic
+
+
+def check_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Params, fmt: Any,
+                   label: str) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    from searchplay.warmstart.validity import format_validity
+
+    tic = time.perf_counter()
+    rates, samples = format_validity(backend, search_tool, records, params, fmt, seed=params.warmstart.seed)
+    log.info("format validity of the %s on %d held-out prompts (%.0f s): %s", label, len(records),
+             time.perf_counter() - tic, {k: round(v, 2) for k, v in rates.items()})
+    return rates, samples
+
+
+# --- reports ----------------------------------------------------------------------------------------------
+
+
+def decoded_demos(demos: list[Demo], tokenizer: Any, per_role: int = 2) -> list[dict[str, Any]]:
+    """The first ``per_role`` demos of each role as text, trained spans marked, for a reader to check."""
+    out = []
+    for role in ROLES:
+        for demo in [d for d in demos if d.role == role][:per_role]:
+            out.append({"role": role, "subgraph_id": demo.subgraph_id, "tokens": demo.num_tokens,
+                        "trained_tokens": demo.num_trained,
+                        "segments": [{"trained": s.trained, "text": tokenizer.decode(s.ids)} for s in demo.segments
+                                     if s.trained or len(s.ids) < 400]})
+    return out
+
+
+def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str, float]],
+                  samples: dict[str, Any]) -> None:
+    write_json(folder / "metrics.json", metrics)
+    write_json(folder / "samples.json", samples)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(history[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(history)
+    with atomic_write(folder / "history.csv") as handle:
+        handle.write(buffer.getvalue())
+    plot_loss(history, metrics, folder / "loss.png")
+
+
+def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Path) -> None:
+    """Loss per step beside the validity rates before and after, one figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
+    left.plot([r["step"] for r in history], [r["loss"] for r in history], marker=".", color="tab:blue")
+    left.set_xlabel("optimizer step")
+    left.set_ylabel("NLL per trained token")
+    left.set_title(f"warm-start SFT ({metrics['method']}, {int(metrics['trained_tokens']):,} trained of "
+                   f"{int(metrics['tokens']):,} tokens)", fontsize=9)
+    left.grid(alpha=0.3)
+    keys = ["proposer_valid_rate", "solver_answer_rate", "verifier_format_rate", "solver_em"]
+    names = ["Proposer\npasses filter", "Solver\ncloses <answer>", "verifier\n'Answer:'", "Solver EM"]
+    xs = range(len(keys))
+    right.bar([x - 0.2 for x in xs], [metrics[f"{k}_base"] for k in keys], width=0.4, label="base model",
+              color="tab:gray")
+    right.bar([x + 0.2 for x in xs], [metrics[k] for k in keys], width=0.4, label="warm-start", color="tab:green")
+    right.set_xticks(list(xs), names, fontsize=8)
+    right.set_ylim(0, 1.05)
+    right.set_title(f"format validity on {metrics['check_prompts']} held-out prompts per role", fontsize=9)
+    right.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial.png")
+    fig.savefig(partial, dpi=110)
+    plt.close(fig)
+    partial.replace(path)
+
+
+def log_to_mlflow(params: Params, metrics: dict[str, Any], history: list[dict[str, float]], reports: Path) -> None:
+    import mlflow
+
+    from searchplay.tracking import start_run
+
+    with start_run(params, "warmstart", "warmstart", {"method": params.warmstart.method}):
+        for row in history:
+            mlflow.log_metrics({f"train/{k}": v for k, v in row.items() if k != "step" and math.isfinite(v)},
+                               step=int(row["step"]))
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items()
+                            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)})
+        mlflow.log_artifacts(str(reports), artifact_path="warmstart")

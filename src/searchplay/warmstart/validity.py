@@ -1,0 +1,97 @@
+"""Format validity per role, sampled on held-out prompts with the self-play rollout loop and filters.
+
+The rates the warm-start must raise (issue 13's acceptance), each measured exactly as self-play
+counts it: ``proposer_valid_rate`` passes the self-play rule filter (a ``<question>`` of 10+ words,
+no answer leak, 2+ distinct searches), ``solver_answer_rate`` closes ``<answer>`` within the turn
+budget, ``verifier_format_rate`` writes SSP's "Answer:" line within its 70 tokens. Rollouts use
+``params.agent`` (turns, tokens, temperature 1.0 as self-play samples).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+from searchplay.agent.prompts import solver_messages
+from searchplay.agent.proposer_prompts import (
+    RAG_MAX_TOKENS,
+    RAG_TEMPERATURE,
+    kg_proposer_messages,
+    parse_rag_answer,
+    rag_verification_messages,
+    ssp_proposer_messages,
+)
+from searchplay.agent.question_rules import FilterRules, rule_filter
+from searchplay.answers import normalize_answer
+from searchplay.templates import template_question
+from searchplay.warmstart.demos import hops
+
+RATE_KEYS = ("proposer_valid_rate", "proposer_kg_valid_rate", "proposer_ssp_valid_rate", "solver_answer_rate",
+             "solver_search_rate", "solver_em", "verifier_format_rate")
+
+
+def rate(flags: list[bool]) -> float:
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
+def format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Any,
+                    format_documents: Any, seed: int = 0) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """Sample every role once per record; returns the rates and the decoded samples (for the report)."""
+    from searchplay.agent.rollout import RolloutConfig, run_rollouts
+    from searchplay.llm.backend import SamplingParams
+    from searchplay.llm.tokenizer import encode_prompt
+
+    tokenizer = backend.tokenizer
+    solver_config = RolloutConfig.from_params(params, seed=seed)
+    proposer_config = replace(solver_config, temperature=params.selfplay.proposer_temperature)
+    rules = FilterRules(min_searches=params.selfplay.min_searches,
+                        reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
+    top_k = params.search.top_k
+    answers = [str(r["answer"]) for r in records]
+    questions = [template_question(r) for r in records]
+
+    def encode(messages: list[dict]) -> list[int]:
+        return encode_prompt(tokenizer, messages)
+
+    samples: dict[str, list[dict]] = {}
+    results: dict[str, float] = {}
+    for family, build in (("kg", kg_proposer_messages),
+                          ("ssp", lambda r: ssp_proposer_messages(str(r["answer"]), int(r["num_hops"])))):
+        trajectories = run_rollouts(backend, search_tool, [encode(build(r)) for r in records], "proposer",
+                                    proposer_config, top_k=top_k)
+        verdicts = [rule_filter(t, a, rules) for t, a in zip(trajectories, answers, strict=True)]
+        results[f"proposer_{family}_valid_rate"] = rate([v is None for v in verdicts])
+        samples[f"proposer_{family}"] = [{"answer": a, "question": t.question, "rejected": v,
+                                          "output": tokenizer.decode(t.response_ids, skip_special_tokens=False)}
+                                         for t, a, v in zip(trajectories, answers, verdicts, strict=True)]
+    results["proposer_valid_rate"] = (results["proposer_kg_valid_rate"] + results["proposer_ssp_valid_rate"]) / 2
+
+    solved = run_rollouts(backend, search_tool, [encode(solver_messages(q)) for q in questions], "solver",
+                          solver_config, top_k=top_k)
+    results["solver_answer_rate"] = rate([t.valid and t.answer is not None for t in solved])
+    results["solver_search_rate"] = rate([t.num_searches > 0 for t in solved])
+    results["solver_em"] = rate([t.answer is not None and normalize_answer(t.answer) == normalize_answer(a)
+                                 for t, a in zip(solved, answers, strict=True)])
+    samples["solver"] = [{"question": q, "answer": a, "prediction": t.answer,
+                          "output": tokenizer.decode(t.response_ids, skip_special_tokens=False)}
+                         for q, a, t in zip(questions, answers, solved, strict=True)]
+
+    queries = [hop.query for r in records for hop in hops(r)[: params.selfplay.min_searches]]
+    found = search_tool.search(queries, top_k=top_k) if queries else []
+    rng, prompts, cursor = random.Random(seed), [], 0
+    for record, question in zip(records, questions, strict=True):
+        count = len(hops(record)[: params.selfplay.min_searches])
+        own = [d for block in found[cursor:cursor + count] for d in block]
+        cursor += count
+        noise = [d for block in found for d in block if d not in own]
+        docs = own + rng.sample(noise, min(params.selfplay.noisy_docs, len(noise)))
+        rng.shuffle(docs)
+        prompts.append(encode(rag_verification_messages(format_documents(docs), question)))
+    replies = backend.generate(prompts, SamplingParams(max_new_tokens=RAG_MAX_TOKENS, temperature=RAG_TEMPERATURE,
+                                                       seed=seed))
+    parsed = [parse_rag_answer(c.text) for c in replies]
+    results["verifier_format_rate"] = rate([p is not None for p in parsed])
+    samples["verifier"] = [{"question": q, "answer": a, "parsed": p, "output": c.text}
+                           for q, a, p, c in zip(questions, answers, parsed, replies, strict=True)]
+    return results, samples

@@ -1,0 +1,116 @@
+"""Demo building: the exact self-play prompts, masks that cover only the model's own tokens, real
+tokenization per segment (a scripted rollout reproduces a demo id for id), the rule filter, balance."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
+from searchplay.agent.protocol import information_block
+from searchplay.llm.backend import Completion
+from searchplay.llm.tokenizer import encode_prompt
+from searchplay.retrieval.search import format_documents
+from searchplay.templates import template_question
+from searchplay.warmstart.demos import ROLES, DemoBuilder, hops, partition
+from tests.selfplay.selfplay_fakes import FakeSearchTool, subgraph_record
+
+
+def make_builder(tokenizer, search_tool=None):
+    tool = search_tool or FakeSearchTool()
+    return DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
+                       lambda queries: tool.search(queries, top_k=3), format_documents, max_searches=2)
+
+
+def test_every_role_gets_a_demo_with_the_self_play_prompt_untrained(tokenizer):
+    record = subgraph_record(0, 5)
+    demos, dropped = make_builder(tokenizer).build([record], ROLES, random.Random(0))
+    assert [d.role for d in demos] == list(ROLES) and not dropped
+    by_role = {d.role: d for d in demos}
+    assert by_role["proposer_kg"].segments[0].ids == encode_prompt(tokenizer, kg_proposer_messages(record))
+    assert by_role["proposer_ssp"].segments[0].ids == encode_prompt(tokenizer, ssp_proposer_messages("Answer0", 3))
+    for demo in demos:
+        assert not demo.segments[0].trained
+        assert len(demo.input_ids) == len(demo.loss_mask) == demo.num_tokens
+        assert 0 < demo.num_trained < demo.num_tokens
+
+
+def test_information_blocks_are_masked_and_tokenized_on_their_own(tokenizer):
+    tool = FakeSearchTool()
+    demo = next(d for d in make_builder(tokenizer, tool).build([subgraph_record(1, 5)], ["solver"],
+                                                                 random.Random(0))[0])
+    untrained = [s for s in demo.segments[1:] if not s.trained]
+    assert len(untrained) == 2  # max_searches=2: two <information> blocks
+    expected = tool.search(tool.queries[:2], top_k=3)
+    for segment, docs in zip(untrained, expected, strict=True):
+        assert segment.ids == tokenizer.encode(information_block(format_documents(docs)), add_special_tokens=False)
+    text = tokenizer.decode(demo.segments[-1].ids)
+    assert text.endswith("<answer> Answer1 </answer>") and "<think>" in text
+
+
+def test_verifier_demo_ends_with_the_end_of_turn_token_and_keeps_its_prompt(tokenizer):
+    demos, _ = make_builder(tokenizer).build([subgraph_record(2, 5), subgraph_record(3, 5)], ["verifier"],
+                                             random.Random(0))
+    demo = demos[0]
+    assert demo.segments[-1].trained and demo.segments[-1].ids[-1] == tokenizer.eos_token_id
+    reply = tokenizer.decode(demo.segments[-1].ids[:-1])
+    assert reply.endswith("Answer: Answer2")
+    prompt = tokenizer.decode(demo.segments[0].ids)
+    assert "Answer the given question based on the provided materials" in prompt
+    assert prompt.count("Doc ") == 6 + 4  # own documents (2 searches x 3) plus 4 noisy ones from the other demo
+
+
+class ReplayBackend:
+    """Emits a demo's trained segments as its completions, in order: a scripted policy for the rollout loop."""
+
+    def __init__(self, tokenizer, turns):
+        self.tokenizer, self.turns = tokenizer, list(turns)
+
+    def generate(self, prompts, sampling):
+        ids = self.turns.pop(0)
+        text = self.tokenizer.decode(ids)
+        stop = next((s for s in sampling.stop if text.endswith(s)), None)
+        return [Completion(ids, text, "stop", stop)]
+
+    def update_weights(self, model):
+        pass
+
+
+@pytest.mark.parametrize("role", ["proposer_kg", "solver"])
+def test_a_rollout_that_writes_the_demo_reproduces_it_id_for_id(tokenizer, role):
+    """The rollout loop tokenizes environment text per segment exactly as the demo does."""
+    from searchplay.agent.rollout import RolloutConfig, run_rollouts
+
+    tool = FakeSearchTool()
+    demo = make_builder(tokenizer, tool).build([subgraph_record(4, 5)], [role], random.Random(0))[0][0]
+    backend = ReplayBackend(tokenizer, [s.ids for s in demo.segments if s.trained])
+    trajectory = run_rollouts(backend, FakeSearchTool(), [demo.segments[0].ids],
+                              "solver" if role == "solver" else "proposer", RolloutConfig(max_turns=4), top_k=3)[0]
+    assert trajectory.valid
+    assert trajectory.prompt_ids + trajectory.response_ids == demo.input_ids
+    assert [0] * len(trajectory.prompt_ids) + trajectory.loss_mask == demo.loss_mask
+
+
+def test_proposer_demos_that_would_fail_the_rule_filter_are_dropped(tokenizer):
+    leaking = subgraph_record(5, 5)
+    leaking["answer"] = leaking["path"][0]["label"]  # the seed's name is in the template question
+    demos, dropped = make_builder(tokenizer).build([leaking], ROLES, random.Random(0))
+    assert {d.role for d in demos} == {"solver", "verifier"}
+    assert dropped == {"proposer_kg:answer_in_question": 1, "proposer_ssp:answer_in_question": 1}
+
+
+def test_hop_queries_and_template_question_read_as_english():
+    record = {"path": [{"label": "Lima"}, {"label": "Peru"}, {"label": "South America"}],
+              "relations": [{"label": "capital of"}, {"label": "continent"}]}
+    assert [h.query for h in hops(record)] == ["territory whose capital is Lima", "continent of Peru"]
+    assert template_question(record) == "What is the continent of the territory whose capital is Lima?"
+
+
+def test_partition_holds_out_checks_and_balances_answers():
+    records = [{"id": f"s{k}", "answer": "Europe" if k < 10 else f"A{k}"} for k in range(20)]
+    demos, check = partition(records, check_count=4, max_per_answer=2, limit=100, rng=random.Random(0))
+    assert len(check) == 4 and not {r["id"] for r in check} & {r["id"] for r in demos}
+    assert sum(r["answer"] == "Europe" for r in demos) <= 2
+    assert len(partition(records, 4, 2, limit=3, rng=random.Random(0))[0]) == 3
+    assert partition(records, 4, 2, 100, random.Random(0)) == (demos, check)  # deterministic

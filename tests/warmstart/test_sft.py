@@ -1,0 +1,90 @@
+"""Masked SFT: the loss covers only trained tokens, the segmented forward gives the plain forward's loss,
+and a few steps on a tiny model lower it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from searchplay.warmstart.demos import Demo, Segment
+from searchplay.warmstart.sft import Run, SFTTrainer, demo_nll, forward_runs
+
+
+def test_forward_runs_cover_every_input_position_once():
+    mask = [0, 0, 0, 1, 1, 0, 0, 1, 1, 1]
+    runs = forward_runs(mask)
+    assert runs == [Run(0, 2, False), Run(2, 4, True), Run(4, 6, False), Run(6, 9, True)]
+    assert [p for r in runs for p in range(r.start, r.end)] == list(range(len(mask) - 1))
+    assert forward_runs([1]) == []
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
+
+
+def demo(seed: int = 0) -> Demo:
+    import random
+
+    rng = random.Random(seed)
+    ids = [rng.randrange(100, 5000) for _ in range(60)]
+    return Demo("solver", "sg", [Segment(ids[:20], False), Segment(ids[20:28], True), Segment(ids[28:50], False),
+                                 Segment(ids[50:], True)])
+
+
+def test_segmented_forward_gives_the_plain_forward_loss(tiny_model):
+    import torch
+
+    with torch.no_grad():
+        plain, count = demo_nll(tiny_model, demo(), segmented=False)
+        segmented, count_2 = demo_nll(tiny_model, demo(), segmented=True)
+    assert count == count_2 == 18
+    assert float(segmented) == pytest.approx(float(plain), rel=1e-4)
+
+
+def test_the_loss_is_the_mean_nll_of_the_trained_tokens_only(tiny_model):
+    import torch
+    import torch.nn.functional as F
+
+    sample = demo()
+    ids = torch.tensor(sample.input_ids)
+    with torch.no_grad():
+        logits = tiny_model(input_ids=ids[None, :-1]).logits[0]
+        nll = F.cross_entropy(logits, ids[1:], reduction="none")
+        expected = sum(float(nll[p - 1]) for p, m in enumerate(sample.loss_mask) if m and p > 0)
+        value, _ = demo_nll(tiny_model, sample, segmented=True)
+    assert float(value) == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_few_steps_lower_the_loss(tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
+    trainer = SFTTrainer(model, lr=1e-2, segmented=True, autocast=False)
+    batch = [demo(0), demo(1)]
+    losses = [trainer.step(batch)["loss"] for _ in range(8)]
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0] - 1.0
+    with pytest.raises(ValueError, match="no trained token"):
+        trainer.step([Demo("solver", "sg", [Segment([1, 2, 3], False)])])
+
+
+def test_lora_trains_only_the_adapters(tiny_model_dir):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32),
+                           LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    trainer = SFTTrainer(model, lr=1e-2)
+    trainer.step([demo(0)])
+    trainer.step([demo(0)])
+    assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
+    assert any("lora" in n for n, p in model.named_parameters() if p.requires_grad)
