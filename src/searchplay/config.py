@@ -221,6 +221,8 @@ class EvaluateConfig(Section):
                           "(shipped in the repo; relative to the working directory)")
     hub_id: str | None = Field(None, description="e.g. RUC-NLPIR/FlashRAG_datasets (online only)")
     n: int = Field(500, ge=1, description="questions per benchmark (papers: 500; Bamboogle all 125)")
+    kg_heldout_n: int | None = Field(None, ge=1, description="questions from kg_heldout (None: every held-out "
+                                     "subgraph; the one benchmark a small model can score on)")
     seed: int = Field(0)
     out_dir: str = Field("reports/eval", description="reports/eval/<variant>/")
     on_malformed: Literal["skip", "error"] = Field("skip")
@@ -245,7 +247,7 @@ class WarmstartConfig(Section):
                                 "verifier), at most one per warm-start subgraph")
     max_per_answer: int = Field(2, ge=1, description="demos per distinct answer (balances 'Europe'-heavy pools)")
     max_searches: int = Field(2, ge=1, description="searches per Proposer/Solver demo (the first hops of the path)")
-    steps: int = Field(40, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
+    steps: int = Field(30, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
                        "alternate), one Solver demo and one verifier demo")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")
     warmup_steps: int = Field(3, ge=0, description="linear learning-rate warm-up steps")
@@ -256,8 +258,7 @@ class WarmstartConfig(Section):
                                     "(docs/decisions/warmstart.md)")
     autocast_bf16: bool = Field(True, description="bf16 autocast for the forward (CPU and CUDA); fp32 weights")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
-    eval_prompts: int = Field(10, ge=1, description="held-out prompts per role sampled before and after training")
-    eval_max_new_tokens: int = Field(160, ge=8, description="tokens per sampled turn in the validity check")
+    eval_prompts: int = Field(6, ge=1, description="held-out prompts per role sampled before and after training")
     out_dir: str = Field("checkpoints/warmstart", description="model/ (HF folder) is written below")
     reports_dir: str = Field("reports/warmstart", description="metrics.json, history.csv, demos sample")
     seed: int = Field(0)

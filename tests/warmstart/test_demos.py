@@ -13,7 +13,7 @@ from searchplay.llm.backend import Completion
 from searchplay.llm.tokenizer import encode_prompt
 from searchplay.retrieval.search import format_documents
 from searchplay.templates import template_question
-from searchplay.warmstart.demos import ROLES, DemoBuilder, hops, partition
+from searchplay.warmstart.demos import ROLES, DemoBuilder, hops, partition, searched_hops
 from tests.selfplay.selfplay_fakes import FakeSearchTool, subgraph_record
 
 
@@ -38,11 +38,13 @@ def test_every_role_gets_a_demo_with_the_self_play_prompt_untrained(tokenizer):
 
 def test_information_blocks_are_masked_and_tokenized_on_their_own(tokenizer):
     tool = FakeSearchTool()
-    demo = next(d for d in make_builder(tokenizer, tool).build([subgraph_record(1, 5)], ["solver"],
-                                                                 random.Random(0))[0])
+    record = subgraph_record(1, 5)
+    demo = next(d for d in make_builder(tokenizer, tool).build([record], ["solver"], random.Random(0))[0])
     untrained = [s for s in demo.segments[1:] if not s.trained]
     assert len(untrained) == 2  # max_searches=2: two <information> blocks
-    expected = tool.search(tool.queries[:2], top_k=3)
+    searched = searched_hops(hops(record), 2)["solver"]
+    assert [h.query for h in searched] == ["relation 0 of Seed1", "relation 2 of Bridge1B"]  # first hop, then the last
+    expected = tool.search([h.query for h in searched], top_k=3)
     for segment, docs in zip(untrained, expected, strict=True):
         assert segment.ids == tokenizer.encode(information_block(format_documents(docs)), add_special_tokens=False)
     text = tokenizer.decode(demo.segments[-1].ids)

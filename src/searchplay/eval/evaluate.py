@@ -145,6 +145,13 @@ def model_revision(path: str | Path) -> str | None:
     return digest.hexdigest()[:12]
 
 
+def questions_for(name: str, available: int, cfg: Any) -> int:
+    """How many questions to draw: ``evaluate.n``, except kg_heldout (``evaluate.kg_heldout_n``, None: all)."""
+    if name == KG_HELDOUT:
+        return max(1, cfg.kg_heldout_n or available)
+    return cfg.n
+
+
 def load_and_sample(params: Params,
                     benchmarks: list[str]) -> tuple[dict[str, list[QAItem]], dict[str, LoadedBenchmark]]:
     """Load every benchmark, run the data-quality gate, draw ``evaluate.n`` items with ``evaluate.seed``."""
@@ -156,7 +163,8 @@ def load_and_sample(params: Params,
             log.warning("%s: skipped %d malformed records (%s)", name, bench.num_skipped, dict(bench.skipped))
         validate_benchmark(bench.items, name)
     cfg = params.evaluate
-    sampled = {name: sample_items(bench.items, cfg.n, cfg.seed) for name, bench in loaded.items()}
+    sampled = {name: sample_items(bench.items, questions_for(name, len(bench.items), cfg), cfg.seed)
+               for name, bench in loaded.items()}
     return sampled, loaded
 
 

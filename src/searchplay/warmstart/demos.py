@@ -93,6 +93,21 @@ def hops(record: dict[str, Any]) -> list[Hop]:
     return out
 
 
+def searched_hops(chain: list[Hop], max_searches: int) -> dict[str, list[Hop]]:
+    """Which hops each role's demo searches, at most ``max_searches``, always ending with the answer's hop.
+
+    The Proposer knows the whole chain (its prompt holds it) and searches the LAST hops, so its
+    documents name the answer and the RAG verifier, reading them, can find it. The Solver starts from
+    the question's seed: its first hops, then the last (the hop that names the answer).
+
+    >>> chain = hops({"path": [{"label": x} for x in "ABCDE"], "relations": [{"label": "r"}] * 4})
+    >>> {role: [h.head for h in searched] for role, searched in searched_hops(chain, 2).items()}
+    {'proposer': ['C', 'D'], 'solver': ['A', 'D']}
+    """
+    count = max(1, min(max_searches, len(chain)))
+    return {"proposer": chain[-count:], "solver": [*chain[:count - 1], chain[-1]]}
+
+
 # --- the model's turns (pure text) -----------------------------------------------------------------------
 
 
@@ -134,7 +149,7 @@ class DemoBuilder:
     encode_prompt: Callable[[list[dict]], list[int]]  # chat messages -> prompt ids (the self-play encoder)
     search: Search
     format_documents: Callable[[Sequence[Document]], str]
-    max_searches: int = 3  # searches per demo, at most (the rollout needs one more turn to answer)
+    max_searches: int = 2  # searches per demo, at most (the rollout needs one more turn to answer)
     rules: FilterRules = field(default_factory=FilterRules)
     noisy_docs: int = 4  # verifier materials: own documents plus this many from other demos (SSP §3.3)
 
@@ -144,26 +159,26 @@ class DemoBuilder:
     def build(self, records: list[dict[str, Any]], roles: Sequence[str], rng: random.Random) -> tuple[
             list[Demo], Counter]:
         """Demos of ``roles`` for each record (one per role per record); returns them and the drop reasons."""
-        chains = [hops(r)[: max(1, self.max_searches)] for r in records]
-        flat = [hop.query for chain in chains for hop in chain]
-        results = self.search(flat) if flat else []
-        docs, cursor = [], 0
-        for chain in chains:
-            docs.append(results[cursor: cursor + len(chain)])
-            cursor += len(chain)
+        plans = [searched_hops(hops(r), self.max_searches) for r in records]
+        queries = sorted({hop.query for plan in plans for searched in plan.values() for hop in searched})
+        found = dict(zip(queries, self.search(queries), strict=True)) if queries else {}
         demos, dropped = [], Counter()
         for index, record in enumerate(records):
             full_chain = hops(record)
             question = template_question(record)
-            searched = chains[index]
+            proposer = plans[index]["proposer"]
+            proposer_docs = [found[hop.query] for hop in proposer]
             for role in roles:
                 if role in ("proposer_kg", "proposer_ssp"):
-                    reason = self.proposer_reason(searched, docs[index], question, str(record["answer"]))
+                    reason = self.proposer_reason(proposer, proposer_docs, question, str(record["answer"]))
                     if reason is not None:
                         dropped[f"{role}:{reason}"] += 1
                         continue
-                others = [d for j, blocks in enumerate(docs) if j != index for block in blocks for d in block]
-                demos.append(self.demo(role, record, full_chain, searched, docs[index], question, others, rng))
+                searched = plans[index]["solver" if role == "solver" else "proposer"]
+                others = [d for j, plan in enumerate(plans) if j != index for hop in plan["proposer"]
+                          for d in found[hop.query]]
+                demos.append(self.demo(role, record, full_chain, searched, [found[h.query] for h in searched],
+                                       question, others, rng))
         return demos, dropped
 
     def proposer_reason(self, searched: list[Hop], docs: list[list[Document]], question: str,

@@ -79,9 +79,7 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
     cfg = params.warmstart
     reports = Path(cfg.reports_dir)
     if not cfg.enabled:
-        metrics = {"enabled": False, "note": "warmstart.enabled is false: self-play starts from models.policy"}
-        write_json(reports / "metrics.json", metrics)
-        return metrics
+        return write_disabled(params)
     import torch
 
     if cfg.threads:
@@ -144,6 +142,31 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
                                               "demos": decoded_demos(demos, tokenizer)})
     if track:
         log_to_mlflow(params, metrics, history, reports)
+    return metrics
+
+
+def write_disabled(params: Params) -> dict[str, Any]:
+    """``warmstart.enabled: false``: every declared output says so (DVC needs them); no model is written."""
+    note = "warmstart.enabled is false: self-play starts from models.policy (the papers' setting)"
+    reports = Path(params.warmstart.reports_dir)
+    out = Path(params.warmstart.out_dir)
+    shutil.rmtree(out / "model", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "DISABLED").write_text(note + "\n")
+    metrics = {"enabled": False, "note": note}
+    write_json(reports / "metrics.json", metrics)
+    write_json(reports / "samples.json", {})
+    with atomic_write(reports / "history.csv") as handle:
+        handle.write("step,loss\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(6, 1.5))
+    fig.text(0.5, 0.5, note, ha="center", va="center", fontsize=8)
+    fig.savefig(reports / "loss.png", dpi=100)
+    plt.close(fig)
     return metrics
 
 

@@ -1,0 +1,74 @@
+"""The warmstart stage end to end on a tiny budget: the real SmolLM2, a tiny real LanceDB index (full-text
+search), demos from the warm-start split only, masked SFT, validity before and after, every output."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from searchplay.config import load_params
+from searchplay.warmstart.stage import WarmstartError, run_warmstart, warmstart_records
+from tests.selfplay.selfplay_fakes import subgraph_record, write_tiny_index
+
+pytestmark = pytest.mark.slow  # loads SmolLM2 and trains it for a few steps (~2 min on 2 cores)
+
+
+def write_pool(folder, splits):
+    records = [subgraph_record(k, 20 - k, split) for k, split in enumerate(splits)]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "subgraphs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return records
+
+
+def tiny_params(tmp_path, **warmstart):
+    overrides = {"kg.out_dir": str(tmp_path / "kg"), "index.dir": str(tmp_path / "retrieval" / "index"),
+                 "search.mode": "fts", "models.device": "cpu", "agent.max_turns": 3, "agent.max_turn_tokens": 48,
+                 "warmstart.out_dir": str(tmp_path / "checkpoints" / "warmstart"),
+                 "warmstart.reports_dir": str(tmp_path / "reports" / "warmstart"),
+                 "tracking.uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "warmstart.demos_per_role": 8,
+                 "warmstart.eval_prompts": 2, "warmstart.steps": 14, "warmstart.warmup_steps": 0}
+    overrides.update({f"warmstart.{k}": v for k, v in warmstart.items()})
+    return load_params(tmp_path / "absent.yaml", overrides)
+
+
+def test_the_stage_raises_format_validity_above_the_base_model(tmp_path):
+    import mlflow
+
+    records = write_pool(tmp_path / "kg", ["warmstart"] * 10 + ["selfplay", "kg_heldout"])
+    write_tiny_index(tmp_path / "retrieval", records)
+    params = tiny_params(tmp_path)
+    metrics = run_warmstart(params, progress=False)
+
+    assert metrics["verifier_format_rate"] > metrics["verifier_format_rate_base"]
+    assert metrics["demo_subgraphs"] == 8 and metrics["check_prompts"] == 2  # 10 warm-start subgraphs, disjoint
+    assert metrics["trained_tokens"] < metrics["tokens"] and metrics["loss_last"] < metrics["loss_first"]
+    reports = tmp_path / "reports" / "warmstart"
+    assert json.loads((reports / "metrics.json").read_text()) == metrics
+    assert len(list(csv.DictReader((reports / "history.csv").open()))) == 14
+    assert (reports / "loss.png").stat().st_size > 0
+    samples = json.loads((reports / "samples.json").read_text())
+    assert set(samples) == {"base", "warmstart", "demos"}
+    used = {d["subgraph_id"] for d in samples["demos"]}
+    assert used <= {r["id"] for r in records[:10]}  # demos come from the warm-start split only
+    assert (tmp_path / "checkpoints" / "warmstart" / "model" / "config.json").is_file()
+
+    mlflow.set_tracking_uri(params.tracking.uri)
+    runs = mlflow.search_runs(experiment_names=["searchplay-warmstart"], output_format="list")
+    assert len(runs) == 1 and runs[0].data.metrics["verifier_format_rate"] == metrics["verifier_format_rate"]
+
+
+def test_disabled_writes_every_output_and_no_model(tmp_path):
+    params = tiny_params(tmp_path, enabled=False)
+    metrics = run_warmstart(params, progress=False)
+    assert metrics["enabled"] is False
+    reports = tmp_path / "reports" / "warmstart"
+    assert {p.name for p in reports.iterdir()} == {"metrics.json", "samples.json", "history.csv", "loss.png"}
+    assert not (tmp_path / "checkpoints" / "warmstart" / "model").exists()
+
+
+def test_a_pool_without_enough_warmstart_subgraphs_says_how_to_fix_it(tmp_path):
+    write_pool(tmp_path / "kg", ["selfplay", "warmstart", "kg_heldout"])
+    with pytest.raises(WarmstartError, match=r"kg\.warmstart_share"):
+        warmstart_records(tiny_params(tmp_path))
