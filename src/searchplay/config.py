@@ -247,7 +247,7 @@ class WarmstartConfig(Section):
                                 "verifier), at most one per warm-start subgraph")
     max_per_answer: int = Field(2, ge=1, description="demos per distinct answer (balances 'Europe'-heavy pools)")
     max_searches: int = Field(2, ge=1, description="searches per Proposer/Solver demo (the first hops of the path)")
-    steps: int = Field(30, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
+    steps: int = Field(36, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
                        "alternate), one Solver demo and one verifier demo")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")
     warmup_steps: int = Field(3, ge=0, description="linear learning-rate warm-up steps")

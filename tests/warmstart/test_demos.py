@@ -4,6 +4,7 @@ tokenization per segment (a scripted rollout reproduces a demo id for id), the r
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -11,14 +12,24 @@ from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer
 from searchplay.agent.protocol import information_block
 from searchplay.llm.backend import Completion
 from searchplay.llm.tokenizer import encode_prompt
+from searchplay.retrieval.types import Document
 from searchplay.retrieval.search import format_documents
 from searchplay.templates import template_question
 from searchplay.warmstart.demos import ROLES, DemoBuilder, hops, partition, searched_hops
 from tests.selfplay.selfplay_fakes import FakeSearchTool, subgraph_record
 
 
+class ChainSearchTool(FakeSearchTool):
+    """The fake search tool, with every document about a fake subgraph's last bridge naming its answer."""
+
+    def search(self, queries, top_k=3):
+        results = super().search(queries, top_k)
+        return [[Document(d.id, d.title, d.text + (f" It is Answer{m.group(1)}." if m else ""), d.score) for d in docs]
+                for docs, m in ((docs, re.search(r"Bridge(\d+)B", q)) for docs, q in zip(results, queries, strict=True))]
+
+
 def make_builder(tokenizer, search_tool=None):
-    tool = search_tool or FakeSearchTool()
+    tool = search_tool or ChainSearchTool()
     return DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
                        lambda queries: tool.search(queries, top_k=3), format_documents, max_searches=2)
 
@@ -37,7 +48,7 @@ def test_every_role_gets_a_demo_with_the_self_play_prompt_untrained(tokenizer):
 
 
 def test_information_blocks_are_masked_and_tokenized_on_their_own(tokenizer):
-    tool = FakeSearchTool()
+    tool = ChainSearchTool()
     record = subgraph_record(1, 5)
     demo = next(d for d in make_builder(tokenizer, tool).build([record], ["solver"], random.Random(0))[0])
     untrained = [s for s in demo.segments[1:] if not s.trained]
@@ -84,22 +95,28 @@ def test_a_rollout_that_writes_the_demo_reproduces_it_id_for_id(tokenizer, role)
     """The rollout loop tokenizes environment text per segment exactly as the demo does."""
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
 
-    tool = FakeSearchTool()
-    demo = make_builder(tokenizer, tool).build([subgraph_record(4, 5)], [role], random.Random(0))[0][0]
+    demo = make_builder(tokenizer).build([subgraph_record(4, 5)], [role], random.Random(0))[0][0]
     backend = ReplayBackend(tokenizer, [s.ids for s in demo.segments if s.trained])
-    trajectory = run_rollouts(backend, FakeSearchTool(), [demo.segments[0].ids],
+    trajectory = run_rollouts(backend, ChainSearchTool(), [demo.segments[0].ids],
                               "solver" if role == "solver" else "proposer", RolloutConfig(max_turns=4), top_k=3)[0]
     assert trajectory.valid
     assert trajectory.prompt_ids + trajectory.response_ids == demo.input_ids
     assert [0] * len(trajectory.prompt_ids) + trajectory.loss_mask == demo.loss_mask
 
 
+def test_solver_and_verifier_demos_whose_documents_never_name_the_answer_are_dropped(tokenizer):
+    demos, dropped = make_builder(tokenizer, FakeSearchTool()).build([subgraph_record(6, 5)], ROLES,
+                                                                      random.Random(0))
+    assert [d.role for d in demos] == ["proposer_kg", "proposer_ssp"]
+    assert dropped == {"solver:answer_not_in_documents": 1, "verifier:answer_not_in_documents": 1}
+
+
 def test_proposer_demos_that_would_fail_the_rule_filter_are_dropped(tokenizer):
     leaking = subgraph_record(5, 5)
     leaking["answer"] = leaking["path"][0]["label"]  # the seed's name is in the template question
     demos, dropped = make_builder(tokenizer).build([leaking], ROLES, random.Random(0))
-    assert {d.role for d in demos} == {"solver", "verifier"}
-    assert dropped == {"proposer_kg:answer_in_question": 1, "proposer_ssp:answer_in_question": 1}
+    assert not any(d.role.startswith("proposer") for d in demos)
+    assert dropped["proposer_kg:answer_in_question"] == dropped["proposer_ssp:answer_in_question"] == 1
 
 
 def test_hop_queries_and_template_question_read_as_english():

@@ -10,7 +10,7 @@ import pytest
 
 from searchplay.config import load_params
 from searchplay.warmstart.stage import WarmstartError, run_warmstart, warmstart_records
-from tests.selfplay.selfplay_fakes import subgraph_record, write_tiny_index
+from tests.selfplay.selfplay_fakes import TitleEmbedder, subgraph_record
 
 pytestmark = pytest.mark.slow  # loads SmolLM2 and trains it for a few steps (~2 min on 2 cores)
 
@@ -20,6 +20,19 @@ def write_pool(folder, splits):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "subgraphs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return records
+
+
+def write_chain_index(folder, records):
+    """A tiny real LanceDB index (full-text search): one passage per hop, naming the hop's tail."""
+    from searchplay.io import write_jsonl
+    from searchplay.retrieval.index import build_index
+
+    passages = [{"id": f"{r['id']}-{k}", "title": r["path"][k]["label"],
+                 "text": f"The {rel['label']} of {r['path'][k]['label']} is {r['path'][k + 1]['label']}."}
+                for r in records for k, rel in enumerate(r["relations"])]
+    write_jsonl(folder / "passages.jsonl", passages)
+    build_index(folder / "passages.jsonl", folder / "index", "passages", TitleEmbedder(), ann_threshold=10**6,
+                fts=True, show_progress=False)
 
 
 def tiny_params(tmp_path, **warmstart):
@@ -37,7 +50,7 @@ def test_the_stage_raises_format_validity_above_the_base_model(tmp_path):
     import mlflow
 
     records = write_pool(tmp_path / "kg", ["warmstart"] * 10 + ["selfplay", "kg_heldout"])
-    write_tiny_index(tmp_path / "retrieval", records)
+    write_chain_index(tmp_path / "retrieval", records)
     params = tiny_params(tmp_path)
     metrics = run_warmstart(params, progress=False)
 

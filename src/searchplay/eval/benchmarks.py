@@ -144,18 +144,7 @@ def benchmark_status(params: Params) -> list[tuple[str, str, str]]:
 def load_flashrag_jsonl(path: str | Path, name: str, on_malformed: str = "skip") -> LoadedBenchmark:
     """Read a FlashRAG-format JSONL file (``id``, ``question``, ``golden_answers`` per line)."""
     path = Path(path)
-
-    def records():
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield f"{path}:{number}", json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield f"{path}:{number}", f"not valid JSON ({exc.msg})"
-
-    return _collect(name, str(path), records(), on_malformed)
+    return _collect(name, str(path), _jsonl_lines(path), on_malformed)
 
 
 def load_from_hub(hub_id: str, name: str, on_malformed: str = "skip") -> LoadedBenchmark:
@@ -206,8 +195,8 @@ def load_fanoutqa(path: str | Path, on_malformed: str = "skip") -> LoadedBenchma
     return _collect(FANOUTQA, str(path), records, on_malformed)
 
 
-def _subgraph_records(path: Path):
-    """``(location, record-or-error)`` for every non-blank line of ``subgraphs.jsonl``."""
+def _jsonl_lines(path: Path):
+    """``(location, record-or-error)`` for every non-blank line of a JSONL file."""
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -244,7 +233,7 @@ def load_kg_heldout(subgraphs_path: str | Path, params: Params | None = None,
     path = _kg_pool(subgraphs_path)
 
     def records():
-        for location, record in _subgraph_records(path):
+        for location, record in _jsonl_lines(path):
             if isinstance(record, str):
                 yield location, record
                 continue
@@ -268,7 +257,7 @@ def kg_majority_answer(subgraphs_path: str | Path) -> str | None:
     here (``load_kg_heldout`` counts or rejects them).
     """
     path = _kg_pool(subgraphs_path)
-    pool = [r for _, r in _subgraph_records(path) if isinstance(r, dict) and "answer" in r]
+    pool = [r for _, r in _jsonl_lines(path) if isinstance(r, dict) and "answer" in r]
     try:
         return majority_answer(pool)
     except ValueError as exc:  # a record without a split: the pool predates the three-way split

@@ -93,6 +93,16 @@ def hops(record: dict[str, Any]) -> list[Hop]:
     return out
 
 
+def names_answer(documents: Sequence[Document], answer: str) -> bool:
+    """True if a retrieved document's title or text contains the answer (case-insensitive).
+
+    Solver and verifier demos answer from what they were shown: a demo whose documents never name the
+    answer would teach the model to produce answers from nowhere (measured: exactly-wrong KG answers).
+    """
+    needle = answer.casefold()
+    return any(needle in f"{d.title} {d.text}".casefold() for d in documents)
+
+
 def searched_hops(chain: list[Hop], max_searches: int) -> dict[str, list[Hop]]:
     """Which hops each role's demo searches, at most ``max_searches``, always ending with the answer's hop.
 
@@ -120,22 +130,22 @@ def search_turn(chain: list[Hop], k: int) -> str:
     return f"<think> {thought} </think>\n<search> {chain[k].query} </search>"
 
 
-def chain_text(chain: list[Hop]) -> str:
-    return " -> ".join([chain[0].head, *(hop.tail for hop in chain)])
+# Final turns name the last hop in words, not the chain as "A -> B -> C": measured, a 135M model
+# trained on arrow chains loops on them ("Canada -> Canada -> ...") until its token budget runs out.
 
 
 def solver_final_turn(chain: list[Hop], answer: str) -> str:
-    return f"<think> The chain is {chain_text(chain)}, so the answer is {answer}. </think>\n<answer> {answer} </answer>"
+    return f"<think> The results say {chain[-1].phrase} is {answer}. </think>\n<answer> {answer} </answer>"
 
 
 def proposer_final_turn(chain: list[Hop], question: str) -> str:
-    return (f"<think> The chain is {chain_text(chain)}. I ask for its last node without naming it or the nodes "
-            f"between. </think>\n<question> {question} </question>")
+    return (f"<think> The chain starts at {chain[0].head} and ends at {chain[-1].phrase}. I ask for it without "
+            f"naming it or the entities between. </think>\n<question> {question} </question>")
 
 
 def verifier_reply(chain: list[Hop], answer: str) -> str:
     """SSP's RAG Solver reply: reasoning within 50 words, then 'Answer:' (SSP App. D)."""
-    return f"The materials link {chain_text(chain)}. Answer: {answer}"
+    return f"The question asks for {chain[-1].phrase}, and the materials name it. Answer: {answer}"
 
 
 # --- building ---------------------------------------------------------------------------------------------
@@ -175,6 +185,10 @@ class DemoBuilder:
                         dropped[f"{role}:{reason}"] += 1
                         continue
                 searched = plans[index]["solver" if role == "solver" else "proposer"]
+                if role in ("solver", "verifier") and not names_answer(
+                        [d for h in searched for d in found[h.query]], str(record["answer"])):
+                    dropped[f"{role}:answer_not_in_documents"] += 1
+                    continue
                 others = [d for j, plan in enumerate(plans) if j != index for hop in plan["proposer"]
                           for d in found[hop.query]]
                 demos.append(self.demo(role, record, full_chain, searched, [found[h.query] for h in searched],

@@ -25,7 +25,7 @@ from searchplay.agent.proposer_prompts import (
 from searchplay.agent.question_rules import FilterRules, rule_filter
 from searchplay.answers import normalize_answer
 from searchplay.templates import template_question
-from searchplay.warmstart.demos import hops
+from searchplay.warmstart.demos import hops, searched_hops
 
 RATE_KEYS = ("proposer_valid_rate", "proposer_kg_valid_rate", "proposer_ssp_valid_rate", "solver_answer_rate",
              "solver_search_rate", "solver_em", "verifier_format_rate")
@@ -77,11 +77,12 @@ def format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]
                           "output": tokenizer.decode(t.response_ids, skip_special_tokens=False)}
                          for q, a, t in zip(questions, answers, solved, strict=True)]
 
-    queries = [hop.query for r in records for hop in hops(r)[: params.selfplay.min_searches]]
+    searched = [searched_hops(hops(r), params.warmstart.max_searches)["proposer"] for r in records]
+    queries = [hop.query for chain in searched for hop in chain]  # what a Proposer demo searches
     found = search_tool.search(queries, top_k=top_k) if queries else []
     rng, prompts, cursor = random.Random(seed), [], 0
-    for record, question in zip(records, questions, strict=True):
-        count = len(hops(record)[: params.selfplay.min_searches])
+    for chain, question in zip(searched, questions, strict=True):
+        count = len(chain)
         own = [d for block in found[cursor:cursor + count] for d in block]
         cursor += count
         noise = [d for block in found for d in block if d not in own]
