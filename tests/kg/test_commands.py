@@ -11,7 +11,7 @@ from searchplay.cli import app
 from searchplay.io import read_jsonl
 
 CONTRACT = {"id", "seed_id", "answer", "answer_type", "path", "relations", "waypoints", "distractors", "num_hops",
-            "num_nodes", "selector", "selector_model", "selector_replies"}
+            "num_nodes", "selector", "selector_model", "selector_replies", "split"}
 
 
 def _extract(tmp_path, *args):

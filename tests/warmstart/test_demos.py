@@ -12,8 +12,8 @@ from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer
 from searchplay.agent.protocol import information_block
 from searchplay.llm.backend import Completion
 from searchplay.llm.tokenizer import encode_prompt
-from searchplay.retrieval.types import Document
 from searchplay.retrieval.search import format_documents
+from searchplay.retrieval.types import Document
 from searchplay.templates import template_question
 from searchplay.warmstart.demos import ROLES, DemoBuilder, hops, partition, searched_hops
 from tests.selfplay.selfplay_fakes import FakeSearchTool, subgraph_record
@@ -23,9 +23,12 @@ class ChainSearchTool(FakeSearchTool):
     """The fake search tool, with every document about a fake subgraph's last bridge naming its answer."""
 
     def search(self, queries, top_k=3):
-        results = super().search(queries, top_k)
-        return [[Document(d.id, d.title, d.text + (f" It is Answer{m.group(1)}." if m else ""), d.score) for d in docs]
-                for docs, m in ((docs, re.search(r"Bridge(\d+)B", q)) for docs, q in zip(results, queries, strict=True))]
+        out = []
+        for docs, query in zip(super().search(queries, top_k), queries, strict=True):
+            match = re.search(r"Bridge(\d+)B", query)
+            tail = f" It is Answer{match.group(1)}." if match else ""
+            out.append([Document(d.id, d.title, d.text + tail, d.score) for d in docs])
+        return out
 
 
 def make_builder(tokenizer, search_tool=None):
