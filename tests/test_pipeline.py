@@ -87,6 +87,7 @@ def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
     for variant in ["base", "warmstart", *variants]:
         metrics = json.loads((repo / f"reports/eval/{variant}/metrics.json").read_text())
         assert metrics, f"empty evaluation metrics for {variant}"
+    for variant in variants:
         assert (repo / f"reports/selfplay/{variant}/metrics.json").exists()
     assert (repo / "reports/compare").is_dir()
     assert (repo / "dvc.lock").exists()
