@@ -1,8 +1,7 @@
 """Which weights a model stage starts from: the base policy, or the warm-start checkpoint.
 
 Shared by the warm-start (writes it), self-play (starts from it) and evaluation (scores it), so it
-lives below all three (DESIGN.md, "Floors run one way"). Model ids in reports use ``policy_id``,
-never a machine path.
+lives below all three (DESIGN.md, "Floors run one way").
 """
 
 from __future__ import annotations
@@ -36,19 +35,3 @@ def initial_policy(params: Any) -> str:
         raise PolicyError(f"warmstart.enabled is true but {folder} holds no model; run `searchplay warmstart` "
                           "first (or set warmstart.enabled=false to start from models.policy)")
     return str(folder)
-
-
-def policy_id(model: str | Path, root: Path | None = None) -> str:
-    """A model named for reports: an alias or hub id as given, a folder relative to the repository.
-
-    >>> policy_id("bundled:smollm2"), policy_id("/repo/checkpoints/warmstart/model", Path("/repo"))
-    ('bundled:smollm2', 'checkpoints/warmstart/model')
-    """
-    text = str(model)
-    path = Path(text)
-    if not path.is_absolute():
-        return text
-    try:
-        return str(path.relative_to((root or Path.cwd()).resolve()))
-    except ValueError:
-        return path.name if path.name != MODEL_DIR else f"{path.parent.name}/{path.name}"

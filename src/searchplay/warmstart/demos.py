@@ -30,8 +30,6 @@ from searchplay.retrieval.types import Document
 from searchplay.templates import entity_name, relation_phrase, template_question
 
 ROLES: tuple[str, ...] = ("proposer_kg", "proposer_ssp", "solver", "verifier")
-ROLE_OF: dict[str, str] = {"proposer_kg": "proposer", "proposer_ssp": "proposer", "solver": "solver",
-                           "verifier": "verifier"}
 
 Search = Callable[[list[str]], list[list[Document]]]  # queries -> top-k documents per query
 

@@ -127,7 +127,7 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
 
     metrics: dict[str, Any] = {
         "enabled": True, "method": cfg.method, "steps": cfg.steps, "lr": cfg.lr,
-        **{k: v for k, v in rates.items()}, **{f"{k}_base": v for k, v in base_rates.items()},
+        **rates, **{f"{k}_base": v for k, v in base_rates.items()},
         "check_prompts": len(check_records),
         "demos": len(demos), **{f"demos_{role}": per_role.get(role, 0) for role in ROLES},
         "demos_dropped": sum(dropped.values()), "demo_subgraphs": len(demo_records),

@@ -27,9 +27,6 @@ from searchplay.answers import normalize_answer
 from searchplay.templates import template_question
 from searchplay.warmstart.demos import hops, searched_hops
 
-RATE_KEYS = ("proposer_valid_rate", "proposer_kg_valid_rate", "proposer_ssp_valid_rate", "solver_answer_rate",
-             "solver_search_rate", "solver_em", "verifier_format_rate")
-
 
 def rate(flags: list[bool]) -> float:
     return sum(flags) / len(flags) if flags else float("nan")
