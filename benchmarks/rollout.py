@@ -1,5 +1,9 @@
 """Rollout throughput: 16 multi-turn Solver rollouts, batched backend vs one rollout at a time.
 
+With ``--compare-cache``: batched with the backend's prefix cache (each turn prefills only the new
+tokens) vs without (each turn re-encodes the whole history), same process. Use a model that follows
+the tags (``--model checkpoints/warmstart``), or no rollout gets past its first turn.
+
 Bundled SmolLM2, real dense search on the bundled index (``data/index`` if ``searchplay index build``
 wrote it, else a small index of bundled Wikipedia leads built in a temp folder). Both runs use the
 same prompts and decoding, in the same process: by default the self-play rollout temperature
@@ -8,6 +12,7 @@ SmolLM2 stops after a few tokens and prompt prefill, which batching barely speed
 dominates. Prints generated tokens/s for both and the ratio.
 
     .venv/bin/python benchmarks/rollout.py [--rollouts 16] [--max-turns 4] [--turn-tokens 128] [--temperature T]
+    .venv/bin/python benchmarks/rollout.py --compare-cache --model checkpoints/warmstart --rollouts 10
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=500, help="size of the fallback index")
     parser.add_argument("--temperature", type=float, default=None, help="default: agent.temperature from params")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (turn t samples with seed + t)")
+    parser.add_argument("--model", default=None, help="default: models.policy from params")
+    parser.add_argument("--compare-cache", action="store_true", help="prefix cache on vs off instead")
     args = parser.parse_args()
     apply_offline_defaults()
     import torch
@@ -70,7 +77,7 @@ def main() -> None:
 
     params = load_params()
     tool, where = search_tool(params, args.passages)
-    backend = load_backend(params.models.policy, params)
+    backend = load_backend(args.model or params.models.policy, params)
     prompts = [encode_prompt(backend.tokenizer, solver_messages(QUESTIONS[i % len(QUESTIONS)]))
                for i in range(args.rollouts)]
     temperature = params.agent.temperature if args.temperature is None else args.temperature
@@ -89,6 +96,17 @@ def main() -> None:
         searches = sum(t.num_searches for t in trajectories)
         return tokens / seconds, tokens, seconds, searches
 
+    if args.compare_cache:
+        runs = {}
+        for reuse in (True, False):
+            backend.reuse_cache, backend.prefilled_tokens = reuse, 0
+            runs["cache" if reuse else "no cache"] = (*timed([prompts]), backend.prefilled_tokens)
+        for name, (rate, tokens, seconds, searches, prefilled) in runs.items():
+            print(f"{name:>14}: {rate:8.1f} generated tokens/s ({tokens} tokens, {searches} searches, "
+                  f"{prefilled} prompt tokens prefilled, {seconds:.1f} s)")
+        print(f"ratio cache / no cache: {runs['cache'][0] / runs['no cache'][0]:.2f}x "
+              f"(wall {runs['no cache'][2] / runs['cache'][2]:.2f}x)")
+        return
     batched = timed([prompts])
     single = timed([[p] for p in prompts])
     for name, (rate, tokens, seconds, searches) in (("batched", batched), ("one at a time", single)):

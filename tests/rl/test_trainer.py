@@ -68,6 +68,32 @@ def test_masked_positions_do_not_enter_the_loss(tiny_model_path):
     assert trainer.step([noisy])["tokens"] == 3
 
 
+def test_logprobs_of_model_tokens_equal_a_full_forward(tiny_model_path):
+    """The LM head runs on loss-mask-1 positions only; their values are the full model's log-softmax."""
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0), _sample([30, 31], [1, 1], -1.0, prompt=[1, 13, 14])]
+    got = trainer.compute_logprobs(samples)
+    for sample, values in zip(samples, got, strict=True):
+        ids = torch.tensor([sample.prompt_ids + sample.response_ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(trainer.unwrapped_model(input_ids=ids).logits[0].float(), dim=-1)
+        first = len(sample.prompt_ids)
+        want = [logp[first - 1 + t, token].item() if m else 0.0
+                for t, (token, m) in enumerate(zip(sample.response_ids, sample.loss_mask, strict=True))]
+        assert values == pytest.approx(want, abs=1e-5)
+
+
+def test_bf16_autocast_step_is_on_policy_and_learns(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(autocast_bf16=True))
+    good, bad = _sample([20, 21, 22], [1, 1, 1], 1.0), _sample([40, 41, 42], [1, 1, 1], -1.0)
+    before = trainer.compute_logprobs([good, bad])
+    stats = trainer.step([good, bad])
+    assert stats["ratio_mean"] == pytest.approx(1.0) and stats["kl"] == 0.0 and stats["weights_changed"] == 1.0
+    trainer.step([good, bad])
+    after = trainer.compute_logprobs([good, bad])
+    assert sum(after[0]) > sum(before[0]) and sum(after[1]) < sum(before[1])
+
+
 def test_micro_batches_accumulate_to_the_full_batch_gradient(tiny_model_path):
     samples = [_sample([20 + i, 21, 22][: 1 + i % 3], [1] * (1 + i % 3), 1.0 - 0.5 * i) for i in range(5)]
     one = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(mini_batch_size=8, lr=1e-9)), samples)

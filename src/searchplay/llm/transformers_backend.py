@@ -3,12 +3,22 @@
 All active rollouts go through one ``generate`` call per turn. Each sequence stops on its own at a
 stop string, EOS or ``max_new_tokens``; a finished row is padded by ``generate`` while the others
 continue, and its ids are cut back to what was sampled. Runs on CPU and CUDA.
+
+Prefix cache: a multi-turn rollout passes its whole history back each turn, and all but the newest
+tokens (the last sampled token and the environment's reply) were already run through the model on
+the previous turn. The backend keeps the keys and values of every row of its last call; a prompt
+that extends one of them only prefills its new tokens. Rows are laid out ``[pad | cached | pad |
+new]`` so the cached parts line up; padding anywhere is masked, and positions count real tokens
+only, so a row's keys and values do not depend on its layout. The cache is dropped whenever the
+weights change (``update_weights``, or any in-place update, seen through the parameters' version
+counters).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from searchplay.llm.backend import Completion, SamplingParams
@@ -61,10 +71,20 @@ class PerSequenceStops:
         return done
 
 
+@dataclass
+class _CachedRow:
+    """Keys and values (per layer, ``[1, kv_heads, len(ids), head_dim]``) of a token sequence."""
+
+    ids: list[int]
+    keys: list[Any]
+    values: list[Any]
+
+
 class TransformersBackend:
     """``PolicyBackend`` over a transformers causal LM (the trainer's module can be shared in-process)."""
 
-    def __init__(self, model: str | Any, tokenizer: Any = None, dtype: str = "float32", device: str = "auto"):
+    def __init__(self, model: str | Any, tokenizer: Any = None, dtype: str = "float32", device: str = "auto",
+                 reuse_cache: bool = True):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -85,23 +105,40 @@ class TransformersBackend:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.reuse_cache = reuse_cache
+        self._cache: list[_CachedRow] = []
+        self._cache_version: tuple[int, ...] = ()
+        self.prefilled_tokens = 0  # prompt tokens run through the model (cache hits excluded), for benchmarks
 
     def update_weights(self, model: Any) -> None:
         """Generate with ``model`` from now on: in-process the trainer's module is shared, not copied."""
         self.model = model
         self.device = str(next(model.parameters()).device)
+        self._cache = []
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
-        """One batched, left-padded generate; each row cut at its own stop string, EOS or length."""
+        """One batched generate; each row cut at its own stop string, EOS or length."""
         import torch
-        from transformers import StoppingCriteriaList
+        from transformers import DynamicCache, StoppingCriteriaList
 
         if not prompts:
             return []
+        prompts = [list(p) for p in prompts]
+        hits = self._lookup(prompts)
+        cached = [len(hit.ids) if hit else 0 for hit in hits]
+        head = max(cached)
+        tail = max(len(p) - c for p, c in zip(prompts, cached, strict=True))
         pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=self.device)
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        rows, masks = [], []
+        for prompt, c in zip(prompts, cached, strict=True):
+            new = len(prompt) - c
+            rows.append([pad] * (head - c) + prompt[:c] + [pad] * (tail - new) + prompt[c:])
+            masks.append([0] * (head - c) + [1] * c + [0] * (tail - new) + [1] * new)
+        width = head + tail
+        input_ids = torch.tensor(rows, device=self.device)
+        attention = torch.tensor(masks, device=self.device)
+        past = DynamicCache(ddp_cache_data=self._stack(hits, head)) if head else None
+        self.prefilled_tokens += sum(len(p) - c for p, c in zip(prompts, cached, strict=True))
         stops = PerSequenceStops(self.tokenizer, sampling.stop, width, len(prompts))
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
@@ -112,11 +149,72 @@ class TransformersBackend:
             output = self.model.generate(
                 input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,
                 stopping_criteria=StoppingCriteriaList([stops]), pad_token_id=pad,
-                eos_token_id=self.tokenizer.eos_token_id, use_cache=True, **options,
+                eos_token_id=self.tokenizer.eos_token_id, use_cache=True, past_key_values=past,
+                return_dict_in_generate=True, **options,
             )
-        rows = output[:, width:].tolist()
-        return [self._completion(ids, stops.stopped_at[i], stops.stop[i], sampling.max_new_tokens)
-                for i, ids in enumerate(rows)]
+        generated = output.sequences[:, width:].tolist()
+        completions = [self._completion(ids, stops.stopped_at[i], stops.stop[i], sampling.max_new_tokens)
+                       for i, ids in enumerate(generated)]
+        if self.reuse_cache:
+            self._keep(prompts, masks, completions, output.past_key_values)
+        return completions
+
+    # ---- prefix cache ---------------------------------------------------------------------------
+    def _weights_version(self) -> tuple[int, ...]:
+        return tuple(p._version for p in self.model.parameters())
+
+    def _lookup(self, prompts: list[list[int]]) -> list[_CachedRow | None]:
+        """Per prompt, the longest cached row that is a strict prefix of it (None: prefill it all)."""
+        if not self.reuse_cache or not self._cache or self._weights_version() != self._cache_version:
+            self._cache = []
+            return [None] * len(prompts)
+        hits: list[_CachedRow | None] = []
+        for prompt in prompts:
+            fits = [row for row in self._cache if len(row.ids) < len(prompt) and prompt[:len(row.ids)] == row.ids]
+            hits.append(max(fits, key=lambda row: len(row.ids), default=None))
+        return hits
+
+    def _stack(self, hits: list[_CachedRow | None], head: int) -> list[tuple[Any, Any]]:
+        """The rows' cached keys/values, left-padded (zeros, masked) to ``head`` positions, per layer."""
+        import torch
+
+        template = next(hit for hit in hits if hit is not None)
+        layers = []
+        for layer in range(len(template.keys)):
+            per_kind = []
+            for kind in ("keys", "values"):
+                ref = getattr(template, kind)[layer]
+                parts = []
+                for hit in hits:
+                    tensor = getattr(hit, kind)[layer] if hit is not None else ref[:, :, :0]
+                    missing = head - tensor.shape[2]
+                    if missing:
+                        zeros = ref.new_zeros(ref.shape[0], ref.shape[1], missing, ref.shape[3])
+                        tensor = torch.cat([zeros, tensor], dim=2)
+                    parts.append(tensor)
+                per_kind.append(torch.cat(parts, dim=0))
+            layers.append(tuple(per_kind))
+        return layers
+
+    def _keep(self, prompts: list[list[int]], masks: list[list[int]], completions: list[Completion],
+              cache: Any) -> None:
+        """Remember each row's keys/values for its prompt plus the sampled ids the cache covers."""
+        import torch
+
+        keys = [layer.keys for layer in cache.layers]
+        values = [layer.values for layer in cache.layers]
+        length = keys[0].shape[2]
+        width = len(masks[0])
+        rows = []
+        for row, (prompt, mask, completion) in enumerate(zip(prompts, masks, completions, strict=True)):
+            covered = max(0, min(len(completion.token_ids), length - width))
+            columns = [i for i, m in enumerate(mask) if m] + list(range(width, width + covered))
+            index = torch.tensor(columns, device=keys[0].device)
+            rows.append(_CachedRow(prompt + completion.token_ids[:covered],
+                                   [k[row:row + 1].index_select(2, index) for k in keys],
+                                   [v[row:row + 1].index_select(2, index) for v in values]))
+        self._cache = rows
+        self._cache_version = self._weights_version()
 
     def _completion(self, ids: list[int], stopped_at: int | None, stop: str | None, limit: int) -> Completion:
         eos = self.tokenizer.eos_token_id

@@ -131,13 +131,14 @@ class PolicyTrainer:
         totals = torch.zeros(6, dtype=torch.float64, device=acc.device)  # loss, pg, kl, entropy, clipfrac, ratio
         for index, (batch_samples, weight) in enumerate(micro_batches):
             batch = self._collate(batch_samples)
-            with torch.no_grad():
-                old = batch.old_logprobs if batch.old_logprobs is not None else self._logprobs(self.model, batch)[0]
-                ref = self._logprobs(self.ref_model, batch)[0] if self.ref_model is not None else None
             last = index == len(micro_batches) - 1
             context = acc.no_sync(self.model) if not last else nullcontext()  # sync gradients once
             with context:
                 logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
+                # One optimizer step per call and no dropout: the weights that sampled the batch are the
+                # weights now, so pi_old is this forward's value (ratio 1, as TRL's GRPO with one iteration).
+                old = batch.old_logprobs if batch.old_logprobs is not None else logprobs.detach()
+                ref = self._reference_logprobs(batch, logprobs)
                 weights = weight * token_weights(batch.mask, cfg.loss_agg_mode, num_tokens, num_sequences)
                 pg, clipped = policy_loss_terms(logprobs, old, batch.advantages, cfg.clip_low, cfg.clip_high,
                                                 cfg.clip_ratio_c)
@@ -211,6 +212,26 @@ class PolicyTrainer:
     def _sharded(self) -> bool:
         return self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM")
 
+    def _reference_logprobs(self, batch: _MicroBatch, logprobs: Any) -> Any:
+        """log pi_ref over the window, or None without KL. Before the first optimizer step the policy IS the
+        reference (both loaded from ``model_path``), so its own values are used and the forward is saved."""
+        import torch
+
+        if self.ref_model is None:
+            return None
+        if self.global_step == 0:
+            return logprobs.detach()
+        with torch.no_grad():
+            return self._logprobs(self.ref_model, batch)[0]
+
+    def _autocast(self) -> Any:
+        """bf16 autocast of the forward (``selfplay.autocast_bf16``); weights and optimizer stay in their dtype."""
+        import torch
+
+        if not self.cfg.autocast_bf16:
+            return nullcontext()
+        return torch.autocast(device_type=self.accelerator.device.type, dtype=torch.bfloat16)
+
     def _shard(self, samples: list[TrainingSample]) -> list[tuple[list[TrainingSample], float]]:
         """This process's micro-batches (sorted by length to limit padding); every process runs the same
         number of them (FSDP needs matching collectives): missing ones are a real sample with weight 0."""
@@ -250,22 +271,35 @@ class PolicyTrainer:
                            old.to(device) if old is not None else None)
 
     def _logprobs(self, model: Any, batch: _MicroBatch, with_entropy: bool = False) -> tuple[Any, Any]:
-        """log pi(token) over the window [B, W] (fp32), and per-token entropy if asked (no gradient)."""
+        """log pi(token) over the window [B, W] (fp32; 0 where the loss mask is 0), and per-token entropy if asked
+        (no gradient).
+
+        Only model tokens are scored: the LM head (a 49k-vocabulary matmul, about a fifth of SmolLM2's
+        compute) runs on the hidden states of loss-mask-1 positions, not on the ``<information>`` tokens.
+        """
         import torch
         import torch.nn.functional as F
 
         length = batch.input_ids.shape[1]
-        kwargs = {"logits_to_keep": length - batch.start} if self._keep_logits else {}
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                       position_ids=batch.position_ids, use_cache=False, **kwargs).logits
-        logits = logits[:, -(length - batch.start):-1].float()  # positions start .. L-2 predict start+1 .. L-1
-        vocab = logits.shape[-1]
-        logprobs = -F.cross_entropy(logits.reshape(-1, vocab), batch.targets.reshape(-1),
-                                    reduction="none").view(batch.targets.shape)
+        selected = batch.mask.bool()
+        split = _decoder_and_head(model) if not self._sharded else None
+        with self._autocast():
+            inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
+                      "position_ids": batch.position_ids, "use_cache": False}
+            if split is not None:
+                decoder, head = split
+                hidden = decoder(**inputs).last_hidden_state[:, batch.start:-1]  # positions start .. L-2
+                logits = head(hidden[selected]).float()  # [N, V]: the N model tokens only
+            else:
+                kwargs = {"logits_to_keep": length - batch.start} if self._keep_logits else {}
+                logits = model(**inputs, **kwargs).logits[:, -(length - batch.start):-1][selected].float()
+        scored = -F.cross_entropy(logits, batch.targets[selected], reduction="none")
+        logprobs = torch.zeros(batch.mask.shape, dtype=scored.dtype, device=scored.device).masked_scatter(
+            selected, scored)
         entropy = None
         if with_entropy:
             with torch.no_grad():
-                entropy = entropy_from_logits(logits.detach())
+                entropy = torch.zeros_like(logprobs).masked_scatter(selected, entropy_from_logits(logits.detach()))
         return logprobs, entropy
 
 
@@ -292,6 +326,20 @@ def _torch_dtype(name: str, device_type: str) -> Any:
     if name == "auto":
         return torch.bfloat16 if device_type == "cuda" else torch.float32
     return getattr(torch, name)
+
+
+def _decoder_and_head(model: Any) -> tuple[Any, Any] | None:
+    """(decoder, LM head) when the logits are exactly ``head(decoder(x).last_hidden_state)`` (Llama, Qwen2,
+    Mistral, SmolLM); None for models that scale or soft-cap their logits, which then run whole."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
+        return None
+    if type(model).__name__ not in _PLAIN_HEAD_MODELS:
+        return None
+    return model.get_decoder(), model.get_output_embeddings()
+
+
+_PLAIN_HEAD_MODELS = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}
 
 
 def _accepts_logits_to_keep(model: Any) -> bool:
