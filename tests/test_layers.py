@@ -1,0 +1,68 @@
+"""The package floors: data stages import no other stage, model stages import no other model stage, and the
+quality gates import no model stage (issue 18). Read from the source with ``ast``; nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "searchplay"
+DATA_STAGES = {"kg", "retrieval"}
+MODEL_STAGES = {"warmstart", "selfplay", "eval"}
+
+# Backward edges that exist today, each to be removed by issue 18; a new one fails the test.
+KNOWN = {
+    ("retrieval", "kg"): "retrieval/corpus.py takes the bundled sample's path from kg/readers.py",
+    ("eval", "selfplay"): "eval/evaluate.py takes latest_model_dir from selfplay/checkpoint.py",
+}
+
+
+def package_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
+
+
+def imported_packages(path: Path) -> set[str]:
+    """The searchplay sub-packages (or top-level modules) that ``path`` imports, itself excluded."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    own = package_of(path)
+    return {name.split(".")[1] for name in names
+            if name.startswith("searchplay.") and name.split(".")[1] != own}
+
+
+def import_edges() -> dict[tuple[str, str], list[str]]:
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for target in imported_packages(path):
+            edges.setdefault((package_of(path), target), []).append(str(path.relative_to(PACKAGE)))
+    return edges
+
+
+def backward(source: str, target: str) -> bool:
+    if source in DATA_STAGES:
+        return target in DATA_STAGES | MODEL_STAGES
+    if source in MODEL_STAGES:
+        return target in MODEL_STAGES
+    return source == "quality" and target in MODEL_STAGES
+
+
+def test_no_stage_imports_across_its_floor():
+    found = {edge: files for edge, files in import_edges().items() if backward(*edge)}
+    new = {f"{a} -> {b}": files for (a, b), files in found.items() if (a, b) not in KNOWN}
+    assert not new, f"imports against the package floors (DESIGN.md layout; issue 18): {new}"
+
+
+def test_known_backward_edges_are_still_there():
+    """When one is removed, drop it from KNOWN so that it cannot come back unnoticed."""
+    edges = import_edges()
+    assert [edge for edge in KNOWN if edge not in edges] == []
+
+
+def test_the_rule_sees_a_backward_import():
+    assert backward("kg", "selfplay") and backward("selfplay", "eval") and backward("quality", "warmstart")
+    assert not backward("selfplay", "rl") and not backward("eval", "agent") and not backward("quality", "split")
