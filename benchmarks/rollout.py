@@ -2,7 +2,7 @@
 
 With ``--compare-cache``: batched with the backend's prefix cache (each turn prefills only the new
 tokens) vs without (each turn re-encodes the whole history), same process. Use a model that follows
-the tags (``--model checkpoints/warmstart``), or no rollout gets past its first turn.
+the tags (``--model checkpoints/warmstart/model``), or no rollout gets past its first turn.
 
 Bundled SmolLM2, real dense search on the bundled index (``data/index`` if ``searchplay index build``
 wrote it, else a small index of bundled Wikipedia leads built in a temp folder). Both runs use the
@@ -12,7 +12,7 @@ SmolLM2 stops after a few tokens and prompt prefill, which batching barely speed
 dominates. Prints generated tokens/s for both and the ratio.
 
     .venv/bin/python benchmarks/rollout.py [--rollouts 16] [--max-turns 4] [--turn-tokens 128] [--temperature T]
-    .venv/bin/python benchmarks/rollout.py --compare-cache --model checkpoints/warmstart --rollouts 10
+    .venv/bin/python benchmarks/rollout.py --compare-cache --model checkpoints/warmstart/model --rollouts 10
 """
 
 from __future__ import annotations

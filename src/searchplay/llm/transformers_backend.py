@@ -179,22 +179,15 @@ class TransformersBackend:
         import torch
 
         template = next(hit for hit in hits if hit is not None)
-        layers = []
-        for layer in range(len(template.keys)):
-            per_kind = []
-            for kind in ("keys", "values"):
-                ref = getattr(template, kind)[layer]
-                parts = []
-                for hit in hits:
-                    tensor = getattr(hit, kind)[layer] if hit is not None else ref[:, :, :0]
-                    missing = head - tensor.shape[2]
-                    if missing:
-                        zeros = ref.new_zeros(ref.shape[0], ref.shape[1], missing, ref.shape[3])
-                        tensor = torch.cat([zeros, tensor], dim=2)
-                    parts.append(tensor)
-                per_kind.append(torch.cat(parts, dim=0))
-            layers.append(tuple(per_kind))
-        return layers
+
+        def padded(hit: _CachedRow | None, kind: str, layer: int) -> Any:
+            ref = getattr(template, kind)[layer]
+            tensor = getattr(hit, kind)[layer] if hit is not None else ref[:, :, :0]
+            zeros = ref.new_zeros(ref.shape[0], ref.shape[1], head - tensor.shape[2], ref.shape[3])
+            return torch.cat([zeros, tensor], dim=2)
+
+        return [tuple(torch.cat([padded(hit, kind, layer) for hit in hits], dim=0) for kind in ("keys", "values"))
+                for layer in range(len(template.keys))]
 
     def _keep(self, prompts: list[list[int]], masks: list[list[int]], completions: list[Completion],
               cache: Any) -> None:

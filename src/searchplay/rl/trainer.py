@@ -274,8 +274,8 @@ class PolicyTrainer:
         """log pi(token) over the window [B, W] (fp32; 0 where the loss mask is 0), and per-token entropy if asked
         (no gradient).
 
-        Only model tokens are scored: the LM head (a 49k-vocabulary matmul, about a fifth of SmolLM2's
-        compute) runs on the hidden states of loss-mask-1 positions, not on the ``<information>`` tokens.
+        Only model tokens are scored: the LM head (49k x 576, 28M of SmolLM2's 135M parameters) runs on the
+        hidden states of loss-mask-1 positions, not on the ``<information>`` tokens.
         """
         import torch
         import torch.nn.functional as F
@@ -329,11 +329,8 @@ def _torch_dtype(name: str, device_type: str) -> Any:
 
 
 def _decoder_and_head(model: Any) -> tuple[Any, Any] | None:
-    """(decoder, LM head) when the logits are exactly ``head(decoder(x).last_hidden_state)`` (Llama, Qwen2,
-    Mistral, SmolLM); None for models that scale or soft-cap their logits, which then run whole."""
-    config = getattr(model, "config", None)
-    if config is None or getattr(config, "final_logit_softcapping", None) or getattr(config, "logit_scale", None):
-        return None
+    """(decoder, LM head) for models whose logits are exactly ``head(decoder(x).last_hidden_state)``; None for
+    any other class (some scale or soft-cap their logits), which then runs whole."""
     if type(model).__name__ not in _PLAIN_HEAD_MODELS:
         return None
     return model.get_decoder(), model.get_output_embeddings()
