@@ -37,6 +37,8 @@ class ModelsConfig(Section):
     policy: str = Field("bundled:smollm2", description="policy LLM: bundled alias, local HF folder or hub id")
     embedder: str = Field("bundled:minilm", description="sentence-transformers model: alias, path or hub id")
     e5_prefixes: bool = Field(False, description="prepend 'query: '/'passage: ' (set true for e5-base-v2)")
+    embedder_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="embedder dtype for passages and queries alike; 'auto': bf16 where native, else fp32")
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="policy dtype")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where models run")
 
@@ -146,6 +148,9 @@ class AgentConfig(Section):
     max_turn_tokens: int = Field(512, ge=8, description="new tokens per generation call")
     temperature: float = Field(1.0, ge=0, description="rollout temperature (papers: 1.0)")
     top_p: float = Field(1.0, gt=0, le=1)
+    rollout_dtype: Literal["auto", "model", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="dtype that generates (rollouts, checks, evaluation); training keeps models.dtype. "
+        "'auto': bf16 where the hardware computes it natively, else the model's; 'model': models.dtype")
     max_answer_tags: int = Field(10, ge=1, description="above this many <answer> tags the score is /4 (SSP)")
     batch_size: int = Field(16, ge=1, description="rollouts generated together")
     seed: int | None = Field(None, description="rollout sampling seed; turn t samples with seed + t (None: unseeded)")

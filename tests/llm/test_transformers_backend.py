@@ -92,3 +92,81 @@ def test_a_prompt_equal_to_a_cached_row_is_prefilled_again(tiny_dir):
     first = engine.generate([prompt], GREEDY)[0]
     again = engine.generate([prompt], GREEDY)[0]
     assert again.token_ids == first.token_ids
+
+
+def test_growing_cache_appends_in_place_and_matches_concatenation():
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from searchplay.llm.transformers_backend import _growing_layer_class
+
+    growing, plain = _growing_layer_class()(room=4), DynamicLayer()
+    torch.manual_seed(0)
+    for length in (5, 1, 1, 1, 1, 1, 3):  # a prefill, decode steps past the spare room, then a longer chunk
+        keys, values = torch.randn(2, 3, length, 8), torch.randn(2, 3, length, 6)
+        got, want = growing.update(keys, values), plain.update(keys, values)
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    buffer = growing._buffers[0]
+    before = buffer.data_ptr()
+    growing.update(torch.randn(2, 3, 1, 8), torch.randn(2, 3, 1, 6))
+    assert growing.keys.data_ptr() == before == growing._buffers[0].data_ptr()  # written into the room, no copy
+
+
+def test_growing_cache_follows_a_replaced_tensor():
+    """crop / batch selection replace ``keys``: the next update must build on the replacement."""
+    import torch
+
+    from searchplay.llm.transformers_backend import _growing_layer_class
+
+    layer = _growing_layer_class()(room=8)
+    layer.update(torch.ones(3, 1, 4, 2), torch.ones(3, 1, 4, 2))
+    layer.batch_select_indices(torch.tensor([0, 2]))
+    keys, _ = layer.update(torch.zeros(2, 1, 1, 2), torch.zeros(2, 1, 1, 2))
+    assert keys.shape == (2, 1, 5, 2) and keys[:, :, :4].eq(1).all() and keys[:, :, 4].eq(0).all()
+
+
+def test_rollout_dtype_generates_from_a_synced_copy(tiny_dir):
+    """bf16 rollouts beside fp32 weights: a cast copy, re-synced when the source moves in place."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    source = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    engine = backend_for(source, load_tokenizer(str(tiny_dir)), "bfloat16")
+    assert engine.model is not source and next(engine.model.parameters()).dtype == torch.bfloat16
+    assert next(source.parameters()).dtype == torch.float32
+    prompt = engine.tokenizer.encode("Paris is the capital of")
+    engine.generate([prompt], GREEDY)
+    with torch.no_grad():
+        next(source.parameters()).add_(1.0)  # an optimizer step on the trainer's module
+    engine.generate([prompt], GREEDY)
+    mine, theirs = next(engine.model.parameters()), next(source.parameters())
+    assert torch.equal(mine, theirs.to(torch.bfloat16))
+    rotary = dict(engine.model.named_buffers())
+    assert all(buffer.dtype == torch.float32 for name, buffer in rotary.items() if "inv_freq" in name)
+
+
+def test_rollout_dtype_model_shares_the_module(tiny_dir):
+    from transformers import AutoModelForCausalLM
+
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    source = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    assert backend_for(source, load_tokenizer(str(tiny_dir)), "model").model is source
+
+
+def backend_for(model, tokenizer, rollout_dtype: str):
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    return TransformersBackend(model, tokenizer, rollout_dtype=rollout_dtype)
+
+
+def test_auto_rollout_dtype_is_bf16_only_where_native():
+    import torch
+
+    from searchplay.llm.transformers_backend import pick_rollout_dtype
+
+    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    assert pick_rollout_dtype("auto", "cpu") is (torch.bfloat16 if native else None)
+    assert pick_rollout_dtype("model", "cpu") is None and pick_rollout_dtype("float16", "cpu") is torch.float16

@@ -59,3 +59,29 @@ def test_query_longer_than_the_encoder_limit_is_truncated(minilm):
     vector = minilm.encode_queries([long_query])[0]
     assert minilm.max_seq_length == 256
     assert float(vector @ short) > 0.99  # both are the same first 256 tokens
+
+
+def test_bf16_embedder_returns_float32_and_ranks_as_fp32(minilm_path):
+    """The fast dtype keeps the ranking: same order on a query whose passages differ clearly."""
+    import numpy as np
+
+    bf16 = Embedder("bundled:minilm", device="cpu", dtype="bfloat16")
+    fp32 = Embedder("bundled:minilm", device="cpu", dtype="float32")
+    assert (bf16.dtype, fp32.dtype) == ("bfloat16", "float32")
+    passages = ["Bern is the federal city of Switzerland.", "Pasta is boiled in salted water.",
+                "The Alps cross Switzerland.", "A violin has four strings."]
+    scores = {name: e.encode_queries(["capital of Switzerland"]) @ e.encode_passages(passages).T
+              for name, e in (("bf16", bf16), ("fp32", fp32))}
+    assert scores["bf16"].dtype == np.float32
+    assert list(np.argsort(-scores["bf16"][0])) == list(np.argsort(-scores["fp32"][0]))
+    assert np.allclose(scores["bf16"], scores["fp32"], atol=0.02)
+
+
+def test_auto_dtype_is_bf16_only_where_the_cpu_computes_it():
+    import torch
+
+    from searchplay.retrieval.embedder import pick_dtype
+
+    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    assert pick_dtype("auto", "cpu") is (torch.bfloat16 if native else torch.float32)
+    assert pick_dtype("float32", "cpu") is torch.float32

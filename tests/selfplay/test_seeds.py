@@ -55,3 +55,25 @@ def test_answer_seeds_and_cursor_wraparound(tmp_path):
     cursor = SeedCursor(seeds)
     assert [s.answer for s in cursor.next_batch(3)] == ["Castle Drogo", "Dr. Will Boyd", "Castle Drogo"]
     assert cursor.position == 3 and cursor.epoch == 1
+
+
+def test_ssp_seeds_are_the_distinct_answers_in_a_seeded_random_order(tmp_path):
+    """SSP samples answers from a set (§3.2): repeats of the KG pool collapse, the order is a seeded shuffle."""
+    from searchplay.config import Params
+    from searchplay.selfplay.loop import load_seeds
+    from searchplay.selfplay.variants import VARIANTS
+
+    records = [subgraph_record(k, 20 - k) for k in range(8)]
+    for record in records[:3]:
+        record["answer"] = "Europe"
+    (tmp_path / "subgraphs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    params = Params()
+    params.kg.out_dir = str(tmp_path)
+    kg = load_seeds(params, VARIANTS["kg_wcr"])
+    ssp = load_seeds(params, VARIANTS["ssp"])
+    assert [s.seed_id for s in kg] == [f"sg-{k}" for k in range(8)]  # the KG curriculum, repeats kept
+    assert sorted(s.seed_id for s in ssp) == ["sg-0", "sg-3", "sg-4", "sg-5", "sg-6", "sg-7"]
+    assert ssp == load_seeds(params, VARIANTS["ssp"])  # reproducible (resume restores the cursor over it)
+    assert [s.seed_id for s in ssp] != sorted(s.seed_id for s in ssp)
+    params.selfplay.seed = 1
+    assert load_seeds(params, VARIANTS["ssp"]) != ssp

@@ -30,6 +30,7 @@ def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> Pol
     if kind == "transformers":
         from searchplay.llm.transformers_backend import TransformersBackend
 
+        kwargs.setdefault("rollout_dtype", params.agent.rollout_dtype)
         return TransformersBackend(model, dtype=params.models.dtype, device=params.models.device, **kwargs)
     if kind == "vllm":
         from searchplay.llm.vllm_backend import VllmBackend

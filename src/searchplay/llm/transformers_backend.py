@@ -12,10 +12,18 @@ new]`` so the cached parts line up; padding anywhere is masked, and positions co
 only, so a row's keys and values do not depend on its layout. The cache is dropped whenever the
 weights change (``update_weights``, or any in-place update, seen through the parameters' version
 counters).
+
+Growing cache: transformers' ``DynamicLayer`` concatenates each step's keys and values onto the whole
+cache, a copy of everything cached per decoded token; ``_GrowingLayer`` writes into spare room instead.
+
+Rollout dtype: generation may run in another dtype than the model it is given (``agent.rollout_dtype``:
+bf16 rollouts from fp32 training weights, as verl's vLLM rollouts beside FSDP training). A module passed
+in is then copied once, cast, and re-synced whenever the source's weights move.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +43,62 @@ def pick_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
+
+
+def pick_rollout_dtype(name: str | None, device: str) -> Any:
+    """``agent.rollout_dtype`` -> a torch dtype, or None (generate in the model's own dtype).
+
+    'auto': bf16 where the hardware computes it natively (CUDA with bf16, a CPU with AVX512-BF16 or AMX
+    as oneDNN reports), else None; 'model' or None: None.
+    """
+    import torch
+
+    if name in (None, "model"):
+        return None
+    if name == "auto":
+        native = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if device.startswith("cuda") \
+            else bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return torch.bfloat16 if native else None
+    return getattr(torch, name)
+
+
+@functools.cache
+def _growing_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class _GrowingLayer(DynamicLayer):
+        """A ``DynamicLayer`` that appends into spare room: a decode step copies one token, not the cache.
+
+        ``keys``/``values`` are views of larger buffers; anything that replaces them (crop, batch select)
+        is noticed by identity and the buffers are rebuilt from the replacement.
+        """
+
+        def __init__(self, room: int):
+            super().__init__()
+            self.room = room
+            self._buffers: tuple[Any, Any] | None = None
+            self._view: Any = None
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            used = self.get_seq_length()
+            total = used + key_states.shape[-2]
+            if self._buffers is None or self.keys is not self._view or total > self._buffers[0].shape[-2]:
+                old = (self.keys, self.values)
+                self._buffers = tuple(new.new_empty((*new.shape[:-2], total + self.room, new.shape[-1]))
+                                      for new in (key_states, value_states))
+                for buffer, tensor in zip(self._buffers, old, strict=True):
+                    if used:
+                        buffer[..., :used, :] = tensor
+            keys, values = self._buffers
+            keys[..., used:total, :] = key_states
+            values[..., used:total, :] = value_states
+            self.keys, self.values = keys[..., :total, :], values[..., :total, :]
+            self._view = self.keys
+            return self.keys, self.values
+
+    return _GrowingLayer
 
 
 class PerSequenceStops:
@@ -84,7 +148,7 @@ class TransformersBackend:
     """``PolicyBackend`` over a transformers causal LM (the trainer's module can be shared in-process)."""
 
     def __init__(self, model: str | Any, tokenizer: Any = None, dtype: str = "float32", device: str = "auto",
-                 reuse_cache: bool = True):
+                 reuse_cache: bool = True, rollout_dtype: str | None = None):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -95,13 +159,20 @@ class TransformersBackend:
             self.tokenizer = tokenizer or load_tokenizer(model)
             torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
             self.device = pick_device(device)
-            self.model = AutoModelForCausalLM.from_pretrained(str(resolve(model)), dtype=torch_dtype).to(self.device)
+            model = AutoModelForCausalLM.from_pretrained(str(resolve(model)), dtype=torch_dtype).to(self.device)
+            self.rollout_dtype = pick_rollout_dtype(rollout_dtype, self.device)
+            if self.rollout_dtype is not None:
+                _cast_parameters(model, self.rollout_dtype)  # loaded for generation only: cast in place
         else:
             if tokenizer is None:
                 raise ValueError("TransformersBackend(model=<nn.Module>) also needs its tokenizer")
-            self.tokenizer, self.model = tokenizer, model
+            self.tokenizer = tokenizer
             self.device = str(next(model.parameters()).device)
-        self.model.eval()
+            self.rollout_dtype = pick_rollout_dtype(rollout_dtype, self.device)
+        self.source = model  # the weights to follow (a trainer's module, shared or copied)
+        self._copy: Any = None
+        self._source_version: tuple[int, ...] = ()
+        self.model = self._generation_model()
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -111,18 +182,45 @@ class TransformersBackend:
         self.prefilled_tokens = 0  # prompt tokens run through the model (cache hits excluded), for benchmarks
 
     def update_weights(self, model: Any) -> None:
-        """Generate with ``model`` from now on: in-process the trainer's module is shared, not copied."""
-        self.model = model
+        """Generate with ``model`` from now on: shared in-process, or copied once when the rollout dtype differs."""
+        if model is not self.source:
+            self._copy = None  # another module (e.g. LoRA merged into a new one): copy it afresh
+        self.source = model
         self.device = str(next(model.parameters()).device)
+        self.model = self._generation_model()
         self._cache = []
+
+    def _generation_model(self) -> Any:
+        """The module that generates: the source itself, or its copy in ``rollout_dtype`` kept in sync."""
+        import copy
+
+        import torch
+
+        source = self.source
+        if self.rollout_dtype is None or next(source.parameters()).dtype == self.rollout_dtype:
+            source.eval()
+            return source
+        version = tuple(p._version for p in source.parameters())
+        if self._copy is None:
+            self._copy = copy.deepcopy(source)
+            _cast_parameters(self._copy, self.rollout_dtype)
+            self._copy.eval()
+        elif version != self._source_version:
+            with torch.no_grad():
+                for mine, theirs in zip(self._copy.parameters(), source.parameters(), strict=True):
+                    mine.copy_(theirs)
+        self._source_version = version
+        return self._copy
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
         """One batched generate; each row cut at its own stop string, EOS or length."""
         import torch
-        from transformers import DynamicCache, StoppingCriteriaList
+        from transformers import StoppingCriteriaList
 
         if not prompts:
             return []
+        if self._copy is not None and tuple(p._version for p in self.source.parameters()) != self._source_version:
+            self.model = self._generation_model()  # the source moved in place (an optimizer step): re-sync
         prompts = [list(p) for p in prompts]
         hits = self._lookup(prompts)
         cached = [len(hit.ids) if hit else 0 for hit in hits]
@@ -137,7 +235,7 @@ class TransformersBackend:
         width = head + tail
         input_ids = torch.tensor(rows, device=self.device)
         attention = torch.tensor(masks, device=self.device)
-        past = DynamicCache(ddp_cache_data=self._stack(hits, head)) if head else None
+        past = self._new_cache(hits, head, room=sampling.max_new_tokens + 1)
         self.prefilled_tokens += sum(len(p) - c for p, c in zip(prompts, cached, strict=True))
         stops = PerSequenceStops(self.tokenizer, sampling.stop, width, len(prompts))
         if sampling.seed is not None:
@@ -160,6 +258,19 @@ class TransformersBackend:
         return completions
 
     # ---- prefix cache ---------------------------------------------------------------------------
+    def _new_cache(self, hits: list[_CachedRow | None], head: int, room: int) -> Any:
+        """A DynamicCache with growing full-attention layers, holding the rows' cached prefixes (if any)."""
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        growing = _growing_layer_class()
+        cache = DynamicCache(config=self.model.config)
+        cache.layers = [growing(room) if type(layer) is DynamicLayer else layer for layer in cache.layers]
+        if head:
+            for layer, (keys, values) in zip(cache.layers, self._stack(hits, head), strict=True):
+                layer.update(keys, values)
+        return cache
+
     def _weights_version(self) -> tuple[int, ...]:
         return tuple(p._version for p in self.model.parameters())
 
@@ -220,3 +331,10 @@ class TransformersBackend:
             ids, reason, stop = ids[:limit], "length", None
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return Completion(token_ids=ids, text=text, finish_reason=reason, stop=stop)
+
+
+def _cast_parameters(model: Any, dtype: Any) -> None:
+    """Cast floating parameters only: buffers such as rotary ``inv_freq`` keep their precision."""
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            parameter.data = parameter.data.to(dtype)

@@ -27,6 +27,21 @@ def pick_device(device: str = "auto") -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def pick_dtype(name: str, device: str) -> Any:
+    """``models.embedder_dtype`` -> a torch dtype; 'auto': bf16 where the hardware computes it natively.
+
+    Measured on the 2-core machine (MiniLM, 1,536 passages): bf16 91.0 vs fp32 52.1 passages/s (1.75x), top-3
+    agreement 0.988 on 200 NQ queries (``benchmarks/embedder.py``).
+    """
+    import torch
+
+    if name != "auto":
+        return getattr(torch, name)
+    native = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if device.startswith("cuda") \
+        else bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return torch.bfloat16 if native else torch.float32
+
+
 class Embedder:
     """Embeds queries and passages as normalized float32 vectors.
 
@@ -35,22 +50,26 @@ class Embedder:
     """
 
     def __init__(self, model: str = "bundled:minilm", e5_prefixes: bool = False, device: str = "auto",
-                 batch_size: int = 64, encoder: Any = None):
+                 batch_size: int = 64, encoder: Any = None, dtype: str = "float32"):
         self.name = model
         self.e5_prefixes = e5_prefixes
         self.batch_size = batch_size
+        self.dtype = "float32"
         if encoder is None:
             from sentence_transformers import SentenceTransformer
 
             from searchplay.assets import resolve
 
-            encoder = SentenceTransformer(resolve(model), device=pick_device(device))
+            device = pick_device(device)
+            torch_dtype = pick_dtype(dtype, device)
+            self.dtype = str(torch_dtype).removeprefix("torch.")
+            encoder = SentenceTransformer(resolve(model), device=device, model_kwargs={"dtype": torch_dtype})
         self.encoder = encoder
 
     @classmethod
     def from_params(cls, params: Any) -> Embedder:
         return cls(params.models.embedder, params.models.e5_prefixes, params.models.device,
-                   params.index.embed_batch_size)
+                   params.index.embed_batch_size, dtype=params.models.embedder_dtype)
 
     @property
     def dimension(self) -> int:
@@ -67,7 +86,7 @@ class Embedder:
         inputs = [prefix + text for text in texts] if self.e5_prefixes else list(texts)
         vectors = self.encoder.encode(inputs, batch_size=self.batch_size, show_progress_bar=show_progress,
                                       convert_to_numpy=True, normalize_embeddings=True)
-        return np.asarray(vectors, dtype=np.float32).reshape(len(inputs), -1)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(inputs), -1)  # bf16 outputs come back as fp32
 
     def encode_queries(self, queries: Sequence[str]):
         """One (n, d) array for all queries, embedded in one batched call."""

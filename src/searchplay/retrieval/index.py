@@ -140,7 +140,8 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
 
             lance_table.create_index("text", config=FTS())
         manifest = {"table": table, "rows": rows, "dimension": embedder.dimension, "embedder": embedder.name,
-                    "e5_prefixes": embedder.e5_prefixes, "ann": asdict(choice), "fts": fts,
+                    "e5_prefixes": embedder.e5_prefixes, "embedder_dtype": getattr(embedder, "dtype", "float32"),
+                    "ann": asdict(choice), "fts": fts,
                     "passages": str(passages_path)}
         write_json(staging / MANIFEST, manifest)
         _replace_dir(staging, index_dir)

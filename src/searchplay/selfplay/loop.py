@@ -24,7 +24,7 @@ from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.replay import ReplayBuffer
-from searchplay.selfplay.seeds import Seed, SeedCursor, load_answer_seeds, load_kg_seeds
+from searchplay.selfplay.seeds import Seed, SeedCursor, distinct_answers, load_answer_seeds, load_kg_seeds, shuffled
 from searchplay.selfplay.step import LoopState, Runtime, run_step
 from searchplay.selfplay.variants import Variant, get_variant
 
@@ -43,10 +43,15 @@ class SelfplayError(RuntimeError):
 
 def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     """The variant's seeds: KG subgraph records (curriculum order, evaluation held-out removed), or SSP
-    answers from ``selfplay.seed_answers`` (else the KG pool's answers, docs/decisions/selfplay.md)."""
-    if variant.seeds == "answers" and params.selfplay.seed_answers:
-        return load_answer_seeds(params.selfplay.seed_answers, params.selfplay.ssp_search_turns)
-    return load_kg_seeds(params.kg.out_dir, split="selfplay")
+    answers from ``selfplay.seed_answers`` (else the KG pool's distinct answers), in a seeded random order
+    (docs/decisions/selfplay.md)."""
+    if variant.seeds != "answers":
+        return load_kg_seeds(params.kg.out_dir, split="selfplay")
+    if params.selfplay.seed_answers:
+        answers = load_answer_seeds(params.selfplay.seed_answers, params.selfplay.ssp_search_turns)
+    else:
+        answers = distinct_answers(load_kg_seeds(params.kg.out_dir, split="selfplay"))
+    return shuffled(answers, params.selfplay.seed)
 
 
 def build_runtime(params: Params) -> Runtime:

@@ -1,4 +1,4 @@
-"""Proposer seeds: KG subgraph records (curriculum order) or SSP seed answers, served from a cursor.
+"""Proposer seeds: KG subgraph records (curriculum order) or SSP seed answers (shuffled), served from a cursor.
 
 KG-paths paper §4.1 / App. D.5: subgraphs are presented in descending node count |V_sub| (the KG
 stage writes them sorted; we keep that order, stably). SSP draws answers from a pre-defined answer set
@@ -9,6 +9,7 @@ the KG pool's answers unless ``selfplay.seed_answers`` names a JSONL file (docs/
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,28 @@ def load_answer_seeds(path: str | Path, default_hops: int) -> list[Seed]:
     if not seeds:
         raise SeedError(f"{path}: no seed answers")
     return seeds
+
+
+def distinct_answers(seeds: list[Seed]) -> list[Seed]:
+    """One seed per distinct answer, the first in pool order: KG subgraphs as SSP's answer *set*.
+
+    The KG pool repeats answers (on the embedded default 'Europe' ends a sixth of the paths); SSP draws
+    from a set of answers (SSP §3.2).
+    """
+    seen: set[str] = set()
+    kept = []
+    for seed in seeds:
+        if seed.answer not in seen:
+            seen.add(seed.answer)
+            kept.append(seed)
+    return kept
+
+
+def shuffled(seeds: list[Seed], seed: int) -> list[Seed]:
+    """SSP's order: answers sampled from the set at random (its code shuffles the dataset), fixed by ``seed``."""
+    order = list(seeds)
+    random.Random(seed).shuffle(order)
+    return order
 
 
 @dataclass

@@ -112,7 +112,7 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
              len(demo_records), dict(per_role), dict(dropped) or "none", len(check_records))
 
     model = load_policy(resolve(params.models.policy), params)
-    backend = _backend(model, tokenizer)
+    backend = _backend(model, tokenizer, params)
     tic = time.perf_counter()
     base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
     check_seconds = time.perf_counter() - tic
@@ -200,10 +200,10 @@ def finalize(model: Any, params: Params) -> Any:
     return model.merge_and_unload()
 
 
-def _backend(model: Any, tokenizer: Any) -> Any:
+def _backend(model: Any, tokenizer: Any, params: Params) -> Any:
     from searchplay.llm.transformers_backend import TransformersBackend
 
-    return TransformersBackend(model, tokenizer)
+    return TransformersBackend(model, tokenizer, rollout_dtype=params.agent.rollout_dtype)
 
 
 def save_model(model: Any, tokenizer: Any, folder: Path) -> None:
