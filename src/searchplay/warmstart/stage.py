@@ -298,11 +298,13 @@ def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Pa
     keys = ["proposer_valid_rate", "solver_answer_rate", "verifier_format_rate", "solver_em"]
     names = ["Proposer\npasses filter", "Solver\ncloses <answer>", "verifier\n'Answer:'", "Solver EM"]
     xs = range(len(keys))
-    right.bar([x - 0.2 for x in xs], [metrics[f"{k}_base"] for k in keys], width=0.4, label="base model",
-              color="tab:gray")
-    right.bar([x + 0.2 for x in xs], [metrics[k] for k in keys], width=0.4, label="warm-start", color="tab:green")
+    series = ((-0.2, "_base", "base model", "tab:gray"), (0.2, "", "warm-start", "tab:green"))
+    for shift, suffix, label, color in series:
+        bars = right.bar([x + shift for x in xs], [metrics[k + suffix] for k in keys], width=0.4, label=label,
+                         color=color)
+        right.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)  # a 0.00 bar is otherwise invisible
     right.set_xticks(list(xs), names, fontsize=8)
-    right.set_ylim(0, 1.05)
+    right.set_ylim(0, 1.15)
     right.set_title(f"format validity on {metrics['check_prompts']} held-out prompts per role", fontsize=9)
     right.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
