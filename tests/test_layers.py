@@ -10,11 +10,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "searchplay"
 DATA_STAGES = {"kg", "retrieval"}
 MODEL_STAGES = {"warmstart", "selfplay", "eval"}
 
-# Backward edges that exist today, each to be removed by issue 18; a new one fails the test.
-KNOWN = {
-    ("retrieval", "kg"): "retrieval/corpus.py takes the bundled sample's path from kg/readers.py",
-    ("eval", "selfplay"): "eval/evaluate.py takes latest_model_dir from selfplay/checkpoint.py",
-}
 
 
 def package_of(path: Path) -> str:
@@ -53,14 +48,23 @@ def backward(source: str, target: str) -> bool:
 
 def test_no_stage_imports_across_its_floor():
     found = {edge: files for edge, files in import_edges().items() if backward(*edge)}
-    new = {f"{a} -> {b}": files for (a, b), files in found.items() if (a, b) not in KNOWN}
-    assert not new, f"imports against the package floors (DESIGN.md layout; issue 18): {new}"
+    named = {f"{a} -> {b}": files for (a, b), files in found.items()}
+    assert not named, f"imports against the package floors (DESIGN.md layout; issue 18): {named}"
 
 
-def test_known_backward_edges_are_still_there():
-    """When one is removed, drop it from KNOWN so that it cannot come back unnoticed."""
-    edges = import_edges()
-    assert [edge for edge in KNOWN if edge not in edges] == []
+def test_package_imports_have_no_cycle():
+    from graphlib import CycleError, TopologicalSorter
+    from itertools import pairwise
+
+    graph: dict[str, set[str]] = {}
+    for source, target in import_edges():
+        graph.setdefault(source, set()).add(target)
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as error:
+        cycle = error.args[1][::-1]  # graphlib lists each node before its importer
+        files = [import_edges().get(edge) for edge in pairwise(cycle)]
+        raise AssertionError(f"package import cycle {' -> '.join(cycle)} (files: {files})") from None
 
 
 def test_the_rule_sees_a_backward_import():

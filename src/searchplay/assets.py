@@ -206,3 +206,10 @@ def ensure_all(convert: bool = True) -> list[str]:
     if convert and convert_smollm2():
         done.append(f"converted SmolLM2 to {home() / 'models' / SMOLLM2_FOLDER}")
     return done
+
+
+def bundled_sample_path() -> Path:
+    """The Wikidata-format KG sample committed in the package (docs/kg_sample.md says how it was made)."""
+    from importlib import resources
+
+    return Path(str(resources.files("searchplay") / "data" / "kg_sample.json"))

@@ -1,4 +1,4 @@
-"""Which weights a model stage starts from: the base policy, or the warm-start checkpoint.
+"""Which weights a model stage starts from or scores: the base policy, the warm-start, a self-play checkpoint.
 
 Shared by the warm-start (writes it), self-play (starts from it) and evaluation (scores it), so it
 lives below all three (DESIGN.md, "Floors run one way").
@@ -6,10 +6,13 @@ lives below all three (DESIGN.md, "Floors run one way").
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-MODEL_DIR = "model"  # the HF folder (weights + tokenizer) inside warmstart.out_dir
+MODEL_DIR = "model"  # the HF folder (weights + tokenizer) inside warmstart.out_dir and each checkpoint
+CHECKPOINT_STATE = "state.json"  # written last into a self-play checkpoint: its presence marks it complete
+CHECKPOINT_NAME = re.compile(r"^iter_(\d{6})$")
 
 
 class PolicyError(RuntimeError):
@@ -35,3 +38,25 @@ def initial_policy(params: Any) -> str:
         raise PolicyError(f"warmstart.enabled is true but {folder} holds no model; run `searchplay warmstart` "
                           "first (or set warmstart.enabled=false to start from models.policy)")
     return str(folder)
+
+
+def complete_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
+    """A variant's complete self-play checkpoints ``iter_NNNNNN/`` holding their state file, oldest first
+    (layout: ``searchplay.selfplay.checkpoint``)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = CHECKPOINT_NAME.match(path.name)
+        if match and path.is_dir() and (path / CHECKPOINT_STATE).is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def latest_model_dir(checkpoint_root: str | Path, variant: str) -> Path | None:
+    """The HF model folder of a variant's newest complete checkpoint, or None (for evaluation)."""
+    complete = complete_checkpoints(Path(checkpoint_root) / variant)
+    if not complete or not is_model_dir(complete[-1][1] / MODEL_DIR):
+        return None
+    return complete[-1][1] / MODEL_DIR

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from searchplay.kg.readers import bundled_sample_path
+from searchplay.assets import bundled_sample_path
 from searchplay.kg.store import GraphStore, ingest_dump
 
 

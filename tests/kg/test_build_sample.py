@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
-from searchplay.kg import build_sample
-from searchplay.kg.readers import bundled_sample_path
+from searchplay.assets import bundled_sample_path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build_kg_sample.py"
+
+
+def load_builder():
+    spec = importlib.util.spec_from_file_location("build_kg_sample", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _items():
@@ -30,5 +40,6 @@ def test_sample_entities_have_bundled_articles(wiki_summaries_path):
 
 def test_generator_reproduces_committed_file(tmp_path):
     out = tmp_path / "sample.json"
-    build_sample.write_dump(build_sample.build(), out)
+    builder = load_builder()
+    builder.write_dump(builder.build(), out)
     assert out.read_bytes() == bundled_sample_path().read_bytes()

@@ -90,7 +90,7 @@ def latest_checkpoint(params: Params, variant: str) -> Path | None:
     (``<checkpoint_dir>/<variant>/iter_NNNNNN/model/``); the path is resolved so the recorded model
     names the iteration actually evaluated.
     """
-    from searchplay.selfplay.checkpoint import latest_model_dir
+    from searchplay.policy import latest_model_dir
 
     found = latest_model_dir(params.selfplay.checkpoint_dir, variant)
     return found.resolve() if found is not None else None

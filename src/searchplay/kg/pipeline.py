@@ -15,9 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from searchplay.assets import bundled_sample_path
 from searchplay.io import write_json, write_jsonl
 from searchplay.kg.extract import extract_subgraphs, pool_stats
-from searchplay.kg.readers import ReadReport, bundled_sample_path
+from searchplay.kg.readers import ReadReport
 from searchplay.kg.relations import RelationFilter
 from searchplay.kg.selectors import RelationSelector, make_selector
 from searchplay.kg.store import GraphStore, ingest_dump

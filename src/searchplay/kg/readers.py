@@ -13,12 +13,12 @@ import gzip
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import IO, Protocol
 
 import orjson
 
+from searchplay.assets import bundled_sample_path
 from searchplay.kg.entities import Entity, parse_entity
 
 log = logging.getLogger(__name__)
@@ -150,11 +150,6 @@ class DumpReader:
             raise DumpError(f"{report.bad_lines} of {report.lines} lines of {self.path} are corrupt "
                             f"({report.bad_share:.1%} > kg.max_bad_line_share={self.max_bad_line_share:.1%}); "
                             f"{report.summary()}")
-
-
-def bundled_sample_path() -> Path:
-    """The Wikidata-format sample committed in the package (docs/kg_sample.md says how it was made)."""
-    return Path(str(resources.files("searchplay") / "data" / "kg_sample.json"))
 
 
 class SampleReader(DumpReader):

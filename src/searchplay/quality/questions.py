@@ -15,7 +15,7 @@ QUESTION_SOURCES = ["fresh", "replay", "replicate"]
 def question_pool_expectations() -> list[Any]:
     import great_expectations.expectations as gxe
 
-    from searchplay.agent.question_rules import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS, MIN_QUESTION_WORDS
+    from searchplay.question_rules import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS, MIN_QUESTION_WORDS
 
     return [
         gxe.ExpectColumnValuesToNotBeNull(column="question"),
@@ -35,8 +35,8 @@ def validate_question_pool(rows: list[dict[str, Any]], name: str = "selfplay_que
         return None  # an iteration without a valid question is legal (and common with a 135M model)
     import pandas as pd
 
-    from searchplay.agent.question_rules import answer_in_question
     from searchplay.quality import validate_dataframe
+    from searchplay.question_rules import answer_in_question
 
     frame = pd.DataFrame(rows)
     frame["question_words"] = frame["question"].map(lambda q: len(str(q).split()))

@@ -173,7 +173,7 @@ def read_plain_jsonl(path: Path, report: CorpusReport) -> Iterator[Passage]:
 
 def kg_sample_titles() -> set[str]:
     """English Wikipedia titles of the bundled KG sample's entities (kept first by ``max_articles``)."""
-    from searchplay.kg.readers import bundled_sample_path
+    from searchplay.assets import bundled_sample_path
 
     titles = set()
     for line in bundled_sample_path().read_text(encoding="utf-8").splitlines():

@@ -19,19 +19,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from searchplay.io import atomic_write, write_json
+from searchplay.policy import CHECKPOINT_STATE, complete_checkpoints
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "state.json"
+STATE_FILE = CHECKPOINT_STATE
 LATEST_FILE = "latest"
-_NAME = re.compile(r"^iter_(\d{6})$")
 
 
 class CheckpointError(RuntimeError):
@@ -70,14 +69,7 @@ class CheckpointManager:
 
     def complete(self) -> list[tuple[int, Path]]:
         """Complete checkpoints (renamed and holding a readable state.json), oldest first."""
-        if not self.root.is_dir():
-            return []
-        found = []
-        for path in self.root.iterdir():
-            match = _NAME.match(path.name)
-            if match and path.is_dir() and (path / STATE_FILE).is_file():
-                found.append((int(match.group(1)), path))
-        return sorted(found)
+        return complete_checkpoints(self.root)
 
     def latest(self) -> Path | None:
         """The newest complete checkpoint (the ``latest`` pointer is a convenience; the folders decide)."""
@@ -142,9 +134,3 @@ def read_latest_pointer(root: Path) -> Path | None:
     return root / name if name else None
 
 
-def latest_model_dir(checkpoint_root: str | Path, variant: str) -> Path | None:
-    """The HF model folder of a variant's newest complete checkpoint, or None (for evaluation)."""
-    latest = CheckpointManager(Path(checkpoint_root) / variant).latest()
-    if latest is None or not (latest / "model" / "config.json").is_file():
-        return None
-    return latest / "model"

@@ -23,10 +23,10 @@ from searchplay.agent.proposer_prompts import (
     parse_rag_answer,
     rag_verification_messages,
 )
-from searchplay.agent.question_rules import REJECT_REASONS, FilterRules, rule_filter
 from searchplay.agent.trajectory import Trajectory
 from searchplay.config import Params
 from searchplay.llm.backend import SamplingParams
+from searchplay.question_rules import REJECT_REASONS, FilterRules, rule_filter
 from searchplay.retrieval.types import Document
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample

@@ -24,8 +24,8 @@ from typing import Any
 from searchplay.agent.prompts import solver_messages
 from searchplay.agent.proposer_prompts import kg_proposer_messages, rag_verification_messages, ssp_proposer_messages
 from searchplay.agent.protocol import information_block
-from searchplay.agent.question_rules import FilterRules, rule_filter
 from searchplay.agent.trajectory import Trajectory, Turn
+from searchplay.question_rules import FilterRules, rule_filter
 from searchplay.retrieval.types import Document
 from searchplay.templates import entity_name, relation_phrase, template_question
 

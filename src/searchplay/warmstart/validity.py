@@ -22,8 +22,8 @@ from searchplay.agent.proposer_prompts import (
     rag_verification_messages,
     ssp_proposer_messages,
 )
-from searchplay.agent.question_rules import FilterRules, rule_filter
 from searchplay.answers import normalize_answer
+from searchplay.question_rules import FilterRules, rule_filter
 from searchplay.templates import template_question
 from searchplay.warmstart.demos import hops, searched_hops
 

@@ -1,9 +1,10 @@
 """Generate the bundled KG sample ``src/searchplay/data/kg_sample.json`` (Wikidata JSON dump format).
 
-Run: ``python -m searchplay.kg.build_sample [OUT]``. Every fact below was written by hand from
-well-established general knowledge (capitals, borders, currencies, birthplaces, authorship...);
-docs/kg_sample.md says how the file was made and checked. Real Wikidata ids are used where they
-were known; an entity whose id was not known gets a synthetic id ``Q99xxxxxxx`` (documented there).
+Run: ``python scripts/build_kg_sample.py [OUT]`` (a maintainer's tool, not part of the library).
+Every fact below was written by hand from well-established general knowledge (capitals, borders,
+currencies, birthplaces, authorship...); docs/kg_sample.md says how the file was made and checked.
+Real Wikidata ids are used where they were known; an entity whose id was not known gets a synthetic
+id ``Q99xxxxxxx`` (documented there).
 Time-dependent facts (populations, heads of state) are left out on purpose.
 """
 
@@ -687,7 +688,8 @@ def write_dump(entities: list[dict], path: Path) -> None:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "data" / "kg_sample.json"
+    committed = Path(__file__).resolve().parents[1] / "src" / "searchplay" / "data" / "kg_sample.json"
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else committed
     items = build()
     write_dump(items, target)
     print(f"{len(items)} entities -> {target} ({target.stat().st_size / 1e6:.2f} MB)")

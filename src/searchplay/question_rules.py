@@ -2,14 +2,16 @@
 
 Runs before RAG verification to reject illegal Proposer outputs cheaply. The KG paper keeps the
 same filter (KG-paths paper App. B.2: "lightweight rule-based checks remove malformed or
-answer-leaking candidates").
+answer-leaking candidates"). A primitive below the stages: self-play, the warm-start and the
+question-quality gate all apply the same rules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from searchplay.agent.trajectory import Trajectory
 from searchplay.answers import normalize_answer
 
 MIN_QUESTION_CHARS = 10  # SSP code: len(question.strip()) < 10 is invalid
@@ -19,6 +21,17 @@ MIN_QUESTION_WORDS = 10  # SSP code: fewer than 10 whitespace-separated words is
 # Rejection reasons, in the order the rules are checked (logged as counts per iteration).
 REJECT_REASONS = ("no_question", "empty", "too_short", "too_long", "too_few_words", "answer_in_question",
                   "no_information", "too_few_searches", "duplicate_searches")
+
+
+class ProposerOutput(Protocol):
+    """What the filter reads of a Proposer trajectory (``searchplay.agent.trajectory.Trajectory``)."""
+
+    @property
+    def question(self) -> str | None: ...
+    @property
+    def documents(self) -> Sequence[object]: ...
+    @property
+    def search_queries(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +57,7 @@ def answer_in_question(answer: str, question: str) -> bool:
     return bool(normalized) and normalized in normalize_answer(question)
 
 
-def rule_filter(trajectory: Trajectory, answer: str, rules: FilterRules = FilterRules()) -> str | None:
+def rule_filter(trajectory: ProposerOutput, answer: str, rules: FilterRules = FilterRules()) -> str | None:
     """Why a Proposer trajectory's question is rejected (one of ``REJECT_REASONS``), or None if it passes.
 
     SSP §3.3 rules (1)-(4) with the SSP code's thresholds: a first ``<question>`` span must exist, be

@@ -1,5 +1,5 @@
-from searchplay.agent.question_rules import FilterRules, answer_in_question, rule_filter
 from searchplay.agent.trajectory import Trajectory, Turn
+from searchplay.question_rules import FilterRules, answer_in_question, rule_filter
 from searchplay.retrieval.types import Document
 
 GOOD = "Which river flows through the capital of the country where the Eiffel Tower designer was born?"

@@ -1,0 +1,30 @@
+"""Model resolution below the stages: the newest complete self-play checkpoint, or None."""
+
+from __future__ import annotations
+
+from searchplay.policy import complete_checkpoints, latest_model_dir
+
+
+def make_checkpoint(root, iteration: int, state: bool = True, model: bool = True, suffix: str = ""):
+    folder = root / "kg_wcr" / f"iter_{iteration:06d}{suffix}"
+    (folder / "model").mkdir(parents=True)
+    if model:
+        (folder / "model" / "config.json").write_text("{}")
+    if state:
+        (folder / "state.json").write_text("{}")
+    return folder
+
+
+def test_latest_model_dir_is_the_newest_complete_checkpoint(tmp_path):
+    assert latest_model_dir(tmp_path, "kg_wcr") is None
+    make_checkpoint(tmp_path, 1)
+    newest = make_checkpoint(tmp_path, 2)
+    make_checkpoint(tmp_path, 3, state=False)  # killed before its state file: not complete
+    make_checkpoint(tmp_path, 4, suffix=".partial")
+    assert [n for n, _ in complete_checkpoints(tmp_path / "kg_wcr")] == [1, 2]
+    assert latest_model_dir(tmp_path, "kg_wcr") == newest / "model"
+
+
+def test_a_checkpoint_without_a_loadable_model_gives_none(tmp_path):
+    make_checkpoint(tmp_path, 1, model=False)
+    assert latest_model_dir(tmp_path, "kg_wcr") is None
