@@ -58,7 +58,7 @@ def _run(params, args) -> float:
               f"weights_changed {bool(stats['weights_changed'])}")
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB "
           f"({args.samples} x ({args.prompt_tokens}+{args.response_tokens}) tokens, "
-          f"micro-batch {params.selfplay.mini_batch_size})")
+          f"micro-batch {params.selfplay.micro_batch_size})")
     return total
 
 

@@ -152,6 +152,8 @@ class AgentConfig(Section):
         "auto", description="dtype that generates (rollouts, checks, evaluation); training keeps models.dtype. "
         "'auto': bf16 where the hardware computes it natively, else the model's; 'model': models.dtype")
     max_answer_tags: int = Field(10, ge=1, description="above this many <answer> tags the score is /4 (SSP)")
+    answer_tag_rule: Literal["either", "sum"] = Field(
+        "either", description="spam count: 'either' = max(opening, closing) tags (SSP code), 'sum' = both added")
     batch_size: int = Field(16, ge=1, description="rollouts generated together")
     seed: int | None = Field(None, description="rollout sampling seed; turn t samples with seed + t (None: unseeded)")
 
@@ -180,7 +182,14 @@ class SelfplayConfig(Section):
     iterations: int = Field(2, ge=1, description="self-play steps")
     batch_size: int = Field(4, ge=1, description="Proposer seeds per step (papers: 256)")
     group_size: int = Field(5, ge=1, description="Solver rollouts per question G (papers: 5)")
-    mini_batch_size: int = Field(8, ge=1, description="sequences per gradient-accumulation micro step")
+    micro_batch_size: int = Field(8, ge=1, description="sequences per gradient-accumulation micro step (memory "
+                                  "only; the loss is exact)")
+    combine_update: bool = Field(False, description="one optimizer step over both roles' samples (false: the SSP "
+                                 "code's separate Proposer then Solver updates)")
+    proposer_mini_batches: int = Field(1, ge=1, description="optimizer steps per iteration on the Proposer samples "
+                                       "(SSP code: 256 proposals / mini-batch 128 x n=1 -> 1)")
+    solver_mini_batches: int = Field(2, ge=1, description="optimizer steps per iteration on the Solver samples "
+                                     "(SSP code: 256 x 5 rollouts / mini-batch 128 x 5 -> 2)")
     lr: float = Field(1e-6, gt=0, description="actor learning rate (papers: 1e-6)")
     warmup_steps: int = Field(5, ge=0, description="linear warm-up steps (papers: 5)")
     clip_low: float = Field(0.2, ge=0, description="PPO clip-low (verl default)")
@@ -194,8 +203,9 @@ class SelfplayConfig(Section):
     adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")
     proposer_baseline: Literal["none", "batch_mean"] = Field(
         "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open)")
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean"] = Field(
-        "token-mean", description="policy/KL loss aggregation (verl default token-mean, as the SSP code)")
+    loss_agg_mode: Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum"] = Field(
+        "seq-mean-token-mean", description="policy/KL loss aggregation (papers' objective; the SSP code's "
+        "one-sequence micro-batches amount to it); verl's token-mean and seq-mean-token-sum as options")
     clip_ratio_c: float = Field(3.0, gt=1, description="dual-clip bound for negative advantages (verl: 3.0)")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay (verl default 0.01)")
     warmup_from_zero: bool = Field(False, description="verl's schedule: lr 0 on the first step (false: 1/warmup)")

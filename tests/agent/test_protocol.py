@@ -107,8 +107,21 @@ def test_extract_think_joins_all_spans():
 
 def test_answer_tag_count_and_penalty():
     spam = "<answer>" * 6 + "a</answer>"
-    assert count_answer_tags(spam) == 7
-    assert count_answer_tags("<answer>a</answer>") == 2
+    assert count_answer_tags(spam) == 6 and count_answer_tags(spam, "sum") == 7
+    assert count_answer_tags("<answer>a</answer>") == 1 and count_answer_tags("<answer>a</answer>", "sum") == 2
     assert answer_tag_penalty(10, 10) == 1.0
     assert answer_tag_penalty(11, 10) == 0.25
     assert answer_tag_penalty(3, 2) == 0.25
+
+
+def test_ssp_spam_rule_fires_on_opening_or_closing_tags_alone():
+    """SSP code: more than 10 opening OR more than 10 closing tags; 6 + 6 is spam only when summed."""
+    six_pairs = "<answer>x</answer>" * 6
+    eleven_open = "<answer>" * 11 + "x"
+    eleven_close = "x" + "</answer>" * 11
+    assert answer_tag_penalty(count_answer_tags(six_pairs), 10) == 1.0
+    assert answer_tag_penalty(count_answer_tags(six_pairs, "sum"), 10) == 0.25
+    assert answer_tag_penalty(count_answer_tags(eleven_open), 10) == 0.25
+    assert answer_tag_penalty(count_answer_tags(eleven_close), 10) == 0.25
+    with pytest.raises(ValueError, match="either"):
+        count_answer_tags(six_pairs, "both")

@@ -94,7 +94,7 @@ def test_search_then_answer_token_bookkeeping(tokenizer):
     assert traj.search_queries == ["Eiffel Tower height"] and search.calls == [["Eiffel Tower height"]]
     assert [d.id for d in traj.documents] == ["Eiffel Tower height-0", "Eiffel Tower height-1"]
     assert traj.think_text == "need facts\nit is 330 m"
-    assert traj.answer_tag_count == 2
+    assert traj.answer_tag_count == 1  # max(opening, closing): SSP's rule
     first, second = traj.turns
     info = information_block(format_documents(first.documents, tokenizer))
     # the loss mask is zero exactly over the <information> block
@@ -182,7 +182,7 @@ def test_failed_search_is_reported_in_the_information_block(tokenizer):
 def test_answer_tag_spam_is_counted(tokenizer):
     [traj], _, _ = rollout(tokenizer, [["<answer>a or <answer>b or " * 6 + "<answer>c</answer>"]])
     assert traj.answer == "c"
-    assert traj.answer_tag_count == 14
+    assert traj.answer_tag_count == 13  # 13 opening tags, 1 closing
 
 
 def test_prompt_over_budget_is_rejected(tokenizer):

@@ -24,5 +24,5 @@ def tiny_model_path(tmp_path_factory):
 
 
 def tiny_params(**selfplay) -> Params:
-    knobs = {"lr": 1e-2, "warmup_steps": 0, "mini_batch_size": 2, **selfplay}
+    knobs = {"lr": 1e-2, "warmup_steps": 0, "micro_batch_size": 2, **selfplay}
     return Params.model_validate({"models": {"device": "cpu", "dtype": "float32"}, "selfplay": knobs})

@@ -35,5 +35,22 @@ def test_token_weights_aggregate_over_the_whole_batch():
     assert w == pytest.approx([1 / 6, 1 / 6, 0, 1 / 6, 0, 0])
     w = token_weights(mask, "seq-mean-token-mean", 6, 4).flatten().tolist()
     assert w == pytest.approx([1 / 8, 1 / 8, 0, 1 / 4, 0, 0])
+    w = token_weights(mask, "seq-mean-token-sum", 6, 4).flatten().tolist()
+    assert w == pytest.approx([1 / 4, 1 / 4, 0, 1 / 4, 0, 0])
     with pytest.raises(ValueError, match="loss_agg_mode"):
         token_weights(mask, "seq-mean", 1, 1)
+
+
+def test_token_mean_lets_zero_advantage_proposer_tokens_dilute_the_solver_gradient():
+    """One combined token-mean batch: adding a long Proposer sequence with advantage 0 shrinks every
+    Solver token's weight by N_solver / (N_solver + N_proposer); seq-mean-token-mean only by the
+    share of sequences, and separate role updates (the SSP schedule) not at all."""
+    solver = torch.tensor([[1, 1, 1, 1, 0, 0, 0, 0, 0, 0]])
+    proposer = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 1, 1, 1]])
+    both = torch.cat([solver, proposer])
+    alone = token_weights(solver, "token-mean", 4, 1)[0, 0].item()
+    mixed = token_weights(both, "token-mean", 14, 2)[0, 0].item()
+    assert mixed == pytest.approx(alone * 4 / 14)
+    alone = token_weights(solver, "seq-mean-token-mean", 4, 1)[0, 0].item()
+    mixed = token_weights(both, "seq-mean-token-mean", 14, 2)[0, 0].item()
+    assert mixed == pytest.approx(alone / 2)  # independent of the Proposer's length

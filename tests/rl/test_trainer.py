@@ -19,7 +19,7 @@ def _sample(response, mask, advantage, prompt=PROMPT, **kw):
 
 
 def test_first_step_is_on_policy_with_zero_kl_and_changes_weights(tiny_model_path):
-    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(loss_agg_mode="token-mean"))
     samples = [_sample([20, 21, 22], [1, 1, 1], 1.0), _sample([30, 31], [1, 1], -1.0, prompt=[1, 13])]
     stats = trainer.step(samples)
     assert stats["kl"] == 0.0 and stats["ratio_mean"] == pytest.approx(1.0) and stats["clip_frac"] == 0.0
@@ -27,6 +27,13 @@ def test_first_step_is_on_policy_with_zero_kl_and_changes_weights(tiny_model_pat
     assert stats["grad_norm"] > 0 and stats["entropy"] > 0
     assert stats["pg_loss"] == pytest.approx(-(3 * 1.0 + 2 * -1.0) / 5, abs=1e-6)  # token-mean of -A at ratio 1
     assert trainer.step(samples)["kl"] > 0  # now the policy has moved away from the frozen reference
+
+
+def test_default_aggregation_is_the_papers_sequence_mean(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    samples = [_sample([20, 21, 22], [1, 1, 1], 1.0), _sample([30, 31], [1, 1], -0.5, prompt=[1, 13])]
+    stats = trainer.step(samples)
+    assert stats["pg_loss"] == pytest.approx(-(1.0 + -0.5) / 2, abs=1e-6)  # 1/G sum_i 1/|tau_i| sum_t -A at ratio 1
 
 
 def test_grpo_update_raises_rewarded_and_lowers_penalized_tokens(tiny_model_path):
@@ -96,8 +103,8 @@ def test_bf16_autocast_step_is_on_policy_and_learns(tiny_model_path):
 
 def test_micro_batches_accumulate_to_the_full_batch_gradient(tiny_model_path):
     samples = [_sample([20 + i, 21, 22][: 1 + i % 3], [1] * (1 + i % 3), 1.0 - 0.5 * i) for i in range(5)]
-    one = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(mini_batch_size=8, lr=1e-9)), samples)
-    many = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(mini_batch_size=2, lr=1e-9)), samples)
+    one = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(micro_batch_size=8, lr=1e-9)), samples)
+    many = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(micro_batch_size=2, lr=1e-9)), samples)
     assert torch.allclose(one, many, atol=1e-6)
 
 
@@ -160,3 +167,25 @@ def test_bad_input_fails_clearly(tiny_model_path, tmp_path):
     (tmp_path / "gone.partial").mkdir()
     with pytest.raises(FileNotFoundError, match="unfinished"):
         trainer.load(tmp_path / "gone")
+
+
+def test_update_takes_one_step_per_mini_batch_with_pi_old_from_before_the_first(tiny_model_path):
+    """verl's update_actor: 2 mini-batches = 2 optimizer steps; the second slice's ratio is no longer 1
+    because its pi_old was taken before the first step; the scheduler advances once."""
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(warmup_steps=4))
+    samples = [_sample([20 + k, 21, 22], [1, 1, 1], 1.0 if k % 2 else -1.0) for k in range(4)]
+    before = trainer.compute_logprobs(samples[2:])
+    stats = trainer.update(samples, mini_batches=2)
+    assert stats["optimizer_steps"] == 2 and trainer.global_step == 2 and stats["tokens"] == 12
+    assert [s.old_logprobs for s in samples[2:]] == before and samples[0].old_logprobs is None
+    assert trainer.scheduler.last_epoch == 1  # one warm-up step per update, as verl's per update_actor
+    again = [_sample([20 + k, 21, 22], [1, 1, 1], 1.0) for k in range(2)]
+    assert trainer.step(again)["ratio_mean"] == pytest.approx(1.0)  # a plain step stays on-policy
+
+
+def test_update_with_more_mini_batches_than_samples_takes_one_step_per_sample(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    stats = trainer.update([_sample([20, 21], [1, 1], 1.0)], mini_batches=3)
+    assert stats["optimizer_steps"] == 1
+    with pytest.raises(ValueError, match="no samples"):
+        trainer.update([], 2)

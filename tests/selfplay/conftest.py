@@ -2,7 +2,7 @@
 PolicyTrainer, params pointing every output into tmp, and a runtime of real parts + test fakes.
 
 Speed: the tiny model keeps SmolLM2's 49k vocabulary (the scripted backend speaks through the real
-tokenizer), so the logits dominate a training step. ``mini_batch_size=1`` makes every micro-batch one
+tokenizer), so the logits dominate a training step. ``micro_batch_size=1`` makes every micro-batch one
 sequence, whose logits window is its response only (a mixed Proposer/Solver micro-batch would also score
 ~800 prompt positions of the longer Proposer prompt); with hidden size 16, one layer and one torch
 thread a step takes ~1 s.
@@ -45,7 +45,7 @@ def tiny_model_dir(tmp_path_factory, tokenizer) -> Path:
 
 
 TEST_OVERRIDES = {
-    "models.device": "cpu", "selfplay.batch_size": 3, "selfplay.group_size": 3, "selfplay.mini_batch_size": 1,
+    "models.device": "cpu", "selfplay.batch_size": 3, "selfplay.group_size": 3, "selfplay.micro_batch_size": 1,
     "selfplay.lr": 1e-3, "selfplay.warmup_steps": 0, "agent.max_turns": 4, "agent.max_turn_tokens": 64,
     "agent.max_response_tokens": 512, "kg.heldout_share": 0.0, "warmstart.enabled": False,
 }

@@ -50,7 +50,7 @@ def test_a_run_killed_mid_iteration_resumes_to_the_same_iteration_count(tmp_path
         "index": {"dir": str(index)},
         "search": {"mode": "fts"},
         "agent": {"max_turns": 2, "max_turn_tokens": 16, "max_response_tokens": 256},
-        "selfplay": {"batch_size": 2, "group_size": 2, "mini_batch_size": 1, "keep_checkpoints": ITERATIONS,
+        "selfplay": {"batch_size": 2, "group_size": 2, "micro_batch_size": 1, "keep_checkpoints": ITERATIONS,
                      "checkpoint_dir": str(tmp_path / "checkpoints"), "reports_dir": str(tmp_path / "reports")},
         "warmstart": {"enabled": False},
         "tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},

@@ -74,6 +74,10 @@ def test_a_valid_batch_trains_both_roles(setup, trainer):
     assert 0 < m["solver/accuracy"] < 1 and m["proposer/reward_mean"] > 0
     assert m["train/samples_proposer"] == 3 and m["train/samples_solver"] == 9
     assert m["train/groups_nonzero_advantage"] >= 1 and m["train/weights_changed"] == 1.0
+    # the SSP code's schedule: a Proposer update (1 step), then a Solver update (2 mini-batch steps)
+    steps = (m["train/proposer/optimizer_steps"], m["train/solver/optimizer_steps"], m["train/optimizer_steps"])
+    assert steps == (1, 2, 3)
+    assert m["train/proposer/grad_norm"] > 0 and m["train/solver/grad_norm"] > 0
     assert m["solver/wcr_process_reward"] > 0  # waypoint titles in <think> of wrong rollouts earn credit
     assert m["coverage/mean_incorrect"] > 0 and "coverage/spearman_rho" in m
     assert backend.updates == 1 and state.cursor.position == 3 and len(state.replay) == 3
@@ -111,6 +115,14 @@ def test_no_valid_question_and_empty_buffer_skips_the_solver_update(setup, train
     assert m["filter/rejected_too_few_searches"] == 3 and backend.verifier_calls == 0
     assert m["batch/solver_update_skipped"] == 1.0 and m["train/samples_solver"] == 0
     assert m["train/samples_proposer"] == 3 and m["proposer/reward_mean"] == 0.0
+    assert m["train/optimizer_steps"] == 1 and "train/solver/grad_norm" not in m
+
+
+@pytest.mark.slow
+def test_combine_update_takes_one_step_over_both_roles(setup, trainer):
+    params, _, runtime, state, variant = setup(trainer=trainer, combine_update=True)
+    m = run_step(runtime, variant, params, state).metrics
+    assert m["train/optimizer_steps"] == 1 and "train/proposer/grad_norm" not in m
 
 
 @pytest.mark.slow

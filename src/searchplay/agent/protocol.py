@@ -83,9 +83,22 @@ def extract_think(text: str) -> str:
     return "\n".join(span for span in tag_spans(text, "think") if span)
 
 
-def count_answer_tags(text: str) -> int:
-    """Number of ``<answer>`` plus ``</answer>`` tags in model-generated text (SSP's spam guard counts both)."""
-    return text.count("<answer>") + text.count("</answer>")
+def count_answer_tags(text: str, rule: str = "either") -> int:
+    """The answer-tag count that the spam guard compares with its limit, in model-generated text.
+
+    ``either`` (SSP code, quark_score.py): the larger of the ``<answer>`` and the ``</answer>`` counts,
+    so the guard fires on more than 10 opening *or* more than 10 closing tags. ``sum``: both counts
+    added (this project's earlier rule, kept as ``agent.answer_tag_rule: sum``).
+
+    >>> count_answer_tags("<answer>" * 6 + "a</answer>"), count_answer_tags("<answer>a</answer>", "sum")
+    (6, 2)
+    """
+    opening, closing = text.count("<answer>"), text.count("</answer>")
+    if rule == "either":
+        return max(opening, closing)
+    if rule == "sum":
+        return opening + closing
+    raise ValueError(f"answer tag rule {rule!r}: expected 'either' (SSP code) or 'sum'")
 
 
 def answer_tag_penalty(count: int, limit: int = 10) -> float:

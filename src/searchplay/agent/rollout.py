@@ -47,6 +47,7 @@ class RolloutConfig:
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0
     max_answer_tags: int = 10  # above this, answer_tag_penalty divides the score by 4
+    answer_tag_rule: str = "either"  # SSP code: > max opening or > max closing tags (count_answer_tags)
     max_doc_tokens: int = 0  # per retrieved document in the <information> block (0: whole)
     seed: int | None = None  # sampling seed of turn t is seed + t
 
@@ -57,6 +58,7 @@ class RolloutConfig:
         values = {"max_turns": agent.max_turns, "max_prompt_tokens": agent.max_prompt_tokens,
                   "max_response_tokens": agent.max_response_tokens, "max_turn_tokens": agent.max_turn_tokens,
                   "temperature": agent.temperature, "top_p": agent.top_p, "max_answer_tags": agent.max_answer_tags,
+                  "answer_tag_rule": agent.answer_tag_rule,
                   "max_doc_tokens": params.search.max_doc_tokens, "seed": agent.seed}
         return cls(**{**values, **overrides})
 
@@ -114,7 +116,7 @@ def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Se
             rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.max_turns} turns")
     if bar is not None:
         bar.close()
-    return [_trajectory(backend.tokenizer, r, role) for r in rollouts]
+    return [_trajectory(backend.tokenizer, r, role, config.answer_tag_rule) for r in rollouts]
 
 
 def _generate_turn(backend: PolicyBackend, active: list[_Rollout], role: Role, config: RolloutConfig,
@@ -214,7 +216,7 @@ def _append_environment(tokenizer: Any, rollout: _Rollout, turn: Turn, text: str
     turn.env_end = len(rollout.response_ids)
 
 
-def _trajectory(tokenizer: Any, rollout: _Rollout, role: Role) -> Trajectory:
+def _trajectory(tokenizer: Any, rollout: _Rollout, role: Role, answer_tag_rule: str = "either") -> Trajectory:
     model_text = "".join(turn.text for turn in rollout.turns)
     valid = rollout.finish_reason == FINAL_TAG[role]
     return Trajectory(
@@ -224,7 +226,7 @@ def _trajectory(tokenizer: Any, rollout: _Rollout, role: Role) -> Trajectory:
         question=rollout.final if role == "proposer" else None,
         think_text=extract_think(model_text), valid=valid,
         invalid_reason=None if valid else rollout.invalid_reason,
-        answer_tag_count=count_answer_tags(model_text), finish_reason=rollout.finish_reason,
+        answer_tag_count=count_answer_tags(model_text, answer_tag_rule), finish_reason=rollout.finish_reason,
         metadata={"invalid_actions": rollout.invalid_actions, "num_turns": len(rollout.turns)},
     )
 

@@ -1,8 +1,8 @@
 """Token-level losses of the policy update (tensors in, tensors out; torch imported by the caller).
 
 Follows the SSP code's verl recipe: PPO clipped ratio with clip-low 0.2 / clip-high 0.285 and verl's
-dual clip, low-variance KL (k3) to the frozen reference, token-mean aggregation. Every function takes
-``mask`` (1 = model token) so environment tokens (``<information>``) never contribute.
+dual clip, low-variance KL (k3) to the frozen reference, the papers' seq-mean-token-mean aggregation.
+Every function takes ``mask`` (1 = model token) so environment tokens (``<information>``) never contribute.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 LOG_RATIO_CLAMP = 20.0
 # verl clamps the low_var_kl value itself to [-10, 10].
 KL_CLAMP = 10.0
+LOSS_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
 
 
 def policy_loss_terms(logprobs: Any, old_logprobs: Any, advantages: Any, clip_low: float = 0.2,
@@ -50,10 +51,13 @@ def low_var_kl(logprobs: Any, ref_logprobs: Any) -> Any:
 def token_weights(mask: Any, mode: str, num_tokens: float, num_sequences: float) -> Any:
     """Weight of each token so that sum(weights * loss) is the aggregated loss of the whole batch.
 
-    ``token-mean`` (verl default, SSP code): every model token of the whole (mini-)batch weighs
-    1 / num_tokens. ``seq-mean-token-mean`` (the papers' equation, 1/G sum_i 1/|tau_i| sum_t): token
-    weight 1 / (|tau_i| * num_sequences). ``num_tokens``/``num_sequences`` count the WHOLE batch,
-    so micro-batches add up to the batch loss under gradient accumulation.
+    ``seq-mean-token-mean`` (default; the papers' objective 1/G sum_i 1/|tau_i| sum_t, KG-paths Eq. 7,
+    and in effect the SSP code, whose micro-batches hold one sequence): token weight
+    1 / (|tau_i| * num_sequences). ``token-mean`` (verl's default): every model token of the whole
+    (mini-)batch weighs 1 / num_tokens, so long sequences weigh more, and in a batch mixing roles the
+    other role's tokens dilute each role's gradient. ``seq-mean-token-sum`` (verl option): token weight
+    1 / num_sequences. ``num_tokens``/``num_sequences`` count the WHOLE batch, so micro-batches add
+    up to the batch loss under gradient accumulation.
     """
     mask = mask.float()
     if mode == "token-mean":
@@ -61,7 +65,9 @@ def token_weights(mask: Any, mode: str, num_tokens: float, num_sequences: float)
     if mode == "seq-mean-token-mean":
         per_seq = mask.sum(dim=-1, keepdim=True).clamp(min=1.0)
         return mask / per_seq / max(num_sequences, 1.0)
-    raise ValueError(f"unknown loss_agg_mode {mode!r}; expected 'token-mean' or 'seq-mean-token-mean'")
+    if mode == "seq-mean-token-sum":
+        return mask / max(num_sequences, 1.0)
+    raise ValueError(f"unknown loss_agg_mode {mode!r}; expected one of {LOSS_AGG_MODES}")
 
 
 def entropy_from_logits(logits: Any) -> Any:

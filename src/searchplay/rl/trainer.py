@@ -4,11 +4,12 @@ The same code runs on CPU, one GPU, or several GPUs with FSDP (``accelerate laun
 accelerate_configs/fsdp.yaml ...``). Every process receives the SAME list of samples and trains on its
 share; the global token count is known to all, so token-mean aggregation is exact across processes.
 
-Batch mapping (docs/decisions/rl.md): one ``step(samples)`` = one optimizer step; the samples are split
-into micro-batches of ``selfplay.mini_batch_size`` sequences whose gradients are accumulated. verl's
-"global batch 256 / mini-batch 128" (x5 Solver rollouts) means 2 optimizer steps per rollout batch: to
-reproduce it, call ``compute_logprobs`` on the whole batch first, store them in ``old_logprobs``, then
-call ``step`` once per mini-batch.
+Batch mapping (docs/decisions/rl.md L10): one ``step(samples)`` = one optimizer step; the samples are
+split into micro-batches of ``selfplay.micro_batch_size`` sequences whose gradients are accumulated.
+One ``update(samples, mini_batches)`` = one role's update, verl's ``update_actor``: ``mini_batches``
+optimizer steps over consecutive slices, every slice's pi_old taken from the policy before the first
+step, and one learning-rate scheduler step. The SSP code's "global batch 256 / mini-batch 128" is one
+Proposer update with 1 step and one Solver update with 2 steps (x5 rollouts) per iteration.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class PolicyTrainer:
         import torch
 
         out = []
-        for batch_samples in _chunks(samples, self.cfg.mini_batch_size):
+        for batch_samples in _chunks(samples, self.cfg.micro_batch_size):
             batch = self._collate(batch_samples)
             with torch.no_grad():
                 logprobs, _ = self._logprobs(self.model, batch)
@@ -115,7 +116,26 @@ class PolicyTrainer:
                 out.append([v if m else 0.0 for v, m in zip(values, sample.loss_mask, strict=True)])
         return out
 
-    def step(self, samples: list[TrainingSample]) -> dict[str, float]:
+    def update(self, samples: list[TrainingSample], mini_batches: int = 1) -> dict[str, float]:
+        """One role's update (verl ``update_actor``): ``mini_batches`` optimizer steps over consecutive slices.
+
+        pi_old is the policy before the first step for every slice: the first slice's comes from its
+        own forward, the later slices' are computed up front without gradient. The scheduler advances
+        once per update, as verl's does per ``update_actor`` call.
+        """
+        if not samples:
+            raise ValueError("PolicyTrainer.update: no samples (skip the role's update when it has no data)")
+        size = math.ceil(len(samples) / min(mini_batches, len(samples)))
+        slices = _chunks(samples, size)
+        later = [sample for part in slices[1:] for sample in part if sample.old_logprobs is None]
+        if later:
+            for sample, old in zip(later, self.compute_logprobs(later), strict=True):
+                sample.old_logprobs = old
+        stats = [self.step(part, advance_schedule=False) for part in slices]
+        self.scheduler.step()
+        return combine_stats(stats)
+
+    def step(self, samples: list[TrainingSample], advance_schedule: bool = True) -> dict[str, float]:
         """One optimizer step on ``samples`` (gradient accumulation over micro-batches); returns statistics."""
         import torch
 
@@ -152,7 +172,8 @@ class PolicyTrainer:
                                    (clipped * weights).sum(), (ratio * weights).sum()]).double()
         grad_norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
-        self.scheduler.step()
+        if advance_schedule:
+            self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
         totals = acc.reduce(totals, reduction="sum")
@@ -162,7 +183,8 @@ class PolicyTrainer:
         return {"loss": loss, "pg_loss": pg_loss, "kl": kl, "entropy": entropy, "clip_frac": clip_frac,
                 "ratio_mean": ratio, "grad_norm": float(grad_norm), "tokens": num_tokens,
                 "sequences": num_sequences, "lr": lr, "weights_changed": float(changed.item() > 0),
-                "step": float(self.global_step), "seconds": seconds, "tokens_per_s": num_tokens / max(seconds, 1e-9)}
+                "step": float(self.global_step), "seconds": seconds, "tokens_per_s": num_tokens / max(seconds, 1e-9),
+                "optimizer_steps": 1.0}
 
     def save(self, directory: str | Path) -> Path:
         """Model (safetensors), optimizer, scheduler, RNG states and step counter, written atomically.
@@ -235,7 +257,7 @@ class PolicyTrainer:
     def _shard(self, samples: list[TrainingSample]) -> list[tuple[list[TrainingSample], float]]:
         """This process's micro-batches (sorted by length to limit padding); every process runs the same
         number of them (FSDP needs matching collectives): missing ones are a real sample with weight 0."""
-        acc, size = self.accelerator, self.cfg.mini_batch_size
+        acc, size = self.accelerator, self.cfg.micro_batch_size
         ordered = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids), reverse=True)
         mine = ordered[acc.process_index::acc.num_processes]
         count = math.ceil(math.ceil(len(samples) / acc.num_processes) / size)
@@ -301,6 +323,20 @@ class PolicyTrainer:
             with torch.no_grad():
                 entropy = torch.zeros_like(logprobs).masked_scatter(selected, entropy_from_logits(logits.detach()))
         return logprobs, entropy
+
+
+def combine_stats(stats: list[dict[str, float]]) -> dict[str, float]:
+    """Statistics of several optimizer steps as one row: counts and seconds summed, losses and ratios
+    averaged over steps, the largest gradient norm beside the mean, the learning rate of the first."""
+    summed = ("tokens", "sequences", "seconds", "optimizer_steps")
+    out = {key: sum(row[key] for row in stats) for key in summed}
+    for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio_mean", "grad_norm"):
+        out[key] = sum(row[key] for row in stats) / len(stats)
+    out["grad_norm_max"] = max(row["grad_norm"] for row in stats)
+    out["weights_changed"] = max(row["weights_changed"] for row in stats)
+    out["lr"], out["step"] = stats[0]["lr"], stats[-1]["step"]
+    out["tokens_per_s"] = out["tokens"] / max(out["seconds"], 1e-9)
+    return out
 
 
 def _response_slice(sample: TrainingSample, start: int) -> slice:

@@ -30,6 +30,7 @@ from searchplay.question_rules import REJECT_REASONS, FilterRules, rule_filter
 from searchplay.retrieval.types import Document
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
+from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import Seed, SeedCursor
@@ -249,6 +250,17 @@ def rollout_valid(trajectory: Trajectory) -> bool:
 # --- the step --------------------------------------------------------------------------------------------
 
 
+def update_policy(trainer: Any, proposer_samples: list[TrainingSample], solver_samples: list[TrainingSample],
+                  cfg: Any) -> dict[str, dict[str, float]]:
+    """The iteration's policy update, per role: the SSP code's Proposer update then Solver update, each with
+    its own pi_old and ``*_mini_batches`` optimizer steps; or one combined step (``combine_update``)."""
+    if cfg.combine_update:
+        return {"all": trainer.update(proposer_samples + solver_samples, 1)}
+    schedule = (("proposer", proposer_samples, cfg.proposer_mini_batches),
+                ("solver", solver_samples, cfg.solver_mini_batches))
+    return {role: trainer.update(samples, mini_batches) for role, samples, mini_batches in schedule if samples}
+
+
 def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
     """One self-play step on the next ``batch_size`` seeds; updates ``state`` (cursor, replay buffer)."""
     cfg = params.selfplay
@@ -314,7 +326,8 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
 
     tic = time.perf_counter()
     before = weight_fingerprint(runtime.trainer.model)
-    train_stats = runtime.trainer.step(proposer_samples + solver_samples)
+    role_stats = update_policy(runtime.trainer, proposer_samples, solver_samples, cfg)
+    train_stats = combine_stats(list(role_stats.values()))
     runtime.backend.update_weights(runtime.trainer.model)
     delta = weight_delta(before, runtime.trainer.model)
     distance = distance_from_start(runtime.trainer)
@@ -374,6 +387,9 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
     metrics.update(m.coverage_statistics(coverage, flat_correct))
     metrics.update({f"train/{k}": float(v) for k, v in train_stats.items() if isinstance(v, int | float)})
+    for role, stats in role_stats.items():
+        if role != "all":
+            metrics.update({f"train/{role}/{k}": float(stats[k]) for k in ("grad_norm", "optimizer_steps", "pg_loss")})
     samples = sample_trajectories(runtime, first_round, slots, groups, correct, params.selfplay.sample_trajectories)
     questions = [{"question": slot.question, "answer": slot.answer, "seed_id": slot.seed_id, "source": slot.source,
                   "solver_accuracy": sum(c) / len(c) if c else 0.0} for slot, c in zip(slots, correct, strict=True)]

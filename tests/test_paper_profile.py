@@ -1,0 +1,74 @@
+"""``params.paper.yaml`` against the papers' numbers (issue 17): one table, one row per default.
+
+Each row: dotted key, the paper's value, where the number comes from (the digests in ../shared/notes
+quote every one), and the decision that explains a deliberate difference (None: no difference).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from searchplay.config import load_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PAPER_DEFAULTS = [
+    ("selfplay.wcr_alpha", 0.3, "KG-paths §3.2, Eq. 5: R = 1[correct] + alpha * C(1 - 1[correct]), alpha 0.3"),
+    ("selfplay.group_size", 5, "SSP Table 4 / KG B.1: G = 5 Solver rollouts per question"),
+    ("search.top_k", 3, "SSP §4.1 / Search-R1: top-3 passages per search"),
+    ("selfplay.clip_low", 0.2, "verl default, SSP code"),
+    ("selfplay.clip_high", 0.285, "SSP code: clip-high 0.285"),
+    ("selfplay.kl_beta", 0.01, "SSP Table 4: KL 0.01 (low_var_kl, docs/decisions/rl.md)"),
+    ("selfplay.lr", 1e-6, "SSP Table 4: lr 1e-6"),
+    ("selfplay.warmup_steps", 5, "SSP Table 4: 5 warm-up steps"),
+    ("selfplay.batch_size", 256, "SSP Table 4: global batch 256"),
+    ("selfplay.proposer_mini_batches", 1, "SSP mini-batch 128: one Proposer step (notes/ssp.md §3.8)"),
+    ("selfplay.solver_mini_batches", 2, "SSP mini-batch 128 x 5 rollouts: two Solver steps"),
+    ("selfplay.combine_update", False, "SSP code: separate Proposer then Solver updates"),
+    ("selfplay.loss_agg_mode", "seq-mean-token-mean", "papers' objective 1/G sum_i 1/|tau_i| sum_t"),
+    ("selfplay.noisy_docs", 4, "SSP §3.3: 4 noisy documents in RAG verification"),
+    ("selfplay.rag_verification", True, "SSP §3.3"),
+    ("selfplay.batch_completion", "replay", "SSP code: refill from the replay buffer"),
+    ("selfplay.replay_reset_every", 10, "SSP code: buffer cleared every 10 steps"),
+    ("agent.max_turns", 10, "SSP B.1: 10 interaction rounds"),
+    ("agent.max_prompt_tokens", 4096, "SSP Table 4: max prompt 4096"),
+    ("agent.max_response_tokens", 8192, "SSP Table 4: max response 8192"),
+    ("agent.max_turn_tokens", 512, "SSP code: 512 new tokens per call"),
+    ("agent.temperature", 1.0, "SSP / KG: rollout temperature 1.0"),
+    ("agent.max_answer_tags", 10, "SSP code: more than 10 answer tags divides the score by 4"),
+    ("agent.answer_tag_rule", "either", "SSP code: > 10 opening or > 10 closing tags"),
+    ("kg.min_hops", 3, "KG-paths §3.1: paths of 3 to 7 hops"),
+    ("kg.max_hops", 7, "KG-paths §3.1"),
+    ("kg.max_candidates", 10, "KG-paths Alg. 1: 10 candidate edges per step"),
+    ("kg.max_retries", 5, "KG-paths Alg. 1: 5 retries"),
+    ("evaluate.n", 500, "SSP / KG evaluation: 500 questions per benchmark"),
+]
+
+# Where the SSP paper and the SSP code disagree, the profile picks one; the decision records which and why.
+DELIBERATE = {
+    "selfplay.verifier": ("policy", "paper §3.2: the policy verifies; the code uses a frozen server model "
+                                    "(docs/decisions/selfplay.md)"),
+    "selfplay.noise_unit": ("document", "paper: noisy documents; the code: whole blocks (docs/decisions/selfplay.md)"),
+}
+
+
+def paper_params():
+    return load_params(ROOT / "params.paper.yaml")
+
+
+def value_of(params, dotted: str):
+    section, key = dotted.split(".")
+    return getattr(getattr(params, section), key)
+
+
+@pytest.mark.parametrize(("key", "expected", "source"), PAPER_DEFAULTS, ids=[row[0] for row in PAPER_DEFAULTS])
+def test_paper_profile_holds_the_papers_value(key, expected, source):
+    assert value_of(paper_params(), key) == expected, f"{key}: the papers say {expected!r} ({source})"
+
+
+@pytest.mark.parametrize("key", sorted(DELIBERATE))
+def test_deliberate_differences_are_the_documented_ones(key):
+    expected, decision = DELIBERATE[key]
+    assert value_of(paper_params(), key) == expected, decision
