@@ -1,4 +1,4 @@
-"""Answer normalization and metrics: SQuAD normalization, exact match, substring exact match, token F1.
+"""Answer normalization and metrics: exact match, substring exact match, token F1.
 
 Shared by the rule filter (answer leaks), the judge, the warm-start's checks and evaluation, so it
 lives below every stage (DESIGN.md, "Floors run one way").
@@ -6,21 +6,30 @@ lives below every stage (DESIGN.md, "Floors run one way").
 These are the scores Search-R1, FlashRAG and SSP report (SSP §4.1 reports LLM-as-a-judge as the
 headline and EM/F1 beside it; the KG paper's Table 7 reports EM/F1). Pure functions over strings.
 
-Normalization follows the SQuAD v1.1 evaluation script (Rajpurkar et al. 2016), as copied by
-FlashRAG and SSP's ``qa_em.py``: lowercase, remove punctuation, remove the articles a/an/the,
-collapse whitespace. Two additions (docs/decisions/agent.md, "metrics"): Unicode compatibility
-folding with accents stripped (``Gödel`` == ``Godel``, full-width digits == ASCII digits), and
-Unicode punctuation removed as well as ASCII punctuation (curly quotes, en dashes).
+Two normalization schemes (``evaluate.normalization``, docs/decisions/eval.md):
+
+- ``squad`` (default): the SQuAD v1.1 script as FlashRAG's evaluator and Search-R1 use it, quirks
+  included: lowercase, drop ASCII ``string.punctuation``, drop the articles a/an/the, collapse
+  whitespace; EM is equality of normalized strings (so a gold that normalizes to "" equals an empty
+  prediction), sub-EM is a substring test (a gold "" is in every prediction), F1 gives a yes/no/noanswer
+  side no credit unless both sides are equal; every score is the max over golds.
+- ``unicode``: this project's stricter reading: Unicode folding (``Gödel`` == ``Godel``) and Unicode
+  punctuation removed too, sub-EM on whole tokens, an empty normalized gold or prediction never matches.
+
+A prediction of None (no answer extracted) scores 0 under both.
 """
 
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
+NORMALIZATIONS = ("squad", "unicode")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ASCII_PUNCTUATION = frozenset(string.punctuation)
 # HotpotQA / FlashRAG F1: a yes/no/noanswer prediction earns no partial credit against another gold.
 _SPECIAL_ANSWERS = frozenset({"yes", "no", "noanswer"})
 
@@ -42,16 +51,20 @@ def _remove_punctuation(text: str) -> str:
     return "".join(ch for ch in text if not (unicodedata.category(ch).startswith("P") or ch in "$+<=>^`|~"))
 
 
-def normalize_answer(text: str) -> str:
-    """SQuAD v1.1 answer normalization plus Unicode folding.
+def normalize_answer(text: str, scheme: str = "squad") -> str:
+    """SQuAD v1.1 answer normalization (``squad``), or with Unicode folding and punctuation (``unicode``).
 
     >>> normalize_answer("The  Eiffel-Tower!")
     'eiffeltower'
-    >>> normalize_answer("Kurt Gödel")
-    'kurt godel'
+    >>> normalize_answer("Kurt Gödel"), normalize_answer("Kurt Gödel", "unicode")
+    ('kurt gödel', 'kurt godel')
     """
-    text = _fold_unicode(text).lower()
-    text = _remove_punctuation(text)
+    if scheme == "squad":
+        text = "".join(ch for ch in text.lower() if ch not in _ASCII_PUNCTUATION)
+    elif scheme == "unicode":
+        text = _remove_punctuation(_fold_unicode(text).lower())
+    else:
+        raise ValueError(f"answer normalization {scheme!r}: expected one of {NORMALIZATIONS}")
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
@@ -62,39 +75,36 @@ def _golds(golden_answers: str | Iterable[str]) -> list[str]:
     return [g for g in golden_answers if isinstance(g, str)]
 
 
-def exact_match(prediction: str | None, golden_answers: str | Iterable[str]) -> float:
+def exact_match(prediction: str | None, golden_answers: str | Iterable[str], scheme: str = "squad") -> float:
     """1.0 if the normalized prediction equals a normalized gold answer, else 0.0 (SQuAD EM).
-
-    A missing or empty prediction scores 0 (an empty string never matches an empty gold).
 
     >>> exact_match("the Beatles", ["Beatles", "The Fab Four"])
     1.0
     """
-    if not prediction:
+    if prediction is None:
         return 0.0
-    pred = normalize_answer(prediction)
-    if not pred:
+    pred = normalize_answer(prediction, scheme)
+    if scheme == "unicode" and not pred:
         return 0.0
-    return float(any(pred == normalize_answer(gold) for gold in _golds(golden_answers)))
+    return float(any(pred == normalize_answer(gold, scheme) for gold in _golds(golden_answers)))
 
 
-def sub_exact_match(prediction: str | None, golden_answers: str | Iterable[str]) -> float:
+def sub_exact_match(prediction: str | None, golden_answers: str | Iterable[str], scheme: str = "squad") -> float:
     """1.0 if a normalized gold answer occurs in the normalized prediction (Search-R1 / FlashRAG sub-EM).
 
-    Matching is on whole tokens ('art' does not occur in 'party'), and an empty gold never matches,
-    so an empty prediction cannot game it (anchors.md §1.15 item 6).
+    ``squad``: a plain substring test, as FlashRAG ('art' occurs in 'party'). ``unicode``: whole tokens
+    only, and an empty gold never matches, so an empty prediction cannot game it.
 
-    >>> sub_exact_match("It was Paris, France", ["Paris"])
-    1.0
+    >>> sub_exact_match("It was Paris, France", ["Paris"]), sub_exact_match("a party", ["art"], "unicode")
+    (1.0, 0.0)
     """
-    if not prediction:
+    if prediction is None:
         return 0.0
-    pred = f" {normalize_answer(prediction)} "
-    for gold in _golds(golden_answers):
-        norm = normalize_answer(gold)
-        if norm and f" {norm} " in pred:
-            return 1.0
-    return 0.0
+    pred = normalize_answer(prediction, scheme)
+    golds = [normalize_answer(gold, scheme) for gold in _golds(golden_answers)]
+    if scheme == "squad":
+        return float(any(gold in pred for gold in golds))
+    return float(any(gold and f" {gold} " in f" {pred} " for gold in golds))
 
 
 def _token_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
@@ -107,7 +117,7 @@ def _token_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def f1_score(prediction: str | None, golden_answers: str | Iterable[str]) -> float:
+def f1_score(prediction: str | None, golden_answers: str | Iterable[str], scheme: str = "squad") -> float:
     """SQuAD token-level F1 between the prediction and the best-matching gold answer.
 
     As in the HotpotQA/FlashRAG scripts, 'yes'/'no'/'noanswer' on either side scores 0 unless both
@@ -116,12 +126,12 @@ def f1_score(prediction: str | None, golden_answers: str | Iterable[str]) -> flo
     >>> round(f1_score("Barack Obama Jr", ["Barack Obama"]), 3)
     0.8
     """
-    if not prediction:
+    if prediction is None:
         return 0.0
-    pred = normalize_answer(prediction)
+    pred = normalize_answer(prediction, scheme)
     best = 0.0
     for gold in _golds(golden_answers):
-        norm = normalize_answer(gold)
+        norm = normalize_answer(gold, scheme)
         if (pred in _SPECIAL_ANSWERS or norm in _SPECIAL_ANSWERS) and pred != norm:
             continue
         best = max(best, _token_f1(pred.split(), norm.split()))

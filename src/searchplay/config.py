@@ -247,6 +247,9 @@ class EvaluateConfig(Section):
     max_turns: int = Field(10, ge=1, description="interaction rounds per question at evaluation (papers: 10)")
     temperature: float = Field(0.0, ge=0, description="decoding temperature (papers' validation: 0.0, greedy)")
     batch_size: int = Field(8, ge=1, description="questions whose rollouts advance together; one resume unit")
+    normalization: Literal["squad", "unicode"] = Field(
+        "squad", description="answer normalization of EM/F1/sub-EM: 'squad' = FlashRAG's evaluator exactly, "
+        "'unicode' = with Unicode folding, whole-token sub-EM, empty never matches (searchplay.answers)")
     paper_reference_model: str = Field("Qwen2.5-7B-Instruct", description="papers' row shown when the evaluated "
                                        "model has none of its own (labelled as a different model)")
 

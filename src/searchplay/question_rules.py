@@ -45,16 +45,17 @@ class FilterRules:
 def answer_in_question(answer: str, question: str) -> bool:
     """SSP rule (4), 'containing the original answer in the question'.
 
-    True if a* occurs case-insensitively in q (SSP code) or its SQuAD-normalized form occurs in the
-    normalized question (catches 'Dijon,' vs 'dijon' and accents). Either match rejects.
+    True if a* occurs case-insensitively in q (SSP code) or its normalized form (``unicode`` scheme,
+    accents folded) occurs in the normalized question (catches 'Dijon,' vs 'dijon' and accents).
+    Either match rejects.
 
     >>> answer_in_question("Gödel", "Who was godel's advisor?")
     True
     """
     if answer.strip().lower() in question.lower():
         return True
-    normalized = normalize_answer(answer)
-    return bool(normalized) and normalized in normalize_answer(question)
+    normalized = normalize_answer(answer, "unicode")  # the stricter scheme: a leak with accents is a leak
+    return bool(normalized) and normalized in normalize_answer(question, "unicode")
 
 
 def rule_filter(trajectory: ProposerOutput, answer: str, rules: FilterRules = FilterRules()) -> str | None:

@@ -44,6 +44,37 @@ def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch, fake_judge, fak
     assert [r["id"] for r in records] == [i.id for i in ITEMS] and all(r["judge_correct"] for r in records)
 
 
+def test_a_changed_setting_rescores_and_an_unchanged_one_reuses(tmp_path, monkeypatch, fake_judge,
+                                                                fake_trajectory, fake_backend):
+    """Predictions carry the settings fingerprint (judge, decoding, metric options, model revision): a rerun
+    under other settings redoes every question, a rerun under the same settings none."""
+    path, asked = tmp_path / "nq.jsonl", []
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, asked))
+    kwargs = dict(backend=fake_backend, search_tool=None, judge=fake_judge, config=None, model="m", batch_size=4)
+    run_benchmark(ITEMS[:4], path, settings="judge-a", **kwargs)
+    run_benchmark(ITEMS[:4], path, settings="judge-a", **kwargs)
+    assert len(asked) == 4
+    records = run_benchmark(ITEMS[:4], path, settings="judge-b", **kwargs)
+    assert len(asked) == 8 and {r["settings"] for r in records} == {"judge-b"}
+
+
+def test_settings_fingerprint_follows_what_changes_a_score():
+    from searchplay.eval.evaluate import settings_fingerprint
+    from searchplay.eval.runner import rollout_config
+
+    params = Params()
+    run = {"model": "m", "model_revision": "r1", "judge": "exact-match", "judge_prompt": "ssp",
+           "normalization": "squad", "top_k": 3}
+    base = settings_fingerprint(run, rollout_config(params), params)
+    assert settings_fingerprint(dict(run), rollout_config(params), params) == base
+    assert settings_fingerprint({**run, "model_revision": "r2"}, rollout_config(params), params) != base
+    assert settings_fingerprint({**run, "normalization": "unicode"}, rollout_config(params), params) != base
+    params.evaluate.max_turns = 3
+    fewer_turns = settings_fingerprint(run, rollout_config(params), params)
+    params.agent.max_turn_tokens = 64
+    assert len({base, fewer_turns, settings_fingerprint(run, rollout_config(params), params)}) == 3
+
+
 def test_records_keep_the_full_output_beside_the_answer(tmp_path, monkeypatch, fake_judge, fake_trajectory,
                                                        fake_backend):
     monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, []))

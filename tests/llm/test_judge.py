@@ -30,13 +30,25 @@ def openai_judge(tmp_path=None, **kwargs) -> Judge:
     return Judge(llm, "ssp", cache)
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("Correct", True), ("correct.", True), ('"Correct"', True), ("**Correct**", True), ("  CORRECT\n", True),
-     ("Incorrect", False), ("incorrect.", False), ("Wrong", False), ("Not correct", False),
-     ("", None), ("The answer is correct", None), ("Yes", None)],
-)
-def test_parse_verdict_is_exact(text, expected):
+# Real-looking judge replies (issue 15): explicit verdicts, sentence forms, reasoning blocks, and the
+# replies that must never count as correct.
+VERDICTS = [
+    ("Correct", True), ("correct.", True), ('"Correct"', True), ("**Correct**", True), ("  CORRECT\n", True),
+    ("Correct. The model's answer matches the reference.", True), ("The answer is correct.", True),
+    ("<think>The reference says Paris; the model says Paris.</think>\nCorrect", True),
+    ("<think>Is it wrong? No, it matches.</think> Correct.", True),
+    ("Incorrect", False), ("incorrect.", False), ("Wrong", False), ("Wrong.", False), ("Not correct", False),
+    ("The answer is incorrect.", False), ("The model's answer is wrong.", False), ("It isn't correct.", False),
+    ("It is not correct", False), ("<think>Paris vs Lyon</think>Incorrect", False),
+    ("", None), ("Yes", None), ("No", None), ("Correctness cannot be judged", None),
+    ("I cannot tell whether it is correct.", None), ("Correct or incorrect?", None),
+    ("It might be correct", None), ("Partially correct", None), ("<think>the reference says", None),
+    ("The answer is correct, not wrong", None), ("N/A", None),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), VERDICTS, ids=[repr(t) for t, _ in VERDICTS])
+def test_parse_verdict_table(text, expected):
     assert parse_verdict(text) is expected
 
 

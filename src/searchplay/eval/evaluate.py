@@ -189,16 +189,18 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     if judge is None:
         from searchplay.llm.judge import make_judge
 
-        judge = make_judge(params.judge, backend=backend)
+        judge = make_judge(params.judge, backend=backend, normalization=cfg.normalization)
     run = {"variant": variant, "model": model, "model_source": choice.source, "model_revision": revision,
            "base_model": params.models.policy if choice.source in ("checkpoint", "warmstart") else model,
            "judge": judge.name, "metric": "judge accuracy (exact match first, then the judge), 0-100",
            "n": cfg.n, "seed": cfg.seed, "temperature": cfg.temperature, "max_turns": cfg.max_turns,
            "top_k": params.search.top_k, "benchmarks": list(cfg.benchmarks),
+           "normalization": cfg.normalization, "judge_prompt": params.judge.prompt,
            "sources": {name: portable_name(bench.source) for name, bench in loaded.items()},
            "skipped": {name: dict(bench.skipped) for name, bench in loaded.items()}}
 
     config = rollout_config(params)
+    settings = settings_fingerprint(run, config, params)
     times = StageTimes()
     per_benchmark: dict[str, dict[str, float]] = {}
     bar = _progress(sum(len(v) for v in sampled.values()), progress)
@@ -207,7 +209,8 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
         _drop_other_models(path, model, revision)
         records = run_benchmark(items, path, backend=backend, search_tool=search_tool, judge=judge, config=config,
                                 model=model, model_revision=revision, batch_size=cfg.batch_size,
-                                top_k=params.search.top_k, times=times, on_batch=bar.update)
+                                top_k=params.search.top_k, times=times, on_batch=bar.update, settings=settings,
+                                normalization=cfg.normalization)
         write_jsonl(path, records)  # exactly the sampled questions, in sample order
         per_benchmark[name] = benchmark_scores(records)
         per_benchmark[name]["skipped_records"] = loaded[name].num_skipped
@@ -224,6 +227,21 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     if track:
         _log_to_mlflow(params, variant, run, metrics, out_dir, choice.path)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
+
+
+def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> str:
+    """A short hash of everything that changes a prediction or its scores: the model and its revision,
+    decoding and budgets, search, judge and prompt, metric options, the rollout dtype. Predictions
+    recorded under another fingerprint are not reused."""
+    import json
+    from dataclasses import asdict, is_dataclass
+
+    keys = ("model", "model_revision", "judge", "judge_prompt", "normalization", "top_k")
+    rollout = asdict(config) if is_dataclass(config) else repr(config)
+    basis = {**{k: run.get(k) for k in keys}, "rollout": rollout, "search_mode": params.search.mode,
+             "rollout_dtype": params.agent.rollout_dtype, "judge_backend": params.judge.backend,
+             "judge_temperature": params.judge.temperature}
+    return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _drop_other_models(path: Path, model: str, revision: str | None = None) -> None:

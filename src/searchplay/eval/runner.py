@@ -102,7 +102,7 @@ def _append(path: Path, records: list[dict[str, Any]]) -> None:
         os.fsync(handle.fileno())
 
 
-def _judge_items(items: Sequence[QAItem], predictions: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+def _judge_items(items: Sequence[QAItem], predictions: Sequence[str | None]) -> list[tuple[str, str | None, list[str]]]:
     pairs = zip(items, predictions, strict=True)
     return [(item.question, prediction, item.golden_answers) for item, prediction in pairs]
 
@@ -125,30 +125,31 @@ def full_output(trajectory: Any, tokenizer: Any) -> str:
 
 
 def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str, output: str = "",
-                      model_revision: str | None = None) -> dict[str, Any]:
+                      model_revision: str | None = None, settings: str = "",
+                      normalization: str = "squad") -> dict[str, Any]:
     """One line of ``predictions/<benchmark>.jsonl``: the question, the extracted answer and the full output,
-    the scores, and the model (params id and revision) that produced it."""
-    prediction = trajectory.answer or ""
+    the scores, the model (params id and revision) that produced it, and the settings fingerprint."""
     return {
         "id": item.id, "benchmark": item.benchmark, "question": item.question,
-        "golden_answers": item.golden_answers, "prediction": prediction,
-        **score_question(item, prediction, verdict),
+        "golden_answers": item.golden_answers, "prediction": trajectory.answer or "",
+        **score_question(item, trajectory.answer, verdict, normalization),
         "valid": trajectory.valid, "finish_reason": trajectory.finish_reason,
         "num_searches": trajectory.num_searches, "num_turns": len(trajectory.turns),
         "search_queries": trajectory.search_queries, "model": model, "model_revision": model_revision,
-        "output": output,
+        "settings": settings, "output": output,
     }
 
 
 def run_benchmark(items: Sequence[QAItem], predictions_path: str | Path, *, backend: Any, search_tool: Any,
                   judge: Any, config: Any, model: str, batch_size: int, top_k: int = 3,
                   times: StageTimes | None = None, on_batch: Callable[[int], None] | None = None,
-                  model_revision: str | None = None) -> list[dict]:
-    """Answer and score every item not already in ``predictions_path``; returns all records in item order."""
+                  model_revision: str | None = None, settings: str = "", normalization: str = "squad") -> list[dict]:
+    """Answer and score every item not already in ``predictions_path`` under the same ``settings``
+    fingerprint (model, decoding, judge, metric options); returns all records in item order."""
     path = Path(predictions_path)
     times = times or StageTimes()
     timed_tool = TimedSearchTool(search_tool, times)
-    finished = read_finished(path)
+    finished = {key: record for key, record in read_finished(path).items() if record.get("settings") == settings}
     todo = [item for item in items if item.id not in finished]
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
@@ -157,9 +158,9 @@ def run_benchmark(items: Sequence[QAItem], predictions_path: str | Path, *, back
         outputs = [full_output(trajectory, backend.tokenizer) for trajectory in trajectories]
         times.generation += time.perf_counter() - clock - (times.retrieval - retrieval_before)
         clock = time.perf_counter()
-        verdicts = judge.judge_many(_judge_items(batch, [t.answer or "" for t in trajectories]))
+        verdicts = judge.judge_many(_judge_items(batch, [t.answer for t in trajectories]))
         times.judging += time.perf_counter() - clock
-        records = [prediction_record(item, trajectory, verdict, model, output, model_revision)
+        records = [prediction_record(item, trajectory, verdict, model, output, model_revision, settings, normalization)
                    for item, trajectory, verdict, output in zip(batch, trajectories, verdicts, outputs, strict=True)]
         _append(path, records)
         times.questions += len(batch)

@@ -22,13 +22,14 @@ SCORES = ("judge_acc", "em", "f1", "sub_em")  # per-question means, reported x10
 GROUPS = {"general_qa": GENERAL_QA, "multihop_qa": MULTIHOP_QA, "avg": PAPER_BENCHMARKS}
 
 
-def score_question(item: QAItem, prediction: str | None, verdict: Any) -> dict[str, Any]:
-    """The per-question scores for one prediction and its judge ``Verdict``."""
+def score_question(item: QAItem, prediction: str | None, verdict: Any, normalization: str = "squad") -> dict[str, Any]:
+    """The per-question scores for one prediction (None: no answer extracted) and its judge ``Verdict``."""
     judge_error = verdict.method == "error"
+    golds = item.golden_answers
     return {
-        "em": exact_match(prediction, item.golden_answers),
-        "f1": f1_score(prediction, item.golden_answers),
-        "sub_em": sub_exact_match(prediction, item.golden_answers),
+        "em": exact_match(prediction, golds, normalization),
+        "f1": f1_score(prediction, golds, normalization),
+        "sub_em": sub_exact_match(prediction, golds, normalization),
         "judge_correct": bool(verdict.correct) and not judge_error,
         "judge_method": verdict.method,
         "judge_model": verdict.judge_model,

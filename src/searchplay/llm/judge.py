@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -82,20 +83,35 @@ def judge_messages(question: str, prediction: str, golden_answers: Sequence[str]
     return [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
+_REASONING = re.compile(r"^.*</think>", re.DOTALL)  # everything up to the last closing think tag
+_NEGATIVE = re.compile(r"\b(?:incorrect|wrong|not\s+correct|isn'?t\s+correct|not\s+right)\b")
+_POSITIVE = re.compile(r"\bcorrect\b")
+_HEDGES = re.compile(r"\b(?:cannot|can'?t|unable|unsure|unclear|uncertain|whether|maybe|perhaps|possibly|"
+                     r"might|depends|partially|partly)\b|\?")
+
+
 def parse_verdict(reply: str) -> bool | None:
-    """``True`` for "Correct", ``False`` for "Incorrect"/"Wrong", ``None`` for anything else.
+    """``True`` for an explicit "Correct", ``False`` for "Incorrect"/"Wrong" (sentence forms too),
+    ``None`` (a judge error, never counted as correct) for anything else.
 
-    Exact, not the anchors' substring test (``"correct" in reply`` marks "Incorrect" correct):
-    strip whitespace and quoting, lowercase, then starts with "correct".
+    A leading ``<think>...</think>`` block is dropped first; a reply still thinking is an error. The
+    positive word counts only as a whole word ("Correctness ..." is not a verdict), a hedged or
+    self-contradicting reply ("I cannot tell whether it is correct", "correct, or wrong") is an
+    error, not a verdict. The anchors' substring test (``"correct" in reply``) would mark
+    "Incorrect" correct.
 
-    >>> parse_verdict(' "Correct". '), parse_verdict("Incorrect"), parse_verdict("I think so")
+    >>> parse_verdict(' "Correct". '), parse_verdict("The answer is incorrect."), parse_verdict("Correctness?")
     (True, False, None)
     """
-    cleaned = reply.strip().strip("\"'*`.:!").strip().lower()
-    if cleaned.startswith("correct"):
-        return True
-    if cleaned.startswith(("incorrect", "wrong", "not correct")):
-        return False
+    if "<think>" in reply and "</think>" not in reply:
+        return None
+    text = _REASONING.sub("", reply).lower().replace("’", "'")
+    if _HEDGES.search(text):
+        return None
+    negative = bool(_NEGATIVE.search(text))
+    positive = bool(_POSITIVE.search(_NEGATIVE.sub(" ", text)))
+    if negative != positive:
+        return positive
     return None
 
 
@@ -143,8 +159,10 @@ class Judge:
     ``counts`` tallies verdict methods ('exact', 'llm', 'error') so callers can report failures.
     """
 
-    def __init__(self, llm: JudgeLLM | None = None, prompt: str = "ssp", cache: VerdictCache | None = None):
+    def __init__(self, llm: JudgeLLM | None = None, prompt: str = "ssp", cache: VerdictCache | None = None,
+                 normalization: str = "squad"):
         self.llm = llm
+        self.normalization = normalization  # searchplay.answers scheme of the exact-match shortcut
         self.prompt = prompt
         self.cache = cache
         self.name = llm.name if llm is not None else "exact-match"
@@ -162,7 +180,7 @@ class Judge:
         verdicts: list[Verdict | None] = [None] * len(items)
         pending: list[int] = []
         for i, (_question, prediction, golds) in enumerate(items):
-            if exact_match(prediction, golds):
+            if exact_match(prediction, golds, self.normalization):
                 verdicts[i] = Verdict(True, "exact", self.name)
             elif self.llm is None or not (prediction or "").strip() or not golds:
                 verdicts[i] = Verdict(False, "exact", self.name)  # no LLM, or nothing to compare: EM's verdict
@@ -289,10 +307,11 @@ class LocalJudgeLLM:
             return [exc] * len(conversations)
 
 
-def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None) -> Judge:
-    """Build the judge ``params.judge`` describes; ``backend`` serves ``backend: local`` if given."""
+def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None, normalization: str = "squad") -> Judge:
+    """Build the judge ``params.judge`` describes; ``backend`` serves ``backend: local`` if given;
+    ``normalization`` is the answer scheme of the exact-match check that runs before any LLM."""
     if config.backend == "exact":
-        return Judge()
+        return Judge(normalization=normalization)
     if config.backend == "openai":
         if not config.endpoint or not config.model:
             raise ValueError("judge.backend is 'openai' but judge.endpoint or judge.model is empty; set both "
@@ -301,7 +320,7 @@ def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None) -> Jud
                              config.max_retries, config.backoff_s, config.temperature, config.max_tokens,
                              config.concurrency)
         cache = VerdictCache(config.cache_path) if config.cache_path else None
-        return Judge(llm, config.prompt, cache)
+        return Judge(llm, config.prompt, cache, normalization)
     if backend is None:
         if not config.model:
             raise ValueError("judge.backend is 'local' but judge.model is empty; name a local model folder")
@@ -310,4 +329,4 @@ def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None) -> Jud
         backend = load_backend(config.model)
     # No cache for local judges: the backend may share the policy's changing weights.
     return Judge(LocalJudgeLLM(backend, config.model or "local-policy", config.temperature, config.max_tokens),
-                 config.prompt)
+                 config.prompt, normalization=normalization)
