@@ -2,13 +2,17 @@
 
     prefect deployment run 'retrain/weekly' -p iterations=50 -p variants='["kg_wcr"]'
 
-Flow parameters that change knobs (``iterations``, ``quick``) are written into params.yaml first,
-so dvc.lock records exactly what the run used and unchanged stages are still skipped.
+Flow parameters that change knobs (``iterations``, ``quick``) apply to that run only: they are written
+into params.yaml for the run, so dvc.lock records exactly what it used and unchanged stages are still
+skipped, and params.yaml is restored byte for byte when the run ends, fails or is cancelled. A later
+scheduled run never inherits a quick profile.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -32,6 +36,21 @@ def apply_overrides(root: Path, overrides: dict[str, object]) -> None:
         for key, value in overrides.items():
             set_dotted(tree, key, value)
     load_params(root / "params.yaml")  # fail now, naming the key, rather than inside a stage
+
+
+@contextmanager
+def run_scoped_overrides(root: Path, overrides: dict[str, object]) -> Iterator[None]:
+    """``apply_overrides`` for the duration of the block; params.yaml is put back afterwards, whatever happens."""
+    path = root / "params.yaml"
+    original = path.read_bytes()
+    try:
+        apply_overrides(root, overrides)
+        yield
+    finally:
+        if overrides and path.read_bytes() != original:
+            partial = path.with_name(path.name + ".restoring")
+            partial.write_bytes(original)
+            partial.replace(path)
 
 
 def quick_profile(root: Path) -> dict[str, object]:
@@ -61,22 +80,21 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
     overrides = quick_profile(repo) if quick else {}
     if iterations is not None:
         overrides["selfplay.iterations"] = iterations
-    apply_overrides(repo, overrides)
-    chosen = selected_variants(repo, variants)
-    logger.info("retraining variants %s with overrides %s", chosen, overrides)
-
-    ran: dict[str, list[str]] = {}
-    kg = reproduce_stage.submit("kg", root)
-    corpus = reproduce_stage.submit("corpus", root)
-    index = reproduce_stage.submit("index", root, wait_for=[corpus])
-    ran["kg"], ran["corpus"], ran["index"] = kg.result(), corpus.result(), index.result()
-    ran["warmstart"] = reproduce_stage("warmstart", root)  # once, shared by every variant
-    for reference in ("base", "warmstart"):
-        ran[f"evaluate_reference@{reference}"] = reproduce_stage(f"evaluate_reference@{reference}", root)
-    for variant in chosen:  # one variant at a time: each self-play run uses the whole machine
-        ran[f"selfplay@{variant}"] = reproduce_stage(f"selfplay@{variant}", root)
-        ran[f"evaluate@{variant}"] = reproduce_stage(f"evaluate@{variant}", root)
-    ran["report"] = reproduce_stage("report", root)
+    with run_scoped_overrides(repo, overrides):
+        chosen = selected_variants(repo, variants)
+        logger.info("retraining variants %s with overrides %s (this run only)", chosen, overrides)
+        ran: dict[str, list[str]] = {}
+        kg = reproduce_stage.submit("kg", root)
+        corpus = reproduce_stage.submit("corpus", root)
+        index = reproduce_stage.submit("index", root, wait_for=[corpus])
+        ran["kg"], ran["corpus"], ran["index"] = kg.result(), corpus.result(), index.result()
+        ran["warmstart"] = reproduce_stage("warmstart", root)  # once, shared by every variant
+        for reference in ("base", "warmstart"):
+            ran[f"evaluate_reference@{reference}"] = reproduce_stage(f"evaluate_reference@{reference}", root)
+        for variant in chosen:  # one variant at a time: each self-play run uses the whole machine
+            ran[f"selfplay@{variant}"] = reproduce_stage(f"selfplay@{variant}", root)
+            ran[f"evaluate@{variant}"] = reproduce_stage(f"evaluate@{variant}", root)
+        ran["report"] = reproduce_stage("report", root)
     return ran
 
 

@@ -128,3 +128,22 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
     assert command[1:3] == ["exp", "run"] and command[4].startswith("quick-")
     assert "selfplay.iterations=1" in command and "evaluate.benchmarks=[bamboogle, nq, kg_heldout]" in command
     assert dvc_command(False, repo_root / "params.quick.yaml", [])[1:] == ["repro"]
+
+
+def test_flow_overrides_apply_to_the_run_only(repo_root, tmp_path):
+    """`prefect deployment run 'retrain/weekly' -p quick=true` must not leave the quick profile in params.yaml
+    (issue 14, item 7): during the run the file has it, afterwards it is byte-identical, even after a failure."""
+    import shutil
+
+    from flows.retrain import quick_profile, run_scoped_overrides
+
+    shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
+    shutil.copy(repo_root / "params.quick.yaml", tmp_path / "params.quick.yaml")
+    original = (tmp_path / "params.yaml").read_bytes()
+    overrides = {**quick_profile(tmp_path), "selfplay.iterations": 7}
+    with run_scoped_overrides(tmp_path, overrides):
+        assert load_params(tmp_path / "params.yaml").selfplay.iterations == 7
+    assert (tmp_path / "params.yaml").read_bytes() == original
+    with pytest.raises(RuntimeError, match="stage failed"), run_scoped_overrides(tmp_path, overrides):
+        raise RuntimeError("stage failed")
+    assert (tmp_path / "params.yaml").read_bytes() == original
