@@ -65,7 +65,10 @@ def test_local_llm_selector_batched_real_model(sample_store, smollm2_path, const
         edges = candidate_edges(sample_store, node, relation_filter, random.Random(0), {node}, {label.casefold()},
                                 allow_literals=False, max_candidates=10)
         requests.append(SelectionRequest([label], [], "", edges))
-    selector = LocalSelector(str(smollm2_path), max_retries=1, batch_size=4, constrained=constrained)
+    from searchplay.llm import load_backend
+
+    selector = LocalSelector(load_backend(str(smollm2_path)), str(smollm2_path), max_retries=1, batch_size=4,
+                             constrained=constrained)
     selections = selector.select(requests)
     assert len(selections) == 4
     for request, selection in zip(requests, selections, strict=True):

@@ -96,15 +96,13 @@ def smollm2_tokenizer(smollm2_path):
 ])
 def test_choice_constraint_allows_only_valid_replies(smollm2_tokenizer, num_candidates, written, allowed):
     """After '{"answer": ' only k} with 0 <= k <= n may follow; "1" may still become "10" when n = 10."""
-    import torch
 
     from searchplay.kg.selectors import ChoiceConstraint
 
-    prompt = smollm2_tokenizer.encode('x {"answer": ', add_special_tokens=False)
-    constraint = ChoiceConstraint(smollm2_tokenizer).for_batch(len(prompt), [num_candidates])
-    ids = torch.tensor(prompt + smollm2_tokenizer.encode(written, add_special_tokens=False))
+    constraint = ChoiceConstraint(smollm2_tokenizer).for_rows([num_candidates])
+    ids = smollm2_tokenizer.encode(written, add_special_tokens=False)
     assert sorted(smollm2_tokenizer.decode([i]) for i in constraint(0, ids)) == sorted(allowed)
-    closed = torch.tensor(prompt + smollm2_tokenizer.encode(written + "}", add_special_tokens=False))
+    closed = smollm2_tokenizer.encode(written + "}", add_special_tokens=False)
     assert constraint(0, closed) == [smollm2_tokenizer.eos_token_id]
 
 
@@ -119,3 +117,25 @@ def test_choice_constraint_rejects_a_tokenizer_that_merges_digits():
 
     with pytest.raises(ValueError, match="selector_constrained=false"):
         ChoiceConstraint(MergingTokenizer())
+
+
+def test_local_selector_is_served_by_the_policy_backend(monkeypatch, smollm2_tokenizer):
+    """Issue 17: the selector's model comes from ``load_backend`` with the run's params (models.device:
+    CUDA where there is a GPU, the rollout dtype), not a private CPU copy."""
+    import searchplay.llm as llm
+    from searchplay.config import Params
+    from searchplay.kg.selectors import LocalSelector, make_selector
+
+    seen = {}
+
+    class Backend:
+        tokenizer = smollm2_tokenizer
+
+    def fake_load_backend(model, params=None, **kwargs):
+        seen.update(model=model, device=params.models.device)
+        return Backend()
+
+    monkeypatch.setattr(llm, "load_backend", fake_load_backend)
+    params = Params.model_validate({"models": {"device": "cuda"}, "kg": {"selector": "llm"}})
+    selector = make_selector(params.kg, params=params)
+    assert isinstance(selector, LocalSelector) and seen == {"model": "bundled:smollm2", "device": "cuda"}

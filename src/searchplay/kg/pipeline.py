@@ -83,7 +83,7 @@ def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelec
         raise ValueError(f"no eligible seed in {store_dir}: need an English label"
                          + (", an enwiki sitelink" if config.require_enwiki else "")
                          + (" and a title in the corpus" if titles is not None else ""))
-    selector = selector or make_selector(config)
+    selector = selector or make_selector(config, params=params)
     records, stats = extract_subgraphs(store, seeds, selector, RelationFilter.from_config(config), config,
                                        config.num_seeds, rng,
                                        progress("extracting subgraphs", config.num_seeds) if progress else None)

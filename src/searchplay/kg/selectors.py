@@ -6,7 +6,7 @@ JSON ``{"answer": k}``; an invalid reply is retried up to ``max_retries`` times 
 then treated as "stop" and counted (notes/kg_wcr.md §2.9 item 6).
 
 - ``RandomSelector``: seeded uniform choice, the ablation baseline (never stops early).
-- ``LocalSelector``: a Hugging Face causal LM, one left-padded batched ``generate`` per round; by
+- ``LocalSelector``: a local causal LM through the policy backend, one batched ``generate`` per round; by
   default its reply is constrained to the JSON schema (``ChoiceConstraint``), so every reply parses.
 - ``OpenAISelector``: an OpenAI-compatible chat endpoint, ``concurrency`` requests at once (paper: 10).
 """
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from searchplay.kg.store import Edge
+from searchplay.llm.backend import PolicyBackend, SamplingParams
 
 # Reconstruction of the relation-selection prompt (the paper's Figure 10 was lost in conversion;
 # only its caption survives: "The selector returns a JSON object; answer = 0 terminates expansion").
@@ -147,7 +148,7 @@ class RandomSelector:
 class ChoiceConstraint:
     """Constrained decoding of the reply after ``{"answer": ``: only ``k}`` with 0 <= k <= n may be written.
 
-    ``for_batch`` gives a ``prefix_allowed_tokens_fn`` for ``generate``: the model still picks k from its
+    ``for_rows`` gives the backend's ``allowed_tokens`` hook: the model still picks k from its
     own next-token distribution (renormalized over the allowed tokens, at the sampling temperature), as
     structured-output engines (vLLM guided decoding, outlines) do for a JSON schema. Needs a tokenizer
     with one token per digit and one for ``}`` (SmolLM2, Llama 3, Qwen 2.5 split digits so).
@@ -161,10 +162,11 @@ class ChoiceConstraint:
         self.digits, self.close = [i[0] for i in ids[:10]], ids[10][0]
         self.eos = tokenizer.eos_token_id
 
-    def for_batch(self, prompt_width: int, num_candidates: Sequence[int]) -> Callable[[int, Any], list[int]]:
-        """The allowed next tokens of row ``row``, whose prompt fills the first ``prompt_width`` positions."""
-        def allowed(row: int, input_ids: Any) -> list[int]:
-            n, written = num_candidates[row], input_ids[prompt_width:].tolist()
+    def for_rows(self, num_candidates: Sequence[int]) -> Callable[[int, list[int]], list[int]]:
+        """``allowed(row, written)``: the next tokens row ``row`` may write after the ids ``written`` so far
+        (``SamplingParams.allowed_tokens``)."""
+        def allowed(row: int, written: list[int]) -> list[int]:
+            n = num_candidates[row]
             if not written:  # first digit of k
                 return self.digits[:min(n, 9) + 1]
             if len(written) == 1 and written[0] == self.digits[1] and n >= 10:  # "1" may start "10"
@@ -177,50 +179,34 @@ class ChoiceConstraint:
 
 
 class LocalSelector:
-    """A local Hugging Face causal LM; each round is one left-padded batched ``model.generate``."""
+    """A local causal LM behind the policy backend (``searchplay.llm.load_backend``: ``models.device``,
+    CUDA where there is a GPU); each round is one batched ``generate`` of the pending requests."""
 
     name = "llm"
 
-    def __init__(self, model: str, max_retries: int = 5, temperature: float = 0.7, max_new_tokens: int = 12,
-                 batch_size: int = 32, seed: int = 0, device: str = "cpu", constrained: bool = True):
+    def __init__(self, backend: PolicyBackend, model: str = "", max_retries: int = 5, temperature: float = 0.7,
+                 max_new_tokens: int = 12, batch_size: int = 32, seed: int = 0, constrained: bool = True):
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from searchplay.assets import resolve
-
-        self.model = model
-        path = resolve(model)
-        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.lm = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+        self.backend, self.model, self.tokenizer = backend, model, backend.tokenizer
         self.max_retries, self.temperature = max_retries, temperature
-        self.max_new_tokens, self.batch_size, self.device = max_new_tokens, batch_size, device
+        self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
         self.constraint = ChoiceConstraint(self.tokenizer) if constrained else None
         torch.manual_seed(seed)
 
-    def _prompt(self, request: SelectionRequest) -> str:
+    def _prompt(self, request: SelectionRequest) -> list[int]:
         text = self.tokenizer.apply_chat_template(selector_messages(request), tokenize=False,
                                                   add_generation_prompt=True)
-        return text + REPLY_PREFIX
+        return self.tokenizer.encode(text + REPLY_PREFIX, add_special_tokens=False)
 
-    def _generate(self, prompts: list[str], num_candidates: list[int]) -> list[str]:
-        import torch
-
+    def _generate(self, prompts: list[list[int]], num_candidates: list[int]) -> list[str]:
         replies = []
         for start in range(0, len(prompts), self.batch_size):
-            batch = self.tokenizer(prompts[start:start + self.batch_size], return_tensors="pt", padding=True,
-                                   add_special_tokens=False).to(self.device)
-            sampling = {"do_sample": True, "temperature": self.temperature} if self.temperature > 0 else {
-                "do_sample": False}
-            if self.constraint is not None:
-                sampling["prefix_allowed_tokens_fn"] = self.constraint.for_batch(
-                    batch["input_ids"].shape[1], num_candidates[start:start + self.batch_size])
-            with torch.no_grad():
-                out = self.lm.generate(**batch, max_new_tokens=self.max_new_tokens,
-                                       pad_token_id=self.tokenizer.pad_token_id, **sampling)
-            new = out[:, batch["input_ids"].shape[1]:]
-            replies += [REPLY_PREFIX + text for text in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
+            rows = num_candidates[start:start + self.batch_size]
+            sampling = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                      allowed_tokens=self.constraint.for_rows(rows) if self.constraint else None)
+            completions = self.backend.generate(prompts[start:start + self.batch_size], sampling)
+            replies += [REPLY_PREFIX + completion.text for completion in completions]
         return replies
 
     def select(self, requests: Sequence[SelectionRequest]) -> list[Selection]:
@@ -265,8 +251,9 @@ class OpenAISelector:
                 requests, lambda pending: list(pool.map(self._ask, [requests[i] for i in pending])), self.max_retries)
 
 
-def make_selector(config, name: str | None = None) -> RelationSelector:
-    """The selector named by ``kg.selector`` (or ``name``), configured from ``KGConfig``."""
+def make_selector(config, name: str | None = None, params: Any = None) -> RelationSelector:
+    """The selector named by ``kg.selector`` (or ``name``), configured from ``KGConfig``; ``params`` (models
+    device and dtypes, agent backend) serves the local model through ``searchplay.llm.load_backend``."""
     name = name or config.selector
     if name == "random":
         return RandomSelector(config.seed)
@@ -277,5 +264,8 @@ def make_selector(config, name: str | None = None) -> RelationSelector:
             raise ValueError("kg.selector_backend=openai needs kg.selector_endpoint (an OpenAI-compatible base URL)")
         return OpenAISelector(config.selector_endpoint, config.selector_model, concurrency=config.selector_concurrency,
                               api_key_env=config.selector_api_key_env, timeout_s=config.selector_timeout_s, **common)
-    return LocalSelector(config.selector_model, batch_size=config.selector_batch_size, seed=config.seed,
+    from searchplay.llm import load_backend
+
+    return LocalSelector(load_backend(config.selector_model, params), config.selector_model,
+                         batch_size=config.selector_batch_size, seed=config.seed,
                          constrained=config.selector_constrained, **common)

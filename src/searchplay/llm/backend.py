@@ -6,7 +6,7 @@ appends generated ids and environment ids and passes the whole id sequence back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -15,13 +15,18 @@ FinishReason = Literal["stop", "eos", "length"]
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How to sample one generation call. ``temperature == 0`` means greedy."""
+    """How to sample one generation call. ``temperature == 0`` means greedy.
+
+    ``allowed_tokens(row, generated_ids)`` -> the token ids row ``row`` may write next (constrained
+    decoding, e.g. the KG selector's ``{"answer": k}``); None leaves the vocabulary open.
+    """
 
     max_new_tokens: int = 512
     temperature: float = 1.0
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    allowed_tokens: Callable[[int, list[int]], list[int]] | None = field(default=None, compare=False)
 
 
 @dataclass

@@ -243,6 +243,9 @@ class TransformersBackend:
         options: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         if sampling.temperature > 0:
             options = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+        if sampling.allowed_tokens is not None:
+            allowed = sampling.allowed_tokens
+            options["prefix_allowed_tokens_fn"] = lambda row, ids: allowed(row, ids[width:].tolist())
         with torch.inference_mode():
             output = self.model.generate(
                 input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,

@@ -49,6 +49,10 @@ class VllmBackend:
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
         if not prompts:
             return []
+        if sampling.allowed_tokens is not None:
+            raise NotImplementedError("constrained decoding (allowed_tokens) runs on the transformers backend "
+                                      "only; for the KG selector set kg.selector_constrained=false or "
+                                      "agent.backend=transformers")
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         outputs = self.engine.generate(requests, self._vllm_sampling(sampling), use_tqdm=False)
         return [completion_from_vllm(out.outputs[0]) for out in outputs]
