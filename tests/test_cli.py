@@ -68,3 +68,16 @@ def test_prefect_retry_condition_skips_deterministic_failures():
     assert retry_unless_deterministic(None, None, state(1)) is True
     assert retry_unless_deterministic(None, None, state(2)) is False
     assert retry_unless_deterministic(None, None, state(3)) is False
+
+
+def test_a_missing_params_file_or_a_bad_set_exits_2_with_the_cause(tmp_path):
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, list(args))
+        return result.exit_code, " ".join(result.output.split())  # rich wraps long lines
+
+    code, output = run("--params", str(tmp_path / "nope.yaml"), "assets", "--check")
+    assert code == 2 and "nope.yaml: no such file" in output
+    code, output = run("--set", "selfplay.iterations", "assets", "--check")
+    assert code == 2 and "KEY=VALUE" in output
+    code, output = run("--set", "selfplay.iterations=[1", "assets", "--check")
+    assert code == 2 and "--set" in output

@@ -22,3 +22,15 @@ def test_jsonl_round_trip_and_line_numbers_in_errors(tmp_path):
     path.write_text('{"a": 1}\n{"a": \n')
     with pytest.raises(ValueError, match=r"x\.jsonl:2"):
         list(read_jsonl(path))
+
+
+def test_atomic_write_follows_the_umask_not_mkstemps_0600(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        write_json(tmp_path / "m.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "m.json").stat().st_mode) == 0o644

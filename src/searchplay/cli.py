@@ -12,11 +12,12 @@ import logging
 from pathlib import Path
 
 import typer
+import yaml
 from rich.table import Table
 
 from searchplay import assets
-from searchplay.cliutil import console
-from searchplay.config import parse_override
+from searchplay.cliutil import EXIT_BAD_PARAMS, console
+from searchplay.config import ConfigError, parse_override
 from searchplay.runtime import apply_offline_defaults
 
 app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_completion=False,
@@ -24,7 +25,8 @@ app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_complet
 @app.callback()
 def main(
     ctx: typer.Context,
-    params_file: Path = typer.Option(Path("params.yaml"), "--params", help="params file to read"),
+    params_file: Path | None = typer.Option(None, "--params", help="params file to read [default: params.yaml; "
+                                            "the built-in defaults where there is none]"),
     overrides: list[str] = typer.Option([], "--set", help="override a knob: section.key=value (repeatable)"),
     online: bool = typer.Option(False, help="allow the Hugging Face hub (default: offline)"),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="debug logging"),
@@ -33,7 +35,16 @@ def main(
     apply_offline_defaults(online=online)
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    ctx.obj = {"params_file": params_file, "overrides": dict(parse_override(o) for o in overrides)}
+    if params_file is not None and not params_file.is_file():
+        console.print(f"[red]configuration error[/red]: --params {params_file}: no such file (without --params, "
+                      "./params.yaml or the built-in defaults are used)")
+        raise typer.Exit(EXIT_BAD_PARAMS)
+    try:
+        parsed = dict(parse_override(o) for o in overrides)
+    except (ConfigError, yaml.YAMLError) as exc:
+        console.print(f"[red]configuration error[/red]: --set: {exc}")
+        raise typer.Exit(EXIT_BAD_PARAMS) from None
+    ctx.obj = {"params_file": params_file or Path("params.yaml"), "overrides": parsed}
 
 
 @app.command("assets")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
@@ -38,3 +41,24 @@ def test_no_raise_mode_returns_failed_report(gxe):
     df = pd.DataFrame({"id": ["a", "a"]})
     report = validate_dataframe(df, [gxe.ExpectColumnValuesToBeUnique(column="id")], "dups", raise_on_failure=False)
     assert not report.success and report.failed[0].unexpected_count == 2
+
+
+
+SCRIPT = """
+import logging
+logging.basicConfig(level=logging.{level})
+import searchplay.quality.corpus
+import great_expectations.expectations
+"""
+
+
+def ge_lines(level: str) -> int:
+    result = subprocess.run([sys.executable, "-c", SCRIPT.format(level=level)], capture_output=True, text=True)
+    return result.stderr.count("great_expectations")
+
+
+@pytest.mark.slow  # two fresh interpreters import Great Expectations
+def test_great_expectations_logs_only_under_debug():
+    """Its import alone logs dozens of INFO lines; quiet at INFO, heard under --verbose (debug)."""
+    assert ge_lines("INFO") == 0
+    assert ge_lines("DEBUG") > 0

@@ -14,9 +14,15 @@ Great Expectations is imported lazily (its import costs ~5 s).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+# Great Expectations logs ~140 INFO lines per validation, many at import time (before any gate runs):
+# quiet it as soon as this package is imported, unless the run asked for debug logging (--verbose).
+if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 MAX_SHOWN = 10  # offending rows / values listed per failed expectation
 
@@ -99,9 +105,6 @@ def validate_dataframe(df: Any, expectations: Sequence[Any], name: str, raise_on
     ``expectations`` are GE 1.x expectation objects, e.g.
     ``great_expectations.expectations.ExpectColumnValuesToBeUnique(column="id")``.
     """
-    import logging
-
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # its INFO lines drown progress bars
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
