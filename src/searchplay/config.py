@@ -198,6 +198,14 @@ class SelfplayConfig(Section):
     max_grad_norm: float = Field(1.0, gt=0)
     autocast_bf16: bool = Field(False, description="bf16 autocast for the update's forwards; fp32 weights and "
                                 "optimizer (embedded default: true, measured faster on CPU)")
+    segmented_forward: bool = Field(False, description="policy forward with gradient only on model-token runs; "
+                                    "prompt/<information> runs fill a KV cache without gradient (same log-probs, "
+                                    "truncated gradient; docs/decisions/rl.md L12). false: the exact gradient")
+    dynamic_sampling: bool = Field(False, description="DAPO dynamic sampling (SSP App. B.2 cites it): Solver groups "
+                                   "whose rewards are all equal leave the update, and more seeds are proposed and "
+                                   "solved until dynamic_sampling_min_groups groups carry a signal")
+    dynamic_sampling_min_groups: int = Field(1, ge=1, description="groups with a non-zero advantage wanted per step")
+    dynamic_sampling_max_rounds: int = Field(2, ge=0, description="extra propose-and-solve rounds at most per step")
     wcr_alpha: float = Field(0.3, ge=0, le=1, description="WCR coefficient alpha (KG paper: 0.3)")
     wcr_casefold: bool = Field(False, description="WCR title match with NFKC+casefold (paper: exact, false)")
     adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")

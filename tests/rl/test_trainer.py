@@ -189,3 +189,49 @@ def test_update_with_more_mini_batches_than_samples_takes_one_step_per_sample(ti
     assert stats["optimizer_steps"] == 1
     with pytest.raises(ValueError, match="no samples"):
         trainer.update([], 2)
+
+
+def _all_grads(trainer, samples):  # the update's flattened gradient, captured just before its optimizer step
+    trainer.optimizer.zero_grad(set_to_none=True)
+    captured = []
+    original = trainer.optimizer.step
+    trainer.optimizer.step = lambda: captured.append(
+        torch.cat([p.grad.flatten() for p in trainer.model.parameters() if p.grad is not None]).clone())
+    try:
+        stats = trainer.step(samples)
+    finally:
+        trainer.optimizer.step = original
+    return captured[0], stats
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")  # the optimizer step is replaced by the capture
+def test_segmented_forward_scores_the_same_and_keeps_the_model_token_gradient(tiny_model_path):
+    """selfplay.segmented_forward: same loss and statistics, gradient only truncated at unscored keys/values."""
+    samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0),
+               _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5, prompt=[1, 13, 14, 15, 16])]
+    exact_grad, exact = _all_grads(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9)), samples)
+    seg_grad, seg = _all_grads(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True)), samples)
+    for key in ("loss", "pg_loss", "entropy", "ratio_mean", "tokens"):
+        assert seg[key] == pytest.approx(exact[key], abs=1e-5), key
+    cosine = torch.nn.functional.cosine_similarity(exact_grad, seg_grad, dim=0)
+    assert 0.5 < cosine < 1.0 - 1e-6  # the same direction, not the same vector: prompt K/V get no gradient
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")
+def test_segmented_forward_matches_exactly_without_unscored_context(tiny_model_path):
+    """With no unscored token after the prompt's last position the two gradients are equal except for the
+    prompt's keys and values; on a one-token prompt there are none, so they match exactly."""
+    samples = [_sample([20, 21, 22], [1, 1, 1], 1.0, prompt=[1]), _sample([30, 31], [1, 1], -1.0, prompt=[1])]
+    exact_grad, _ = _all_grads(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9)), samples)
+    seg_grad, _ = _all_grads(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True)), samples)
+    assert torch.allclose(exact_grad, seg_grad, atol=1e-6)
+
+
+def test_segmented_step_learns_like_the_exact_one(tiny_model_path):
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True))
+    good, bad = _sample([20, 21, 22], [1, 1, 1], 1.0), _sample([40, 41, 42], [1, 1, 1], -1.0)
+    before = trainer.compute_logprobs([good, bad])
+    assert trainer.step([good, bad])["weights_changed"] == 1.0
+    trainer.step([good, bad])
+    after = trainer.compute_logprobs([good, bad])
+    assert sum(after[0]) > sum(before[0]) and sum(after[1]) < sum(before[1])

@@ -132,3 +132,34 @@ def test_resample_draws_more_seeds_then_replicates(setup, trainer):
     m = run_step(runtime, variant, params, state).metrics
     assert m["proposer/resample_rounds"] == 2 and m["proposer/proposals"] == 9
     assert m["filter/rejected_answer_in_question"] == 9 and m["batch/questions"] == 0
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_solves_more_seeds_until_a_group_has_a_signal_and_drops_the_rest(setup, trainer):
+    params, backend, runtime, state, variant = setup("kg", trainer=trainer, dynamic_sampling=True)
+    backend.solver_correct_every = 12  # rollouts 1-9 (round 1) all wrong; rollout 12 (round 2) right
+    m = run_step(runtime, variant, params, state).metrics
+    assert m["batch/dynamic_sampling_rounds"] == 1 and m["proposer/proposals"] == 6 and m["train/groups"] == 6
+    assert m["train/groups_nonzero_advantage"] == 1 and m["train/groups_dropped_no_signal"] == 5
+    assert m["train/samples_solver"] == 3 and m["train/samples_proposer"] == 6 and m["solver/rollouts"] == 18
+    assert state.cursor.position == 6 and "train/solver/grad_norm" in m
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_gives_up_after_its_rounds_and_skips_the_solver_update(setup, trainer):
+    params, backend, runtime, state, variant = setup("kg", trainer=trainer, dynamic_sampling=True,
+                                                     dynamic_sampling_max_rounds=2)
+    backend.solver_correct_every = 10**6
+    m = run_step(runtime, variant, params, state).metrics
+    assert m["batch/dynamic_sampling_rounds"] == 2 and m["train/groups"] == 9
+    assert m["train/groups_nonzero_advantage"] == 0 and m["train/samples_solver"] == 0
+    assert m["batch/solver_update_skipped"] == 1.0 and m["train/samples_proposer"] == 9
+
+
+@pytest.mark.slow
+def test_without_dynamic_sampling_groups_without_signal_stay_in_the_update(setup, trainer):
+    params, backend, runtime, state, variant = setup("kg", trainer=trainer)
+    backend.solver_correct_every = 10**6
+    m = run_step(runtime, variant, params, state).metrics
+    assert m["batch/dynamic_sampling_rounds"] == 0 and m["train/groups_dropped_no_signal"] == 0
+    assert m["train/samples_solver"] == 9

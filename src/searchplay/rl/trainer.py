@@ -4,6 +4,10 @@ The same code runs on CPU, one GPU, or several GPUs with FSDP (``accelerate laun
 accelerate_configs/fsdp.yaml ...``). Every process receives the SAME list of samples and trains on its
 share; the global token count is known to all, so token-mean aggregation is exact across processes.
 
+Segmented forward (``selfplay.segmented_forward``, docs/decisions/rl.md L12): the policy's forward with
+gradient runs one sequence at a time through ``searchplay.rl.segments``; prompt and ``<information>``
+tokens fill a KV cache without gradient. Same log-probs; the gradient skips their keys and values.
+
 Batch mapping (docs/decisions/rl.md L10): one ``step(samples)`` = one optimizer step; the samples are
 split into micro-batches of ``selfplay.micro_batch_size`` sequences whose gradients are accumulated.
 One ``update(samples, mini_batches)`` = one role's update, verl's ``update_actor``: ``mini_batches``
@@ -154,7 +158,10 @@ class PolicyTrainer:
             last = index == len(micro_batches) - 1
             context = acc.no_sync(self.model) if not last else nullcontext()  # sync gradients once
             with context:
-                logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
+                if self._segmented:
+                    logprobs, entropy = self._segmented_logprobs(batch_samples, batch)
+                else:
+                    logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
                 # One optimizer step per call and no dropout: the weights that sampled the batch are the
                 # weights now, so pi_old is this forward's value (ratio 1, as TRL's GRPO with one iteration).
                 old = batch.old_logprobs if batch.old_logprobs is not None else logprobs.detach()
@@ -233,6 +240,37 @@ class PolicyTrainer:
     @property
     def _sharded(self) -> bool:
         return self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM")
+
+    @property
+    def _segmented(self) -> bool:
+        """``selfplay.segmented_forward`` where the model splits into decoder and head on one process."""
+        return self.cfg.segmented_forward and not self._sharded and _decoder_and_head(self.model) is not None
+
+    def _segmented_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch) -> tuple[Any, Any]:
+        """``_logprobs`` of the policy with gradient, one sequence at a time through ``segmented_logits``:
+        the same values over the window [B, W]; prompt and ``<information>`` runs without gradient."""
+        import torch
+        import torch.nn.functional as F
+
+        from searchplay.rl.segments import segmented_logits
+
+        decoder, head = _decoder_and_head(self.model)
+        width = batch.mask.shape[1]
+        rows, entropies = [], []
+        for sample in samples:
+            ids = torch.tensor(sample.prompt_ids + sample.response_ids, device=self.accelerator.device)
+            mask = [0] * len(sample.prompt_ids) + list(sample.loss_mask)
+            row = torch.zeros(width, device=ids.device)
+            entropy = torch.zeros(width, device=ids.device)
+            for run, logits in segmented_logits(decoder, head, self.model.config, ids, mask, self._autocast):
+                window = torch.arange(run.start, run.end, device=ids.device) - batch.start  # position -> window
+                scored = -F.cross_entropy(logits, ids[run.start + 1:run.end + 1], reduction="none")
+                row = row.index_put((window,), scored)
+                with torch.no_grad():
+                    entropy[window] = entropy_from_logits(logits.detach())
+            rows.append(row)
+            entropies.append(entropy)
+        return torch.stack(rows), torch.stack(entropies)
 
     def _reference_logprobs(self, batch: _MicroBatch, logprobs: Any) -> Any:
         """log pi_ref over the window, or None without KL. Before the first optimizer step the policy IS the

@@ -2,7 +2,8 @@
 
 propose (1 rollout per seed, with search) -> rule filter -> RAG verification -> batch completion ->
 G Solver rollouts per question -> judge -> rewards and advantages from the variant's registry entries
--> ONE policy update on Solver (GRPO) and Proposer (REINFORCE) samples of the shared weights ->
+-> (``selfplay.dynamic_sampling``: more rounds until a group has a signal; groups without one leave the
+Solver update, DAPO §3.2) -> ONE policy update on Solver (GRPO) and Proposer (REINFORCE) samples of the shared weights ->
 the rollout backend takes the new weights. Nothing here branches on a variant's name.
 """
 
@@ -247,6 +248,49 @@ def rollout_valid(trajectory: Trajectory) -> bool:
     return bool(trajectory.valid and trajectory.answer is not None)
 
 
+@dataclass
+class ScoredGroups:
+    """Rewards, advantages and training samples of Solver groups, one entry per group where it is a list of lists."""
+
+    samples: list[list[TrainingSample]] = field(default_factory=list)
+    group_advantages: list[list[float]] = field(default_factory=list)  # every token advantage of the group
+    rewards: list[float] = field(default_factory=list)  # per rollout, flat
+    process: list[float] = field(default_factory=list)  # WCR partial credit per rollout (0 when correct)
+    coverage: list[float] = field(default_factory=list)  # g_i of rollouts on questions with waypoints
+    coverage_correct: list[bool] = field(default_factory=list)
+
+    def signal_groups(self) -> int:
+        return m.nonzero_advantage_groups(self.group_advantages)
+
+    def extend(self, other: ScoredGroups) -> None:
+        for name in ("samples", "group_advantages", "rewards", "process", "coverage", "coverage_correct"):
+            getattr(self, name).extend(getattr(other, name))
+
+
+def score_groups(variant: Variant, params: Params, slots: list[Slot], groups: list[list[Trajectory]],
+                 correct: list[list[bool]]) -> ScoredGroups:
+    """Each group's rewards and advantages from the variant's registry entries (SSP Eq. 4; KG Eq. 5-7)."""
+    out = ScoredGroups()
+    for slot, group, c in zip(slots, groups, correct, strict=True):
+        valid = [rollout_valid(t) for t in group]
+        scored = SOLVER_REWARDS[variant.solver_reward](SolverGroup(
+            correct=c, valid=valid, think_texts=[t.think_text for t in group],
+            answer_tag_counts=[t.answer_tag_count for t in group], predictions=[t.answer for t in group],
+            question=slot.question, answer=slot.answer, waypoints=slot.waypoints), params)
+        advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](scored.rewards, [t.loss_mask for t in group],
+                                                                    params)
+        out.group_advantages.append([a for adv in advantages for a in adv])
+        out.rewards += scored.rewards
+        out.process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, valid, scored.rewards, strict=True)]
+        if slot.waypoints:
+            out.coverage += [waypoint_coverage(t.think_text, slot.waypoints, casefold=params.selfplay.wcr_casefold)
+                             for t in group]
+            out.coverage_correct += c
+        out.samples.append([TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
+                            for t, adv in zip(group, advantages, strict=True)])
+    return out
+
+
 # --- the step --------------------------------------------------------------------------------------------
 
 
@@ -296,24 +340,35 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     groups = solve(runtime, slots, cfg.group_size)
     clock["solve"] += time.perf_counter() - tic
     correct, judge_errors = judge_groups(runtime, slots, groups)
+    scored = score_groups(variant, params, slots, groups, correct)
 
-    solver_samples, solver_rewards, group_advs, coverage, flat_correct, process = [], [], [], [], [], []
-    for slot, group, c in zip(slots, groups, correct, strict=True):
-        valid = [rollout_valid(t) for t in group]
-        scored = SOLVER_REWARDS[variant.solver_reward](SolverGroup(
-            correct=c, valid=valid, think_texts=[t.think_text for t in group],
-            answer_tag_counts=[t.answer_tag_count for t in group], predictions=[t.answer for t in group],
-            question=slot.question, answer=slot.answer, waypoints=slot.waypoints), params)
-        masks = [t.loss_mask for t in group]
-        advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](scored.rewards, masks, params)
-        group_advs.append([a for adv in advantages for a in adv])
-        solver_rewards += scored.rewards
-        process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, valid, scored.rewards, strict=True)]
-        if slot.waypoints:
-            coverage += [waypoint_coverage(t.think_text, slot.waypoints, casefold=cfg.wcr_casefold) for t in group]
-            flat_correct += c
-        solver_samples += [TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
-                           for t, adv in zip(group, advantages, strict=True)]
+    # DAPO dynamic sampling (SSP App. B.2 cites it): more seeds until enough groups carry a signal
+    sampling_rounds = 0
+    while (cfg.dynamic_sampling and scored.signal_groups() < cfg.dynamic_sampling_min_groups
+           and sampling_rounds < cfg.dynamic_sampling_max_rounds):
+        sampling_rounds += 1
+        tic = time.perf_counter()
+        extra = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size))
+        clock["propose"] += time.perf_counter() - tic
+        tic = time.perf_counter()
+        filter_and_verify(runtime, extra, params, rng)
+        clock["verify"] += time.perf_counter() - tic
+        extra_slots = fresh_slots(extra, offset=len(proposals))
+        proposals += extra
+        tic = time.perf_counter()
+        extra_groups = solve(runtime, extra_slots, cfg.group_size)
+        clock["solve"] += time.perf_counter() - tic
+        extra_correct, extra_errors = judge_groups(runtime, extra_slots, extra_groups)
+        scored.extend(score_groups(variant, params, extra_slots, extra_groups, extra_correct))
+        slots, groups, correct = slots + extra_slots, groups + extra_groups, correct + extra_correct
+        judge_errors += extra_errors
+        log.info("dynamic sampling round %d: %d more questions, %d of %d groups with a signal", sampling_rounds,
+                 len(extra_slots), scored.signal_groups(), len(groups))
+    kept = [k for k, advs in enumerate(scored.group_advantages)
+            if not cfg.dynamic_sampling or m.nonzero_advantage_groups([advs])]
+    solver_samples = [sample for k in kept for sample in scored.samples[k]]
+    solver_rewards, group_advs = scored.rewards, scored.group_advantages
+    coverage, flat_correct, process = scored.coverage, scored.coverage_correct, scored.process
 
     outcome_of = {slot.proposer_index: c for slot, c in zip(slots, correct, strict=True) if slot.source == "fresh"}
     proposer_rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
@@ -371,6 +426,8 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         "rollout/solver_answered_rate": m.mean([float(t.answer is not None) for t in solver_trajs]),
         "train/groups": float(len(groups)),
         "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(group_advs)),
+        "train/groups_dropped_no_signal": float(len(groups) - len(kept)),
+        "batch/dynamic_sampling_rounds": float(sampling_rounds),
         "train/samples_solver": float(len(solver_samples)),
         "train/samples_proposer": float(len(proposer_samples)),
         "train/weights_changed": float(delta > 0),

@@ -8,44 +8,21 @@ Segmented forward (``warmstart.segmented_forward``): a demo's positions are cut 
 predict trained tokens and runs that do not; they go through the model in order with one shared KV
 cache, the latter under ``torch.no_grad`` and without the vocabulary projection. Only about 4% of a
 demo's tokens are trained, so this skips most of the backward pass. The gradient does not flow
-through the keys and values of untrained positions (docs/decisions/warmstart.md); the plain forward
-(``segmented_forward: false``) is the exact reference and is tested to give the same loss value.
+through the keys and values of untrained positions (docs/decisions/warmstart.md); the runs come from
+``searchplay.rl.segments``, shared with the RL update. The plain forward (``segmented_forward: false``)
+is the exact reference and is tested to give the same loss value.
 """
 
 from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any
 
+from searchplay.rl.segments import Run, forward_runs
 from searchplay.warmstart.demos import Demo
 
-
-@dataclass(frozen=True)
-class Run:
-    """Input positions [start, end) of a demo; ``trained``: their next tokens are in the loss."""
-
-    start: int
-    end: int
-    trained: bool
-
-
-def forward_runs(loss_mask: list[int]) -> list[Run]:
-    """Cut input positions 0..L-2 into maximal runs by whether position p predicts a trained token (mask[p+1]).
-
-    >>> forward_runs([0, 0, 1, 1, 0, 1])
-    [Run(start=0, end=1, trained=False), Run(start=1, end=3, trained=True), Run(start=3, end=4, trained=False), \
-Run(start=4, end=5, trained=True)]
-    """
-    runs: list[Run] = []
-    for position in range(len(loss_mask) - 1):
-        trained = bool(loss_mask[position + 1])
-        if runs and runs[-1].trained == trained:
-            runs[-1] = Run(runs[-1].start, position + 1, trained)
-        else:
-            runs.append(Run(position, position + 1, trained))
-    return runs
+__all__ = ["Run", "SFTTrainer", "Warmup", "demo_nll", "forward_runs"]  # Run, forward_runs: re-exported
 
 
 def _autocast(enabled: bool, device_type: str) -> Any:

@@ -1,0 +1,64 @@
+"""Segmented forward: run a sequence through the model in order, with gradient only where it is scored.
+
+A rollout (or a warm-start demo) is mostly tokens the model did not write: the prompt and the
+``<information>`` blocks, about 95% of a Solver or Proposer sequence on the embedded default. Their
+positions are cut into runs (``forward_runs``) that share one KV cache; runs that predict no scored
+token go through the decoder under ``torch.no_grad`` and without the vocabulary projection, runs that
+do go through with gradient. The log-probabilities are those of the plain forward (tested); the
+gradient does not flow through the keys and values of the unscored positions, which is the one
+difference (docs/decisions/rl.md L12, docs/decisions/warmstart.md).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Run:
+    """Input positions [start, end) of a sequence; ``trained``: their next tokens are scored."""
+
+    start: int
+    end: int
+    trained: bool
+
+
+def forward_runs(loss_mask: list[int]) -> list[Run]:
+    """Cut input positions 0..L-2 into maximal runs by whether position p predicts a scored token (mask[p+1]).
+
+    >>> forward_runs([0, 0, 1, 1, 0, 1])
+    [Run(start=0, end=1, trained=False), Run(start=1, end=3, trained=True), Run(start=3, end=4, trained=False), \
+Run(start=4, end=5, trained=True)]
+    """
+    runs: list[Run] = []
+    for position in range(len(loss_mask) - 1):
+        trained = bool(loss_mask[position + 1])
+        if runs and runs[-1].trained == trained:
+            runs[-1] = Run(runs[-1].start, position + 1, trained)
+        else:
+            runs.append(Run(position, position + 1, trained))
+    return runs
+
+
+def segmented_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: list[int],
+                     autocast: Any = None) -> list[tuple[Run, Any]]:
+    """(run, fp32 logits of its positions) for every scored run of one sequence ``ids`` [L].
+
+    ``decoder`` maps ids to hidden states and takes a KV cache (a HF ``*Model``); ``head`` is the LM head.
+    Unscored runs only fill the cache, without gradient. ``autocast`` is a context factory (or None).
+    """
+    import torch
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=config)
+    scored = []
+    for run in forward_runs(loss_mask):
+        chunk = ids[None, run.start:run.end]
+        grad = nullcontext() if run.trained else torch.no_grad()
+        with grad, (autocast() if autocast else nullcontext()):
+            hidden = decoder(input_ids=chunk, past_key_values=cache, use_cache=True).last_hidden_state
+            if run.trained:
+                scored.append((run, head(hidden[0]).float()))
+    return scored
