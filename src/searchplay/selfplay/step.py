@@ -3,8 +3,8 @@
 propose (1 rollout per seed, with search) -> rule filter -> RAG verification -> batch completion ->
 G Solver rollouts per question -> judge -> rewards and advantages from the variant's registry entries
 -> (``selfplay.dynamic_sampling``: more rounds until a group has a signal; groups without one leave the
-Solver update, DAPO §3.2) -> ONE policy update on Solver (GRPO) and Proposer (REINFORCE) samples of the shared weights ->
-the rollout backend takes the new weights. Nothing here branches on a variant's name.
+Solver update, DAPO §3.2) -> ONE policy update on Solver (GRPO) and Proposer (REINFORCE) samples of the
+shared weights -> the rollout backend takes the new weights. Nothing here branches on a variant's name.
 """
 
 from __future__ import annotations
