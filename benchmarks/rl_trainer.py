@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/rl_trainer.py --samples 8 --response-tokens 256
     .venv/bin/python benchmarks/rl_trainer.py --compare-autocast   # fp32 vs bf16 autocast, same samples
+    .venv/bin/python benchmarks/rl_trainer.py --compare-segmented --layout solver --model checkpoints/warmstart/model
+        # exact vs segmented forward (selfplay.segmented_forward): seconds and the cosine of the two gradients,
+        # on rollout-shaped samples of real corpus text (data/corpus/passages.jsonl) when it exists
     accelerate launch --config_file accelerate_configs/cpu.yaml benchmarks/rl_trainer.py   # same, via accelerate
 Prints figures; asserts nothing.
 """
@@ -9,9 +12,11 @@ Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import resource
 import time
+from pathlib import Path
 
 from searchplay.config import load_params
 from searchplay.rl import PolicyTrainer, TrainingSample
@@ -25,8 +30,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--compare-autocast", action="store_true",
                         help="time the same steps with selfplay.autocast_bf16 off, then on; print the ratio")
+    parser.add_argument("--compare-segmented", action="store_true",
+                        help="time the same steps with selfplay.segmented_forward off, then on; print the ratio "
+                        "and the cosine similarity of the first step's gradients")
+    parser.add_argument("--layout", choices=["block", "solver", "proposer"], default="block",
+                        help="block: one <information> block in the response; solver / proposer: a rollout's shape "
+                        "(3 model turns around 2 searches of 3 passages; proposer prompts are 1,200 tokens)")
+    parser.add_argument("--model", default=None, help="policy folder (default: models.policy)")
     args = parser.parse_args()
     params = load_params()
+    if args.model:
+        params = params.model_copy(update={"models": params.models.model_copy(update={"policy": args.model})})
+    if args.compare_segmented:
+        _compare_segmented(params, args)
+        return
     settings = [False, True] if args.compare_autocast else [params.selfplay.autocast_bf16]
     seconds = {}
     for autocast in settings:
@@ -36,19 +53,75 @@ def main() -> None:
         print(f"bf16 autocast speed-up over fp32: {seconds[False] / seconds[True]:.2f}x")
 
 
-def _run(params, args) -> float:
-    t0 = time.perf_counter()
-    trainer = PolicyTrainer(params.models.policy, params)
-    print(f"autocast_bf16={params.selfplay.autocast_bf16}: load policy + reference: {time.perf_counter() - t0:.1f} s")
+def _compare_segmented(params, args) -> None:
+    seconds, grads = {}, {}
+    for segmented in (False, True):
+        cfg = params.selfplay.model_copy(update={"segmented_forward": segmented})
+        trainer = PolicyTrainer(params.models.policy, params.model_copy(update={"selfplay": cfg}))
+        samples = _samples(trainer, args)
+        captured = []
+        step = trainer.optimizer.step
+        trainer.optimizer.step = lambda: captured.append(_flat_grad(trainer))  # noqa: B023 (used at once)
+        stats = trainer.step(samples)
+        trainer.optimizer.step = step
+        grads[segmented] = captured[0]
+        seconds[segmented] = stats["seconds"]
+        for _ in range(args.steps - 1):
+            seconds[segmented] += trainer.step(samples)["seconds"]
+        print(f"segmented_forward={segmented}: {seconds[segmented]:.1f} s for {args.steps} steps "
+              f"(first: loss {stats['loss']:.5f}, grad_norm {stats['grad_norm']:.4f})")
+    import torch
+
+    cosine = float(torch.nn.functional.cosine_similarity(grads[False], grads[True], dim=0))
+    ratio = float(grads[True].norm() / grads[False].norm())
+    print(f"segmented speed-up: {seconds[False] / seconds[True]:.2f}x; gradient cosine {cosine:.4f}, "
+          f"norm ratio {ratio:.3f} ({args.samples} x {args.layout} samples, autocast_bf16="
+          f"{params.selfplay.autocast_bf16})")
+
+
+def _flat_grad(trainer):
+    import torch
+
+    return torch.cat([p.grad.flatten().double() for p in trainer.model.parameters() if p.grad is not None]).clone()
+
+
+def _text_tokens(trainer, rng: random.Random, n: int, vocab: int) -> list[int]:
+    """n tokens of real corpus text where the corpus is built, else random ids."""
+    corpus = Path("data/corpus/passages.jsonl")
+    if not corpus.is_file():
+        return [rng.randrange(vocab) for _ in range(n)]
+    if not hasattr(_text_tokens, "ids"):
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(trainer.model_path)
+        lines = corpus.read_text(encoding="utf-8").splitlines()[:400]
+        _text_tokens.ids = tokenizer(" ".join(json.loads(line)["text"] for line in lines))["input_ids"]
+    start = rng.randrange(len(_text_tokens.ids) - n)
+    return _text_tokens.ids[start:start + n]
+
+
+def _samples(trainer, args) -> list[TrainingSample]:
     rng = random.Random(0)
     vocab = trainer.unwrapped_model.config.vocab_size
     samples = []
     for i in range(args.samples):
-        n = args.response_tokens
-        mask = [0 if n // 3 <= t < n // 2 else 1 for t in range(n)]  # a third-to-half block of <information>
-        samples.append(TrainingSample([rng.randrange(vocab) for _ in range(args.prompt_tokens)],
-                                      [rng.randrange(vocab) for _ in range(n)], mask,
-                                      [(1.0 if i % 2 else -1.0) * m for m in mask]))
+        if args.layout == "block":
+            n = args.response_tokens
+            mask = [0 if n // 3 <= t < n // 2 else 1 for t in range(n)]  # a third-to-half block of <information>
+            prompt = args.prompt_tokens
+        else:  # model turn, 3 passages, model turn, 3 passages, final model turn (the embedded default's shape)
+            mask = [1] * 40 + [0] * 450 + [1] * 40 + [0] * 450 + [1] * 30
+            prompt = 1200 if args.layout == "proposer" else 300
+        ids = _text_tokens(trainer, rng, prompt + len(mask), vocab)
+        samples.append(TrainingSample(ids[:prompt], ids[prompt:], mask, [(1.0 if i % 2 else -1.0) * m for m in mask]))
+    return samples
+
+
+def _run(params, args) -> float:
+    t0 = time.perf_counter()
+    trainer = PolicyTrainer(params.models.policy, params)
+    print(f"autocast_bf16={params.selfplay.autocast_bf16}: load policy + reference: {time.perf_counter() - t0:.1f} s")
+    samples = _samples(trainer, args)
     total = 0.0
     for _ in range(args.steps):
         stats = trainer.step(samples)

@@ -196,11 +196,12 @@ class SelfplayConfig(Section):
     clip_high: float = Field(0.285, ge=0, description="PPO clip-high (SSP code)")
     kl_beta: float = Field(0.01, ge=0, description="low-variance KL coefficient (papers: 0.01)")
     max_grad_norm: float = Field(1.0, gt=0)
-    autocast_bf16: bool = Field(False, description="bf16 autocast for the update's forwards; fp32 weights and "
-                                "optimizer (embedded default: true, measured faster on CPU)")
+    autocast_bf16: bool | Literal["auto"] = Field(
+        False, description="bf16 autocast for the update's forwards; fp32 weights and optimizer. 'auto': where bf16 "
+        "is native (CUDA, or a CPU with AVX512-BF16/AMX; emulated bf16 is several times slower)")
     segmented_forward: bool = Field(False, description="policy forward with gradient only on model-token runs; "
                                     "prompt/<information> runs fill a KV cache without gradient (same log-probs, "
-                                    "truncated gradient; docs/decisions/rl.md L12). false: the exact gradient")
+                                    "truncated gradient; docs/decisions/rl.md L14). false: the exact gradient")
     dynamic_sampling: bool = Field(False, description="DAPO dynamic sampling (SSP App. B.2 cites it): Solver groups "
                                    "whose rewards are all equal leave the update, and more seeds are proposed and "
                                    "solved until dynamic_sampling_min_groups groups carry a signal")
@@ -284,7 +285,9 @@ class WarmstartConfig(Section):
     segmented_forward: bool = Field(True, description="prompt and <information> segments run without gradient "
                                     "through a shared KV cache; only model-written segments carry gradient "
                                     "(docs/decisions/warmstart.md)")
-    autocast_bf16: bool = Field(True, description="bf16 autocast for the forward (CPU and CUDA); fp32 weights")
+    autocast_bf16: bool | Literal["auto"] = Field(
+        "auto", description="bf16 autocast for the forward, fp32 weights; 'auto': where bf16 is native (CUDA, or a "
+        "CPU with AVX512-BF16/AMX; emulated bf16 is several times slower, searchplay.precision)")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
     eval_prompts: int = Field(6, ge=1, description="held-out prompts per role sampled before and after training")
     out_dir: str = Field("checkpoints/warmstart", description="model/ (HF folder) is written below")

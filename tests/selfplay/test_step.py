@@ -143,6 +143,7 @@ def test_dynamic_sampling_solves_more_seeds_until_a_group_has_a_signal_and_drops
     assert m["train/groups_nonzero_advantage"] == 1 and m["train/groups_dropped_no_signal"] == 5
     assert m["train/samples_solver"] == 3 and m["train/samples_proposer"] == 6 and m["solver/rollouts"] == 18
     assert state.cursor.position == 6 and "train/solver/grad_norm" in m
+    assert m["filter/valid_rate_rag"] == 1.0 and m["batch/fresh"] == 6  # the extra round's questions count
 
 
 @pytest.mark.slow

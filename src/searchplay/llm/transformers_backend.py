@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from searchplay.llm.backend import Completion, SamplingParams
+from searchplay.precision import bf16_is_native
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,7 @@ def pick_rollout_dtype(name: str | None, device: str) -> Any:
     if name in (None, "model"):
         return None
     if name == "auto":
-        native = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if device.startswith("cuda") \
-            else bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        return torch.bfloat16 if native else None
+        return torch.bfloat16 if bf16_is_native(device) else None
     return getattr(torch, name)
 
 

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from searchplay.precision import bf16_is_native
+
 log = logging.getLogger(__name__)
 
 QUERY_PREFIX = "query: "
@@ -37,9 +39,7 @@ def pick_dtype(name: str, device: str) -> Any:
 
     if name != "auto":
         return getattr(torch, name)
-    native = (torch.cuda.is_available() and torch.cuda.is_bf16_supported()) if device.startswith("cuda") \
-        else bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    return torch.bfloat16 if native else torch.float32
+    return torch.bfloat16 if bf16_is_native(device) else torch.float32
 
 
 class Embedder:

@@ -6,7 +6,7 @@ positions are cut into runs (``forward_runs``) that share one KV cache; runs tha
 token go through the decoder under ``torch.no_grad`` and without the vocabulary projection, runs that
 do go through with gradient. The log-probabilities are those of the plain forward (tested); the
 gradient does not flow through the keys and values of the unscored positions, which is the one
-difference (docs/decisions/rl.md L12, docs/decisions/warmstart.md).
+difference (docs/decisions/rl.md L14, docs/decisions/warmstart.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The same code runs on CPU, one GPU, or several GPUs with FSDP (``accelerate laun
 accelerate_configs/fsdp.yaml ...``). Every process receives the SAME list of samples and trains on its
 share; the global token count is known to all, so token-mean aggregation is exact across processes.
 
-Segmented forward (``selfplay.segmented_forward``, docs/decisions/rl.md L12): the policy's forward with
+Segmented forward (``selfplay.segmented_forward``, docs/decisions/rl.md L14): the policy's forward with
 gradient runs one sequence at a time through ``searchplay.rl.segments``; prompt and ``<information>``
 tokens fill a KV cache without gradient. Same log-probs; the gradient skips their keys and values.
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from searchplay.precision import autocast_enabled
 from searchplay.rl.losses import entropy_from_logits, low_var_kl, policy_loss_terms, token_weights
 from searchplay.rl.sample import TrainingSample
 
@@ -99,6 +100,7 @@ class PolicyTrainer:
                               else ref.to(self.accelerator.device))
         self.global_step = 0
         self._keep_logits = _accepts_logits_to_keep(model)
+        self._autocast_on = autocast_enabled(self.cfg.autocast_bf16, self.accelerator.device.type)
 
     # ---- public API ---------------------------------------------------------------------------------
     @property
@@ -288,7 +290,7 @@ class PolicyTrainer:
         """bf16 autocast of the forward (``selfplay.autocast_bf16``); weights and optimizer stay in their dtype."""
         import torch
 
-        if not self.cfg.autocast_bf16:
+        if not self._autocast_on:
             return nullcontext()
         return torch.autocast(device_type=self.accelerator.device.type, dtype=torch.bfloat16)
 

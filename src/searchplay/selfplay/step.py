@@ -355,6 +355,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         clock["verify"] += time.perf_counter() - tic
         extra_slots = fresh_slots(extra, offset=len(proposals))
         proposals += extra
+        fresh_count += len(extra_slots)
         tic = time.perf_counter()
         extra_groups = solve(runtime, extra_slots, cfg.group_size)
         clock["solve"] += time.perf_counter() - tic
@@ -415,7 +416,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         "filter/valid_rate_rag": m.rate(fresh_count, n_props),
         "filter/rag_accept_rate": m.rate(fresh_count, rule_passed),
         "batch/questions": float(len(slots)),
-        "batch/fresh": float(sum(s.source == "fresh" for s in slots)),
+        "batch/fresh": float(fresh_count),
         "batch/replayed": float(sum(s.source != "fresh" for s in slots)),
         "batch/solver_update_skipped": float(not solver_samples),
         "replay/size": float(len(state.replay)),

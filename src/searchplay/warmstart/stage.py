@@ -31,6 +31,7 @@ from typing import Any
 from searchplay.config import Params
 from searchplay.io import atomic_write, read_jsonl, write_json
 from searchplay.policy import warmstart_model_dir
+from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
 from searchplay.warmstart.demos import ROLES, Demo, DemoBuilder, partition
 
@@ -227,8 +228,11 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tupl
     from searchplay.warmstart.sft import SFTTrainer
 
     cfg = params.warmstart
+    autocast = autocast_enabled(cfg.autocast_bf16, next(model.parameters()).device.type)
+    log.info("warm-start SFT: %s forward (warmstart.autocast_bf16=%s)", "bf16 autocast" if autocast else "fp32",
+             cfg.autocast_bf16)
     trainer = SFTTrainer(model, cfg.lr, cfg.weight_decay, cfg.warmup_steps, cfg.max_grad_norm,
-                         segmented=cfg.segmented_forward, autocast=cfg.autocast_bf16)
+                         segmented=cfg.segmented_forward, autocast=autocast)
     history = []
     tic = time.perf_counter()
     bar = tqdm(schedule(demos, cfg.steps), desc="warm-start SFT", unit="step", disable=not progress)

@@ -1,0 +1,69 @@
+"""Every metric key the README tells users to chart is one the stages really log (issue 14, item 1).
+
+The committed reports are what the stages log to MLflow (the same dicts): warm-start ``train/<x>`` per
+step is ``reports/warmstart/history.csv``'s column x and its other keys are ``metrics.json``'s;
+self-play keys are ``history.csv`` columns of every variant; evaluation keys are ``metrics.json``
+keys with ``<bench>`` standing for each benchmark.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORTS = ROOT / "reports"
+
+
+def readme_metric_keys() -> list[tuple[str, str]]:
+    """(experiment, key) for every backticked key in the README's MLflow table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Compare variants in MLflow", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] not in {"warmstart", "selfplay", "evaluate"}:
+            continue
+        for key in re.findall(r"`([^`]+)`", cells[1]):
+            if key.startswith("*"):  # "(and `*_base`)": the suffix of the keys before it
+                rows += [(cells[0], k + key[1:]) for _, k in list(rows) if _ == cells[0] and "/" not in k]
+            else:
+                rows.append((cells[0], key))
+    return rows
+
+
+def header(path: Path) -> set[str]:
+    with path.open(encoding="utf-8") as handle:
+        return set(next(csv.reader(handle)))
+
+
+def logged_keys(experiment: str) -> list[tuple[set[str], list[str]]]:
+    """(keys, benchmarks) for every run of one experiment that the README's key must be in."""
+    if experiment == "warmstart":
+        train = {f"train/{k}" for k in header(REPORTS / "warmstart" / "history.csv")}
+        return [(train | set(json.loads((REPORTS / "warmstart" / "metrics.json").read_text())), [])]
+    if experiment == "selfplay":
+        return [(header(path), []) for path in sorted((REPORTS / "selfplay").glob("*/history.csv"))]
+    return [(set(json.loads(path.read_text())), json.loads((path.parent / "run.json").read_text())["benchmarks"])
+            for path in sorted((REPORTS / "eval").glob("*/metrics.json"))]
+
+
+def test_the_readme_table_is_parsed():
+    keys = readme_metric_keys()
+    assert ("selfplay", "solver/reward_mean") in keys and ("evaluate", "<bench>.judge_acc") in keys
+    assert ("warmstart", "proposer_valid_rate_base") in keys
+
+
+@pytest.mark.skipif(not (REPORTS / "warmstart" / "metrics.json").is_file(), reason="no committed reports")
+@pytest.mark.parametrize(("experiment", "key"), readme_metric_keys())
+def test_every_key_the_readme_names_is_logged(experiment, key):
+    runs = logged_keys(experiment)
+    assert runs, f"no {experiment} reports under {REPORTS}"
+    for keys, benchmarks in runs:
+        wanted = {key.replace("<bench>", b) for b in benchmarks} if "<bench>" in key else {key}
+        missing = wanted - keys
+        assert not missing, f"README names {key!r} ({experiment}) but a run does not log {sorted(missing)[:3]}"
