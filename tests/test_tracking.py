@@ -61,3 +61,40 @@ def test_dvc_stage_hash_tags_are_valid_mlflow_keys(tmp_path):
     assert list(tags) == ["dvc.stage.selfplay/kg_wcr"]
     for key in tags:
         _validate_tag_name(key)
+
+
+@pytest.mark.slow
+def test_registry_versions_carry_coverage_and_only_full_evaluations_take_the_champion_alias(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from searchplay.tracking import PAPER_BENCHMARKS, EvaluationCoverage, register_model
+
+    monkeypatch.chdir(tmp_path)
+    params = Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}})
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    with start_run(params, "evaluate", "ssp") as run:
+        pass
+    every = [*PAPER_BENCHMARKS, "kg_heldout"]
+    full = EvaluationCoverage(every, "exact-match", {b: 5 for b in every})
+    partial = EvaluationCoverage(["bamboogle"], "exact-match", {"bamboogle": 5})
+    client = MlflowClient()
+
+    def champion():
+        try:
+            return str(client.get_model_version_by_alias("searchplay-ssp", "champion").version)
+        except MlflowException:
+            return None
+
+    assert register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 90.0}, params, partial) == "1"
+    assert champion() is None  # a 5-question Bamboogle score is never the champion
+    version = client.get_model_version("searchplay-ssp", "1")
+    assert version.tags["coverage.full"] == "false" and version.tags["coverage.n"] == "bamboogle=5"
+    assert version.tags["coverage.judge"] == "exact-match"
+    register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 10.0}, params, full)
+    assert champion() == "2"
+    register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 5.0}, params, full)
+    assert champion() == "2"  # worse: the alias stays
+    register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 12.5}, params, full)
+    assert champion() == "4"

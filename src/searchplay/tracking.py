@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,28 @@ from searchplay.config import Params
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 MAX_PARAM_LENGTH = 500  # MLflow rejects longer param values
+PAPER_BENCHMARKS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
+CHAMPION = "champion"  # registry alias of the best version evaluated on all seven paper benchmarks
+CHAMPION_SCORE = "avg.judge_acc"  # the papers' average over the seven benchmarks
+
+
+@dataclass
+class EvaluationCoverage:
+    """What an evaluation covered: a registered version is only comparable to another of the same coverage."""
+
+    benchmarks: list[str]
+    judge: str
+    n: dict[str, int] = field(default_factory=dict)  # questions scored per benchmark
+
+    @property
+    def full(self) -> bool:
+        """All seven paper benchmarks with at least one question each (the basis of the papers' average)."""
+        return all(self.n.get(b, 0) > 0 for b in PAPER_BENCHMARKS)
+
+    def tags(self) -> dict[str, str]:
+        return {"coverage.benchmarks": ",".join(self.benchmarks), "coverage.judge": self.judge,
+                "coverage.n": ",".join(f"{b}={self.n.get(b, 0)}" for b in self.benchmarks),
+                "coverage.full": str(self.full).lower()}
 
 
 def tracking_uri(params: Params) -> str:
@@ -74,12 +97,15 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
 
 
 def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dict[str, float],
-                   params: Params) -> str:
+                   params: Params, coverage: EvaluationCoverage | None = None) -> str:
     """Register an evaluated checkpoint as a version of ``searchplay-<variant>`` in the model registry.
 
     The version's source is the checkpoint folder itself (no copy of hundreds of MB into the artifact
-    store); its tags carry the variant, the scores and the judge, so the registry answers "which
-    checkpoint scored what". Returns the version number.
+    store); its tags carry the variant, the scores and the evaluation's coverage (benchmarks, n per
+    benchmark, judge), so the registry answers "which checkpoint scored what, on what". A version
+    evaluated on all seven paper benchmarks takes the ``champion`` alias (MLflow 3 aliases, not the
+    deprecated stages) when its ``avg.judge_acc`` is at least the current champion's under the same
+    judge; a partial evaluation never does. Returns the version number.
     """
     import mlflow
     from mlflow import MlflowClient
@@ -93,6 +119,23 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
     except MlflowException as exc:
         if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
             raise
-    tags = {"variant": variant, **{f"score.{k}": f"{v:.4f}" for k, v in scores.items()}}
+    tags = {"variant": variant, **{f"score.{k}": f"{v:.4f}" for k, v in scores.items()},
+            **(coverage.tags() if coverage else {})}
     version = client.create_model_version(name, source=str(Path(model_dir).resolve()), run_id=run_id, tags=tags)
+    if coverage and coverage.full and CHAMPION_SCORE in scores and _beats_champion(client, name, coverage,
+                                                                                   scores[CHAMPION_SCORE]):
+        client.set_registered_model_alias(name, CHAMPION, version.version)
     return str(version.version)
+
+
+def _beats_champion(client: Any, name: str, coverage: EvaluationCoverage, score: float) -> bool:
+    """True when there is no champion yet, it was judged otherwise, or ``score`` is at least its score."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        champion = client.get_model_version_by_alias(name, CHAMPION)
+    except MlflowException:
+        return True
+    if champion.tags.get("coverage.judge") != coverage.judge:
+        return True
+    return score >= float(champion.tags.get(f"score.{CHAMPION_SCORE}", "-inf"))

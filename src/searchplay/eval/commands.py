@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import typer
 
 from searchplay.cliutil import console, get_params
+from searchplay.config import Variant
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -27,6 +29,8 @@ def evaluate_command(
     variant: str | None = typer.Option(None, "--variant", help="base, warmstart or a self-play variant; also the "
                                        "output folder's name (default: selfplay.variant)"),
     track: bool = typer.Option(True, "--track/--no-track", help="log to MLflow (off for partial fan-out runs)"),
+    register: bool = typer.Option(False, "--register/--no-register", help="register an evaluated self-play "
+                                  "checkpoint in the MLflow model registry (the pipeline's evaluate stages do)"),
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
     from searchplay.cliutil import exit_code_for
@@ -34,12 +38,14 @@ def evaluate_command(
     from searchplay.eval.evaluate import ModelNotFoundError, evaluate
     from searchplay.quality import DataQualityError
 
+    # the params logged with the run are the ones it used: a self-play variant's evaluation names that variant
+    selfplay_variant = variant if variant in get_args(Variant) else None
     params = get_params(ctx, **{"evaluate.model": model, "evaluate.benchmarks": _split(benchmarks),
                                 "evaluate.data_dir": data_dir, "evaluate.n": n, "evaluate.seed": seed,
-                                "evaluate.out_dir": out})
+                                "evaluate.out_dir": out, "selfplay.variant": selfplay_variant})
     name = variant or params.selfplay.variant
     try:
-        result = evaluate(params, name, track=track)
+        result = evaluate(params, name, track=track, register=register)
     except (BenchmarkError, DataQualityError) as exc:
         console.print(f"[red]benchmark error[/red]: {exc}")
         raise typer.Exit(exit_code_for(exc)) from None

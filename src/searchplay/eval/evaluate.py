@@ -169,8 +169,12 @@ def load_and_sample(params: Params,
 
 
 def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: Any = None, judge: Any = None,
-             track: bool = True, progress: bool = True) -> EvalResult:
-    """Run the whole stage for one variant; components may be injected (tests, the speed benchmark)."""
+             track: bool = True, progress: bool = True, register: bool = False) -> EvalResult:
+    """Run the whole stage for one variant; components may be injected (tests, the speed benchmark).
+
+    ``register``: also register an evaluated self-play checkpoint in the MLflow model registry (the
+    pipeline's ``evaluate@<variant>`` stages ask for it; an ad-hoc evaluation does not).
+    """
     cfg = params.evaluate
     out_dir = Path(cfg.out_dir) / variant
     sampled, loaded = load_and_sample(params, list(cfg.benchmarks))
@@ -225,7 +229,7 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     others = {k: v for k, v in read_variant_metrics(cfg.out_dir).items() if k != variant}
     write_run_report(out_dir, run, per_benchmark, metrics, others, cfg.paper_reference_model)
     if track:
-        _log_to_mlflow(params, variant, run, metrics, out_dir, choice.path)
+        _log_to_mlflow(params, variant, run, metrics, out_dir, choice.path, register)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
 
 
@@ -264,7 +268,7 @@ def _progress(total: int, enabled: bool):
 
 
 def _log_to_mlflow(params: Params, variant: str, run: dict[str, Any], metrics: dict[str, float], out_dir: Path,
-                   model_path: str) -> None:
+                   model_path: str, register: bool = False) -> None:
     import mlflow
 
     from searchplay.tracking import start_run
@@ -273,10 +277,12 @@ def _log_to_mlflow(params: Params, variant: str, run: dict[str, Any], metrics: d
     with start_run(params, "evaluate", variant, tags=tags) as mlflow_run:
         mlflow.log_metrics(metrics)
         mlflow.log_artifacts(str(out_dir), artifact_path="eval")
-    if params.pipeline.register_model and run["model_source"] == "checkpoint":
-        from searchplay.tracking import register_model
+    if register and params.pipeline.register_model and run["model_source"] == "checkpoint":
+        from searchplay.tracking import EvaluationCoverage, register_model
 
         scores = {key: value for key, value in metrics.items() if key.endswith("judge_acc")}
-        version = register_model(mlflow_run.info.run_id, model_path, variant, scores, params)
+        coverage = EvaluationCoverage(benchmarks=list(run["benchmarks"]), judge=run["judge"],
+                                      n={b: int(metrics.get(f"{b}.n", 0)) for b in run["benchmarks"]})
+        version = register_model(mlflow_run.info.run_id, model_path, variant, scores, params, coverage)
         log.info("registered %s as version %s of %s-%s", run["model"], version,
                  params.tracking.experiment_prefix, variant)

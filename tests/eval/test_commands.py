@@ -1,0 +1,37 @@
+"""`searchplay evaluate`: the params a run logs are the ones it used; registering is asked for, never implied."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from searchplay.cli import app
+
+
+@pytest.fixture()
+def captured(monkeypatch):
+    """Replace the stage with a recorder that stops the command right after the params are resolved."""
+    import searchplay.eval.evaluate as stage
+
+    calls = []
+
+    def fake_evaluate(params, variant, track=True, register=False):
+        calls.append({"variant": variant, "selfplay.variant": params.selfplay.variant, "register": register})
+        raise stage.ModelNotFoundError("stopped by the test")
+
+    monkeypatch.setattr(stage, "evaluate", fake_evaluate)
+    return calls
+
+
+@pytest.mark.parametrize(("flags", "logged_variant"), [(["--variant", "ssp"], "ssp"),
+                                                      (["--variant", "kg_wcr"], "kg_wcr"),
+                                                      (["--variant", "base"], "kg_wcr")])
+def test_a_variants_evaluation_carries_that_variants_params(captured, flags, logged_variant):
+    result = CliRunner().invoke(app, ["evaluate", *flags])
+    assert result.exit_code == 1 and "stopped by the test" in result.output
+    assert captured == [{"variant": flags[1], "selfplay.variant": logged_variant, "register": False}]
+
+
+def test_register_only_when_asked(captured):
+    CliRunner().invoke(app, ["evaluate", "--variant", "ssp", "--register"])
+    assert captured[-1]["register"] is True
