@@ -75,12 +75,14 @@ def evaluate_command(
 def report_command(
     eval_dir: Path = typer.Option(Path("reports/eval"), "--eval-dir", help="folder of <variant>/metrics.json"),
     out: Path = typer.Option(Path("reports/compare"), "--out", help="where compare.md/.html/metrics.json go"),
+    selfplay_dir: Path = typer.Option(Path("reports/selfplay"), "--selfplay-dir",
+                                      help="folder of <variant>/history.csv for the self-play curves (selfplay.png)"),
 ) -> None:
-    """Compare every evaluated variant: tables, a grouped bar chart and a merged metrics file."""
+    """Compare every evaluated variant: tables, a grouped bar chart, self-play curves and a merged metrics file."""
     from searchplay.eval.report import compare_variants
 
     try:
-        written = compare_variants(eval_dir, out)
+        written = compare_variants(eval_dir, out, selfplay_dir)
     except FileNotFoundError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
+from searchplay.eval.curves import read_histories, selfplay_curves
 from searchplay.io import atomic_write, write_json
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
@@ -318,8 +319,9 @@ def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: di
     return [out_dir / "report.md", out_dir / "report.html", *charts]
 
 
-def compare_variants(eval_dir: str | Path, out: str | Path) -> list[Path]:
-    """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``."""
+def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None) -> list[Path]:
+    """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``; with
+    ``selfplay_dir``, also the variants' self-play curves (``selfplay.png``) from their history.csv."""
     variants = read_variant_metrics(eval_dir)
     if not variants:
         raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
@@ -343,14 +345,18 @@ def compare_variants(eval_dir: str | Path, out: str | Path) -> list[Path]:
     tables[0].notes += [f"{name}: judge {judge}" for name, judge in judges.items()]
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "the rest = each variant after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
-    chart = compare_chart(out / "compare.png", variants, columns, baseline)
+    charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
+    histories = read_histories(selfplay_dir) if selfplay_dir else {}
+    if histories:
+        charts.append(selfplay_curves(out / "selfplay.png", histories))
+    images = "".join(f"\n![{chart.stem}]({chart.name})\n" for chart in charts)
     with atomic_write(out / "compare.md") as handle:
-        handle.write(to_markdown(tables, "Models compared", preamble))
+        handle.write(to_markdown(tables, "Models compared", preamble) + images)
     with atomic_write(out / "compare.html") as handle:
-        handle.write(to_html(tables, "Models compared", preamble, [chart.name]))
+        handle.write(to_html(tables, "Models compared", preamble, [chart.name for chart in charts]))
     merged = {f"{name}.{key}": value for name, m in variants.items() for key, value in m.items()}
     write_json(out / "metrics.json", merged)
-    return [out / "compare.md", out / "compare.html", out / "metrics.json", chart]
+    return [out / "compare.md", out / "compare.html", out / "metrics.json", *charts]
 
 
 def _run_of(variant_dir: Path) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+"""Self-play curves: read every variant's history.csv, draw the headline columns, never drop a line silently."""
+
+from __future__ import annotations
+
+import math
+
+from searchplay.eval.curves import PANELS, read_histories, selfplay_curves
+from searchplay.eval.report import compare_variants
+from tests.eval.test_report import _eval_dir
+
+COLUMNS = ["iteration", *(column for column, _ in PANELS)]
+
+
+def _history(folder, rows):
+    folder.mkdir(parents=True)
+    lines = [",".join(COLUMNS)] + [",".join("" if v is None else str(v) for v in row) for row in rows]
+    (folder / "history.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_histories_are_read_per_variant_with_empty_cells_as_nan(tmp_path):
+    _history(tmp_path / "ssp", [[1, 0.1, 0.0, 1.0, 0, 0.02, None], [2, 0.2, 0.2, 0.5, 1, 0.04, 0.3]])
+    _history(tmp_path / "kg_wcr", [[1, 0.3, 0.1, 1.0, 3, 0.02, 0.5]])
+    histories = read_histories(tmp_path)
+    assert list(histories) == ["kg_wcr", "ssp"] and len(histories["ssp"]) == 2
+    assert math.isnan(histories["ssp"][0]["coverage/spearman_rho"]) and histories["ssp"][1]["iteration"] == 2.0
+    chart = selfplay_curves(tmp_path / "out" / "selfplay.png", histories)
+    assert chart.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_comparison_embeds_the_curves_when_there_are_histories(tmp_path):
+    eval_dir = _eval_dir(tmp_path, {"ssp": 1, "kg_wcr": 2})
+    _history(tmp_path / "selfplay" / "ssp", [[1, 0.1, 0.0, 1.0, 0, 0.02, None]])
+    written = compare_variants(eval_dir, tmp_path / "compare", tmp_path / "selfplay")
+    assert [p.name for p in written][-2:] == ["compare.png", "selfplay.png"]
+    assert "![selfplay](selfplay.png)" in (tmp_path / "compare" / "compare.md").read_text()
+    assert "src='selfplay.png'" in (tmp_path / "compare" / "compare.html").read_text()
+    without = compare_variants(eval_dir, tmp_path / "plain")
+    assert not (tmp_path / "plain" / "selfplay.png").exists() and len(without) == 4
