@@ -15,10 +15,14 @@ from tasks.stages import reproduce_stage  # noqa: E402
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate(variants: list[str] | None = None, root: str = str(REPO_ROOT)) -> dict[str, list[str]]:
-    """Re-run ``evaluate@<variant>`` (skipped when nothing changed) and the ``report`` stage."""
-    ran = {f"evaluate@{v}": reproduce_stage(f"evaluate@{v}", root) for v in selected_variants(Path(root), variants)}
-    ran["report"] = reproduce_stage("report", root)
+def evaluate(variants: list[str] | None = None, root: str = str(REPO_ROOT), force: bool = False,
+             ) -> dict[str, list[str]]:
+    """Re-run ``evaluate@<variant>`` and the ``report`` stage: skipped when nothing changed, unless ``force``,
+    which evaluates every question again (e.g. after a change the stage's dependencies do not see, such
+    as a new judge endpoint behind the same params)."""
+    ran = {f"evaluate@{v}": reproduce_stage(f"evaluate@{v}", root, force)
+           for v in selected_variants(Path(root), variants)}
+    ran["report"] = reproduce_stage("report", root, force)
     return ran
 
 

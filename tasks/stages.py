@@ -33,9 +33,15 @@ def dvc_executable() -> str:
     return str(Path(sys.executable).parent / "dvc")
 
 
+def repro_command(stage: str, force: bool = False) -> list[str]:
+    """``dvc repro --single-item <stage>``; ``force`` re-runs it although nothing changed (DVC removes the
+    stage's outputs first, so an evaluation answers every question again instead of reusing predictions)."""
+    return [dvc_executable(), "repro", "--single-item", *(["--force"] if force else []), stage]
+
+
 @task(retries=2, retry_delay_seconds=[30, 120], retry_condition_fn=retry_unless_deterministic,
       task_run_name="dvc repro {stage}")
-def reproduce_stage(stage: str, root: str = ".") -> list[str]:
+def reproduce_stage(stage: str, root: str = ".", force: bool = False) -> list[str]:
     """Reproduce one DVC stage; returns the log lines that say which stages ran or were skipped.
 
     Self-play prints ``iteration i/n`` lines; they drive a Prefect progress artifact so the UI shows
@@ -44,7 +50,7 @@ def reproduce_stage(stage: str, root: str = ".") -> list[str]:
     logger = get_run_logger()
     progress_id = None
     summary = []
-    for line in stream([dvc_executable(), "repro", "--single-item", stage], Path(root), stage_environment()):
+    for line in stream(repro_command(stage, force), Path(root), stage_environment()):
         logger.info(line)
         if line.startswith(("Running stage", "Stage '")):
             summary.append(line)

@@ -147,3 +147,12 @@ def test_flow_overrides_apply_to_the_run_only(repo_root, tmp_path):
     with pytest.raises(RuntimeError, match="stage failed"), run_scoped_overrides(tmp_path, overrides):
         raise RuntimeError("stage failed")
     assert (tmp_path / "params.yaml").read_bytes() == original
+
+
+def test_on_demand_evaluation_can_force_a_real_re_run():
+    from flows.evaluate import evaluate
+    from tasks.stages import repro_command
+
+    assert inspect.signature(evaluate.fn).parameters["force"].default is False
+    assert repro_command("evaluate@ssp")[1:] == ["repro", "--single-item", "evaluate@ssp"]
+    assert repro_command("evaluate@ssp", force=True)[1:] == ["repro", "--single-item", "--force", "evaluate@ssp"]
