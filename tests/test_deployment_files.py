@@ -25,9 +25,12 @@ def test_dockerfile_lints_clean(repo_root):
 
 def test_prefect_deployments_point_at_real_flows(repo_root):
     spec = yaml.safe_load((repo_root / "prefect.yaml").read_text())
+    gpu = yaml.safe_load((repo_root / "prefect.gpu.yaml").read_text())
     names = {d["name"] for d in spec["deployments"]}
-    assert {"weekly", "on-demand"} <= names
-    for deployment in spec["deployments"]:
+    assert names == {"weekly", "on-demand"}  # `deploy --all` here must only need the local process pool
+    assert {d["work_pool"]["name"] for d in spec["deployments"]} == {"local-process"}
+    assert {d["name"] for d in gpu["deployments"]} == {"weekly-gpu-docker", "weekly-gpu-k8s"}
+    for deployment in spec["deployments"] + gpu["deployments"]:
         path, function = deployment["entrypoint"].split(":")
         tree = ast.parse((repo_root / path).read_text())
         flows = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
