@@ -305,29 +305,32 @@ def update_policy(trainer: Any, proposer_samples: list[TrainingSample], solver_s
     return {role: trainer.update(samples, mini_batches) for role, samples, mini_batches in schedule if samples}
 
 
+def propose_and_filter(runtime: Runtime, variant: Variant, params: Params, seeds: list[Seed], rng: random.Random,
+                       clock: Counter) -> list[Proposal]:
+    """One Proposer round on ``seeds``, then the rule filter and RAG verification; times both in ``clock``."""
+    tic = time.perf_counter()
+    proposals = propose(runtime, variant, seeds)
+    clock["propose"] += time.perf_counter() - tic
+    tic = time.perf_counter()
+    filter_and_verify(runtime, proposals, params, rng)
+    clock["verify"] += time.perf_counter() - tic
+    return proposals
+
+
 def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
     """One self-play step on the next ``batch_size`` seeds; updates ``state`` (cursor, replay buffer)."""
     cfg = params.selfplay
     rng = state.rng
     clock: dict[str, float] = Counter()
 
-    tic = time.perf_counter()
-    proposals = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size))
-    clock["propose"] += time.perf_counter() - tic
-    tic = time.perf_counter()
-    filter_and_verify(runtime, proposals, params, rng)
-    clock["verify"] += time.perf_counter() - tic
+    proposals = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
     first_round = list(proposals)
     slots = fresh_slots(proposals)
     rounds = 0
     while cfg.batch_completion == "resample" and len(slots) < cfg.batch_size and rounds < cfg.resample_max_rounds:
         rounds += 1
-        tic = time.perf_counter()
-        extra = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size - len(slots)))
-        clock["propose"] += time.perf_counter() - tic
-        tic = time.perf_counter()
-        filter_and_verify(runtime, extra, params, rng)
-        clock["verify"] += time.perf_counter() - tic
+        extra = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size - len(slots)),
+                                   rng, clock)
         slots += fresh_slots(extra, offset=len(proposals))
         proposals += extra
     fresh_count = len(slots)
@@ -347,12 +350,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     while (cfg.dynamic_sampling and scored.signal_groups() < cfg.dynamic_sampling_min_groups
            and sampling_rounds < cfg.dynamic_sampling_max_rounds):
         sampling_rounds += 1
-        tic = time.perf_counter()
-        extra = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size))
-        clock["propose"] += time.perf_counter() - tic
-        tic = time.perf_counter()
-        filter_and_verify(runtime, extra, params, rng)
-        clock["verify"] += time.perf_counter() - tic
+        extra = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
         extra_slots = fresh_slots(extra, offset=len(proposals))
         proposals += extra
         fresh_count += len(extra_slots)
