@@ -12,6 +12,7 @@ Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import resource
@@ -85,19 +86,25 @@ def _flat_grad(trainer):
     return torch.cat([p.grad.flatten().double() for p in trainer.model.parameters() if p.grad is not None]).clone()
 
 
+CORPUS = Path("data/corpus/passages.jsonl")
+
+
+@functools.cache
+def _corpus_ids(model_path: str) -> list[int]:
+    """The first 400 corpus passages, tokenized once per model."""
+    from transformers import AutoTokenizer
+
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()[:400]
+    return AutoTokenizer.from_pretrained(model_path)(" ".join(json.loads(line)["text"] for line in lines))["input_ids"]
+
+
 def _text_tokens(trainer, rng: random.Random, n: int, vocab: int) -> list[int]:
     """n tokens of real corpus text where the corpus is built, else random ids."""
-    corpus = Path("data/corpus/passages.jsonl")
-    if not corpus.is_file():
+    if not CORPUS.is_file():
         return [rng.randrange(vocab) for _ in range(n)]
-    if not hasattr(_text_tokens, "ids"):
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(trainer.model_path)
-        lines = corpus.read_text(encoding="utf-8").splitlines()[:400]
-        _text_tokens.ids = tokenizer(" ".join(json.loads(line)["text"] for line in lines))["input_ids"]
-    start = rng.randrange(len(_text_tokens.ids) - n)
-    return _text_tokens.ids[start:start + n]
+    ids = _corpus_ids(trainer.model_path)
+    start = rng.randrange(len(ids) - n)
+    return ids[start:start + n]
 
 
 def _samples(trainer, args) -> list[TrainingSample]:
