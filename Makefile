@@ -19,10 +19,12 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 
 .PHONY: setup assets run run-quick test test-fast lint clean
 
+# --compile-bytecode: every stage is a new process; where PYTHONDONTWRITEBYTECODE is set (as on CI) each
+# one would compile its imports again (measured: 22 s of imports per process, 9.5 s with the .pyc files).
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==0.13.8
-	$(VENV)/bin/uv pip install --quiet --python $(PY) $(FIND_LINKS) -e '.[dev]'
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(FIND_LINKS) -e '.[dev]'
 	touch $@
 
 setup: $(VENV)/.installed assets

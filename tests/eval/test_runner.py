@@ -154,3 +154,24 @@ def test_resume_with_real_rollout_and_fake_backend(tmp_path, smollm2_path, fake_
     assert [r["prediction"] for r in records] == ["42"] * 6
     assert all("<think>easy</think><answer>42</answer>" in r["output"] for r in records)
     assert rollout is not None
+
+
+def test_batches_span_benchmarks_and_each_file_gets_its_own_records(tmp_path, monkeypatch, fake_judge,
+                                                                     fake_trajectory, fake_backend):
+    """Seven 5-question benchmarks decode in batches of ``batch_size``, not of 5; every record lands in its
+    benchmark's file, in item order."""
+    from searchplay.eval.runner import run_benchmarks
+
+    batches: list[list[str]] = []
+    solve = scripted_solver(fake_trajectory, [])
+    monkeypatch.setattr(runner, "solve_batch", lambda items, *rest: batches.append([i.id for i in items])
+                        or solve(items, *rest))
+    other = [QAItem(id=f"t{i}", question=f"What is {i}?", golden_answers=[str(i)], benchmark="triviaqa")
+             for i in range(3)]
+    work = {tmp_path / "nq.jsonl": ITEMS[:3], tmp_path / "triviaqa.jsonl": other}
+    records = run_benchmarks(work, backend=fake_backend, search_tool=None, judge=fake_judge, config=None, model="m",
+                             batch_size=4)
+    assert batches == [["q0", "q1", "q2", "t0"], ["t1", "t2"]]
+    assert list(read_finished(tmp_path / "nq.jsonl")) == ["q0", "q1", "q2"]
+    assert list(read_finished(tmp_path / "triviaqa.jsonl")) == ["t0", "t1", "t2"]
+    assert [r["id"] for r in records[tmp_path / "triviaqa.jsonl"]] == ["t0", "t1", "t2"]

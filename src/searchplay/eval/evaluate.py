@@ -30,7 +30,7 @@ from searchplay.eval.benchmarks import (
     load_benchmark,
 )
 from searchplay.eval.report import read_variant_metrics, write_run_report
-from searchplay.eval.runner import StageTimes, read_finished, rollout_config, run_benchmark
+from searchplay.eval.runner import StageTimes, read_finished, rollout_config, run_benchmarks
 from searchplay.eval.sampling import sample_items
 from searchplay.eval.scoring import benchmark_scores, flat_metrics, group_scores, majority_baseline_em
 from searchplay.io import write_json, write_jsonl
@@ -208,15 +208,16 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     times = StageTimes()
     per_benchmark: dict[str, dict[str, float]] = {}
     bar = _progress(sum(len(v) for v in sampled.values()), progress)
-    for name, items in sampled.items():
-        path = out_dir / "predictions" / f"{name}.jsonl"
+    paths = {name: out_dir / "predictions" / f"{name}.jsonl" for name in sampled}
+    for path in paths.values():
         _drop_other_models(path, model, revision)
-        records = run_benchmark(items, path, backend=backend, search_tool=search_tool, judge=judge, config=config,
-                                model=model, model_revision=revision, batch_size=cfg.batch_size,
-                                top_k=params.search.top_k, times=times, on_batch=bar.update, settings=settings,
-                                normalization=cfg.normalization)
-        write_jsonl(path, records)  # exactly the sampled questions, in sample order
-        per_benchmark[name] = benchmark_scores(records)
+    answered = run_benchmarks({paths[name]: items for name, items in sampled.items()}, backend=backend,
+                              search_tool=search_tool, judge=judge, config=config, model=model,
+                              model_revision=revision, batch_size=cfg.batch_size, top_k=params.search.top_k,
+                              times=times, on_batch=bar.update, settings=settings, normalization=cfg.normalization)
+    for name, path in paths.items():
+        write_jsonl(path, answered[path])  # exactly the sampled questions, in sample order
+        per_benchmark[name] = benchmark_scores(answered[path])
         per_benchmark[name]["skipped_records"] = loaded[name].num_skipped
     bar.close()
     if KG_HELDOUT in sampled:
