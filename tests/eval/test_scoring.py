@@ -63,3 +63,17 @@ def test_group_averages_are_unweighted_means_over_present_members():
     flat = flat_metrics(per, groups)
     assert flat["avg.judge_errors"] == 3 and flat["nq.judge_acc"] == 30.0
     assert all(isinstance(v, float) for v in flat.values())
+
+
+def test_headline_nests_the_averages_kg_baseline_and_the_last_self_play_iteration():
+    from searchplay.eval.scoring import headline_metrics
+
+    metrics = {"avg.judge_acc": 10.0, "avg.em": 8.0, "avg.f1": 12.5, "avg.num_benchmarks": 7.0, "nq.valid_rate": 100.0,
+               "kg_heldout.valid_rate": 90.0, "kg_heldout.em": 17.4, "kg_heldout.majority_baseline_em": 21.7}
+    last = {"iteration": 2.0, "solver/reward_mean": 0.1, "solver/accuracy": 0.07, "proposer/reward_mean": 0.9,
+            "filter/valid_rate_rule": 1.0, "train/groups_nonzero_advantage": 1.0, "coverage/spearman_rho": None}
+    headline = headline_metrics(metrics, last)
+    assert headline["eval"] == {"avg_judge_acc": 10.0, "avg_em": 8.0, "avg_f1": 12.5, "avg_num_benchmarks": 7.0,
+                                "kg_heldout_em": 17.4, "kg_heldout_majority_baseline_em": 21.7, "valid_rate": 95.0}
+    assert headline["selfplay"] == {"iterations": 2.0, "solver_reward": 0.1, "solver_accuracy": 0.07,
+                                    "proposer_reward": 0.9, "valid_rate_rule": 1.0, "groups_with_signal": 1.0}

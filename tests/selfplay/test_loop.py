@@ -3,6 +3,7 @@ MLflow (sqlite in tmp), reports, the refusal without --resume and a resume to th
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,22 @@ def logged_metrics(db_path, run_id: str) -> dict[str, list[int]]:
     return steps
 
 
+def undefined_metrics(db_path, run_id: str, iterations: list[int]) -> dict[int, set[str]]:
+    """iteration -> the metrics ``undefined/iter_*.json`` names as undefined (skipped, not logged as NaN)."""
+    import mlflow
+
+    named: dict[int, set[str]] = {}
+    for iteration in iterations:
+        try:
+            folder = mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=f"undefined/iter_{iteration:06d}.json", tracking_uri=f"sqlite:///{db_path}")
+        except Exception:  # no undefined metric that iteration
+            named[iteration] = set()
+            continue
+        named[iteration] = set(json.loads(Path(folder).read_text())["undefined"])
+    return named
+
+
 def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_total(
         tmp_path, monkeypatch, capsys, tokenizer, tiny_model_dir, trainer):
     monkeypatch.chdir(tmp_path)  # MLflow artifacts (./mlruns) stay in tmp
@@ -56,8 +73,11 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     assert (manager.latest() / "model" / "config.json").is_file()
 
     steps = logged_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"])
-    missing = [name for name in ISSUE_METRICS if steps.get(name) != [1, 2]]
-    assert not missing, f"not logged at steps 1 and 2: {missing}"
+    undefined = undefined_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"], [1, 2])
+    missing = [(name, step) for name in ISSUE_METRICS for step in (1, 2)
+               if step not in steps.get(name, []) and name not in undefined[step]]
+    assert not missing, f"neither logged nor named undefined: {missing}"
+    assert steps["metrics/undefined"] == [1, 2]
     reports = tmp_path / "reports" / "kg_wcr"
     assert json.loads((reports / "metrics.json").read_text())["iteration"] == 2
     with (reports / "history.csv").open() as handle:
@@ -82,3 +102,13 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     again = run_selfplay(params, "kg_wcr", 3, resume=True, runtime=runtime)  # nothing left to do
     assert [row["solver/reward_mean"] for row in again] == [row["solver/reward_mean"] for row in history]
     assert trainer.global_step == resumed_steps
+
+
+def test_undefined_metrics_are_skipped_counted_and_named_never_logged_as_nan():
+    """Issue 14 item 4: MLflow draws NaN as a broken chart; an undefined point is left out and said so."""
+    from searchplay.selfplay.loop import _loggable
+
+    metrics, undefined = _loggable({"iteration": 2.0, "solver/reward_mean": 0.0, "coverage/spearman_rho": float("nan"),
+                                    "coverage/mean_correct": float("nan"), "train/kl": 0.01})
+    assert metrics == {"solver/reward_mean": 0.0, "train/kl": 0.01, "metrics/undefined": 2.0}
+    assert undefined == ["coverage/mean_correct", "coverage/spearman_rho"]

@@ -15,6 +15,7 @@ by its params id and paths relative to the repository, so committed reports hold
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,13 @@ from searchplay.eval.benchmarks import (
 from searchplay.eval.report import read_variant_metrics, write_run_report
 from searchplay.eval.runner import StageTimes, read_finished, rollout_config, run_benchmarks
 from searchplay.eval.sampling import sample_items
-from searchplay.eval.scoring import benchmark_scores, flat_metrics, group_scores, majority_baseline_em
+from searchplay.eval.scoring import (
+    benchmark_scores,
+    flat_metrics,
+    group_scores,
+    headline_metrics,
+    majority_baseline_em,
+)
 from searchplay.io import write_json, write_jsonl
 
 log = logging.getLogger(__name__)
@@ -226,6 +233,11 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
         per_benchmark[KG_HELDOUT]["majority_baseline_em"] = majority_baseline_em(sampled[KG_HELDOUT], answer)
     metrics = flat_metrics(per_benchmark, group_scores(per_benchmark))
     write_json(out_dir / "metrics.json", metrics)
+    selfplay_metrics = Path(params.selfplay.reports_dir) / variant / "metrics.json"
+    last_iteration = None
+    if choice.source == "checkpoint" and selfplay_metrics.exists():
+        last_iteration = json.loads(selfplay_metrics.read_text(encoding="utf-8"))
+    write_json(out_dir / "headline.json", headline_metrics(metrics, last_iteration))
     write_json(out_dir / "run.json", {**run, "times_s": vars(times)})
     others = {k: v for k, v in read_variant_metrics(cfg.out_dir).items() if k != variant}
     write_run_report(out_dir, run, per_benchmark, metrics, others, cfg.paper_reference_model)

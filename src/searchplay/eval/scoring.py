@@ -112,3 +112,26 @@ def by_benchmark(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, 
     for record in records:
         grouped.setdefault(record["benchmark"], []).append(record)
     return grouped
+
+
+SELFPLAY_HEADLINE = {"iterations": "iteration", "solver_reward": "solver/reward_mean",
+                     "solver_accuracy": "solver/accuracy", "proposer_reward": "proposer/reward_mean",
+                     "valid_rate_rule": "filter/valid_rate_rule",
+                     "groups_with_signal": "train/groups_nonzero_advantage"}
+
+
+def headline_metrics(metrics: dict[str, float], selfplay: dict[str, float] | None = None) -> dict[str, Any]:
+    """The few numbers to compare models by (``headline.json``, nested so DVC shows ``eval.avg_judge_acc``):
+    the 7-benchmark averages, kg_heldout beside its majority baseline, the mean valid-output rate, and for
+    a self-play model its last iteration's rewards (``reports/selfplay/<variant>/metrics.json``)."""
+    valid = [v for k, v in metrics.items() if k.endswith(".valid_rate")]
+    evaluation = {"avg_judge_acc": metrics.get("avg.judge_acc"), "avg_em": metrics.get("avg.em"),
+                  "avg_f1": metrics.get("avg.f1"), "avg_num_benchmarks": metrics.get("avg.num_benchmarks"),
+                  "kg_heldout_em": metrics.get("kg_heldout.em"),
+                  "kg_heldout_majority_baseline_em": metrics.get("kg_heldout.majority_baseline_em"),
+                  "valid_rate": round(sum(valid) / len(valid), 4) if valid else None}
+    out: dict[str, Any] = {"eval": {k: v for k, v in evaluation.items() if v is not None}}
+    if selfplay:
+        out["selfplay"] = {name: selfplay[key] for name, key in SELFPLAY_HEADLINE.items()
+                           if selfplay.get(key) is not None}
+    return out

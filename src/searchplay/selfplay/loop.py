@@ -216,7 +216,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         tags["resumed_from_run"] = previous_run
     with start_run(params, "selfplay", variant.name, tags) as run:
         for row in state.history:  # a resumed run carries the whole curve
-            mlflow.log_metrics(_loggable(row), step=int(row["iteration"]))
+            _log_iteration(row, int(row["iteration"]))
         for iteration in range(state.iteration + 1, iterations + 1):
             tic = time.perf_counter()
             result = run_step(runtime, variant, params, state)
@@ -228,7 +228,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             manager.save(iteration, loop_state_dict(state, variant, params, run.info.run_id),
                          lambda folder: save_trainer(runtime, folder))
             row["time/checkpoint_s"] = time.perf_counter() - tic
-            mlflow.log_metrics(_loggable(row), step=iteration)
+            _log_iteration(row, iteration)
             mlflow.log_dict(result.samples, f"samples/iter_{iteration:06d}.json")
             write_reports(reports, state.history)
             write_question_pool(reports / QUESTION_POOL, iteration, result.questions)
@@ -252,5 +252,25 @@ def progress_line(iteration: int, total: int, row: dict[str, float], variant: st
             f"weights changed {show('train/weights_changed', '.0f')} | {show('time/iteration_s', '.0f')} s")
 
 
-def _loggable(row: dict[str, float]) -> dict[str, float]:
-    return {k: float(v) for k, v in row.items() if k != "iteration"}
+UNDEFINED_WHY = ("a statistic with nothing to average this iteration (no correct or no incorrect rollout, "
+                 "no RAG verification, a single coverage value): left out of the chart, never logged as NaN")
+
+
+def _loggable(row: dict[str, float]) -> tuple[dict[str, float], list[str]]:
+    """(the finite metrics of an iteration, the undefined ones): MLflow draws NaN as a broken chart, so an
+    undefined point is skipped, counted in ``metrics/undefined`` and named in ``undefined/iter_*.json``."""
+    values = {k: float(v) for k, v in row.items() if k != "iteration"}
+    undefined = sorted(k for k, v in values.items() if not math.isfinite(v))
+    finite = {k: v for k, v in values.items() if math.isfinite(v)}
+    return {**finite, "metrics/undefined": float(len(undefined))}, undefined
+
+
+def _log_iteration(row: dict[str, float], step: int) -> None:
+    import mlflow
+
+    metrics, undefined = _loggable(row)
+    mlflow.log_metrics(metrics, step=step)
+    if undefined:
+        mlflow.log_dict({"iteration": step, "undefined": undefined, "why": UNDEFINED_WHY},
+                        f"undefined/iter_{step:06d}.json")
+        log.info("iteration %d: %d metrics undefined, not logged: %s", step, len(undefined), ", ".join(undefined))
