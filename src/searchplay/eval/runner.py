@@ -155,8 +155,9 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
     item order.
 
     Batches span benchmarks: seven 5-question benchmarks decode as batches of ``batch_size``, not of 5
-    (measured on 2 CPU cores: 3.4 s a question in batches of 8 against 4.5 s in batches of 5). Each
-    finished batch is appended to the files of the benchmarks it holds before the next batch starts.
+    (measured in the main job on 2 fp32 CPU cores: the warm-start's 58 questions took 225 s of
+    generation against 237 s one benchmark at a time). Each finished batch is appended to the files of
+    the benchmarks it holds before the next batch starts.
     """
     times = times or StageTimes()
     timed_tool = TimedSearchTool(search_tool, times)
