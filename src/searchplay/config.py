@@ -27,6 +27,11 @@ class ConfigError(ValueError):
     """A params file that cannot be used; the message names the key and the fix."""
 
 
+EosWithoutAction = Literal["end", "correct"]
+InformationFormat = Literal["ssp", "searchr1"]
+QuestionFormat = Literal["plain", "searchr1"]
+
+
 class Section(BaseModel):
     """Base for all sections: unknown keys are errors (catches typos such as ``wcr_alpa``)."""
 
@@ -156,6 +161,17 @@ class AgentConfig(Section):
         "either", description="spam count: 'either' = max(opening, closing) tags (SSP code), 'sum' = both added")
     batch_size: int = Field(16, ge=1, description="rollouts generated together")
     seed: int | None = Field(None, description="rollout sampling seed; turn t samples with seed + t (None: unseeded)")
+    eos_without_action: EosWithoutAction = Field(
+        "end", description="an assistant message that ends without an action: 'end' the rollout (SSP code) or "
+        "'correct' it with Search-R1's corrective message and go on (docs/decisions/agent.md)")
+    final_answer_turn: bool = Field(False, description="Search-R1: after max_turns, one more generation whose "
+                                    "search is not run (false: SSP, a search on the last turn means no answer)")
+    information_format: InformationFormat = Field(
+        "ssp", description="whitespace around search results: 'ssp' \\n<information>\\n...  or 'searchr1' "
+        "\\n\\n<information>...")
+    question_format: QuestionFormat = Field(
+        "plain", description="Solver prompt's question: 'plain' (SSP code's training prompt) or 'searchr1' "
+        "('?' appended if missing, then a newline: Search-R1's data files)")
 
 
 class JudgeConfig(Section):
@@ -256,6 +272,13 @@ class EvaluateConfig(Section):
     max_turns: int = Field(10, ge=1, description="interaction rounds per question at evaluation (papers: 10)")
     temperature: float = Field(0.0, ge=0, description="decoding temperature (papers' validation: 0.0, greedy)")
     batch_size: int = Field(8, ge=1, description="questions whose rollouts advance together; one resume unit")
+    # The protocol at evaluation (defaults: how SSP evaluates, on Search-R1-formatted questions;
+    # docs/decisions/eval.md). Same meanings as the agent's keys.
+    eos_without_action: EosWithoutAction = Field("end", description="as agent.eos_without_action, at evaluation")
+    final_answer_turn: bool = Field(False, description="as agent.final_answer_turn, at evaluation")
+    information_format: InformationFormat = Field("ssp", description="as agent.information_format, at evaluation")
+    question_format: QuestionFormat = Field(
+        "searchr1", description="as agent.question_format, at evaluation (SSP evaluates on Search-R1's data files)")
     normalization: Literal["squad", "unicode"] = Field(
         "squad", description="answer normalization of EM/F1/sub-EM: 'squad' = FlashRAG's evaluator exactly, "
         "'unicode' = with Unicode folding, whole-token sub-EM, empty never matches (searchplay.answers)")

@@ -50,6 +50,27 @@ def test_corrective_message_is_search_r1_wording():
 
 def test_information_block():
     assert information_block("Doc 1(Title: A) a\n") == "\n<information>\nDoc 1(Title: A) a</information>\n\n"
+    search_r1 = "\n\n<information>Doc 1(Title: A) a</information>\n\n"
+    assert information_block("Doc 1(Title: A) a\n", "searchr1") == search_r1
+    with pytest.raises(ValueError, match="information format"):
+        information_block("x", "xml")
+
+
+# Search-R1's data preprocessing (scripts/data_process/nq_search.py): strip, "?" when missing, and the
+# template's "Question: {question}\n".
+@pytest.mark.parametrize(("question", "expected"), [
+    ("who wrote hamlet", "Question: who wrote hamlet?\n"),
+    ("  Who wrote Hamlet? ", "Question: Who wrote Hamlet?\n"),
+    ("name the capital of france.", "Question: name the capital of france.?\n"),  # the reference's own quirk
+])
+def test_solver_messages_search_r1_question_format(question, expected):
+    assert solver_messages(question, "searchr1")[1]["content"].endswith(expected)
+    assert not solver_messages(question)[1]["content"].endswith("\n")
+
+
+def test_unknown_question_format_is_an_error():
+    with pytest.raises(ValueError, match="question format"):
+        solver_messages("who?", "markdown")
 
 
 @pytest.mark.parametrize(

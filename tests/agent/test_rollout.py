@@ -195,3 +195,56 @@ def test_config_from_params():
     config = RolloutConfig.from_params(params, temperature=0.0)
     assert (config.max_turns, config.max_response_tokens, config.temperature) == (10, 8192, 0.0)
     assert config.max_answer_tags == params.agent.max_answer_tags
+
+
+# --- protocol options (Search-R1's loop beside SSP's; docs/decisions/agent.md) ------------------------
+
+
+def test_eos_without_action_gets_search_r1_correction_when_asked(tokenizer):
+    [traj], policy, _ = rollout(tokenizer, [[("<think>I will answer</think> Paris",), "<answer>Paris</answer>"]],
+                                eos_without_action="correct")
+    assert (traj.valid, traj.finish_reason, traj.answer) == (True, "answer", "Paris")
+    first = traj.turns[0]
+    assert tokenizer.eos_token_id not in traj.response_ids[:first.env_start]  # Search-R1 drops the special token
+    assert first.end == first.env_start
+    assert tokenizer.decode(traj.response_ids[first.env_start:first.env_end]) == corrective_message("solver")
+    assert policy.calls == [1, 1]
+
+
+def test_eos_without_action_on_the_last_turn_ends_even_when_correcting(tokenizer):
+    [traj], _, _ = rollout(tokenizer, [["<search>a</search>", ("no action",)]], eos_without_action="correct",
+                           max_turns=2)
+    assert (traj.valid, traj.finish_reason) == (False, "invalid")
+
+
+def test_final_answer_turn_runs_the_last_search_and_allows_one_more_answer(tokenizer):
+    script = ["<search>a</search>", "<search>b</search>", "<answer>c</answer>"]
+    [ssp], _, ssp_search = rollout(tokenizer, [list(script)], max_turns=2)
+    assert (ssp.valid, ssp.finish_reason) == (False, "max_turns") and ssp_search.calls == [["a"]]
+    [r1], policy, r1_search = rollout(tokenizer, [list(script)], max_turns=2, final_answer_turn=True)
+    assert (r1.valid, r1.answer) == (True, "c")
+    assert r1_search.calls == [["a"], ["b"]] and policy.calls == [1, 1, 1]
+
+
+def test_search_on_the_final_answer_turn_is_not_run(tokenizer):
+    [traj], _, search = rollout(tokenizer, [["<search>a</search>", "<search>b</search>"]], max_turns=1,
+                                final_answer_turn=True)
+    assert (traj.valid, traj.finish_reason) == (False, "max_turns")
+    assert search.calls == [["a"]] and "last of 2 turns" in traj.invalid_reason
+
+
+@pytest.mark.parametrize("style, block", [("ssp", "\n<information>\nDOCS</information>\n\n"),
+                                          ("searchr1", "\n\n<information>DOCS</information>\n\n")])
+def test_information_format(tokenizer, style, block):
+    [traj], _, _ = rollout(tokenizer, [["<search>q</search>", "<answer>a</answer>"]], information_format=style)
+    first = traj.turns[0]
+    docs = format_documents(first.documents, tokenizer).strip()
+    assert tokenizer.decode(traj.response_ids[first.env_start:first.env_end]) == block.replace("DOCS", docs)
+
+
+def test_rollout_config_reads_the_protocol_from_params():
+    params = Params.model_validate({"agent": {"eos_without_action": "correct", "final_answer_turn": True,
+                                              "information_format": "searchr1", "question_format": "searchr1"}})
+    config = RolloutConfig.from_params(params)
+    assert (config.eos_without_action, config.final_answer_turn, config.information_format,
+            config.question_format, config.generations) == ("correct", True, "searchr1", "searchr1", 11)

@@ -73,6 +73,45 @@ def test_settings_fingerprint_follows_what_changes_a_score():
     fewer_turns = settings_fingerprint(run, rollout_config(params), params)
     params.agent.max_turn_tokens = 64
     assert len({base, fewer_turns, settings_fingerprint(run, rollout_config(params), params)}) == 3
+    params.evaluate.question_format = "plain"
+    plain_question = settings_fingerprint(run, rollout_config(params), params)
+    params.evaluate.final_answer_turn = True
+    assert len({base, fewer_turns, plain_question, settings_fingerprint(run, rollout_config(params), params)}) == 4
+
+
+def test_evaluation_protocol_comes_from_the_evaluate_section_not_the_agent_one():
+    from searchplay.eval.runner import rollout_config
+
+    params = Params.model_validate({"agent": {"question_format": "plain", "information_format": "ssp"},
+                                   "evaluate": {"eos_without_action": "correct", "final_answer_turn": True,
+                                                "information_format": "searchr1"}})
+    config = rollout_config(params)
+    assert (config.eos_without_action, config.final_answer_turn, config.information_format,
+            config.question_format) == ("correct", True, "searchr1", "searchr1")  # evaluate's own default
+    assert Params().agent.question_format == "plain"  # self-play keeps the SSP code's training prompt
+
+
+def test_solver_prompt_follows_the_configured_question_format(smollm2_path):
+    from searchplay.agent.rollout import RolloutConfig
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(str(smollm2_path))
+    seen = []
+
+    class Recorder:
+        def __init__(self):
+            self.tokenizer = tokenizer
+
+        def generate(self, prompts, sampling):
+            seen.extend(tokenizer.decode(p) for p in prompts)
+            raise Crash("enough")
+
+    for style in ("searchr1", "plain"):
+        with pytest.raises(Crash):
+            runner.solve_batch(ITEMS[:1], Recorder(), None, RolloutConfig(question_format=style), top_k=3)
+    question = ITEMS[0].question.strip().rstrip("?")
+    assert f"Question: {question}?\n<|im_end|>" in seen[0]
+    assert f"Question: {ITEMS[0].question.strip()}<|im_end|>" in seen[1]
 
 
 def test_records_keep_the_full_output_beside_the_answer(tmp_path, monkeypatch, fake_judge, fake_trajectory,

@@ -19,16 +19,38 @@ SOLVER_USER_TEMPLATE = (
 )
 
 
-def solver_messages(question: str) -> list[dict[str, str]]:
+QUESTION_FORMATS = ("plain", "searchr1")
+
+
+def format_question(question: str, style: str = "plain") -> str:
+    """The question as the prompt's ``{question}`` slot receives it.
+
+    ``plain``: stripped (SSP code's training prompt). ``searchr1``: Search-R1's data preprocessing
+    (``scripts/data_process/nq_search.py``), whose files SSP evaluates on: a "?" appended when the
+    question does not end with one, and a newline after it (the template's ``Question: {question}\\n``).
+
+    >>> format_question(" who wrote hamlet "), format_question("who wrote hamlet", "searchr1")
+    ('who wrote hamlet', 'who wrote hamlet?\\n')
+    """
+    question = question.strip()
+    if style == "plain":
+        return question
+    if style == "searchr1":
+        return (question if question.endswith("?") else question + "?") + "\n"
+    raise ValueError(f"question format {style!r}: expected one of {QUESTION_FORMATS}")
+
+
+def solver_messages(question: str, question_format: str = "plain") -> list[dict[str, str]]:
     """Chat messages for one Solver rollout: SSP App. D Search-R1 system + user prompt.
+
+    ``question_format``: see ``format_question`` (``agent.question_format``, ``evaluate.question_format``).
 
     >>> solver_messages("Who wrote Hamlet?")[1]["content"].endswith("Question: Who wrote Hamlet?")
     True
     """
-    question = question.strip()
-    if not question:
+    if not question.strip():
         raise ValueError("solver_messages: the question is empty; a Solver rollout needs a question to answer")
     return [
         {"role": "system", "content": SOLVER_SYSTEM_PROMPT},
-        {"role": "user", "content": SOLVER_USER_TEMPLATE.format(question=question)},
+        {"role": "user", "content": SOLVER_USER_TEMPLATE.format(question=format_question(question, question_format))},
     ]

@@ -41,9 +41,23 @@ def corrective_message(role: Role) -> str:
     return _CORRECTIVE.format(what=tag, tag=tag)
 
 
-def information_block(formatted_documents: str) -> str:
-    """Wrap search results as SSP's tool reply: ``\\n<information>\\n`` + results + ``</information>\\n\\n``."""
-    return f"\n<information>\n{formatted_documents.strip()}</information>\n\n"
+# The environment's reply around search results (the whitespace differs between the two codebases):
+# SSP's sglang tool reply and Search-R1's generation.py ``f'\n\n<information>{obs.strip()}</information>\n\n'``.
+INFORMATION_FORMATS: dict[str, str] = {
+    "ssp": "\n<information>\n{results}</information>\n\n",
+    "searchr1": "\n\n<information>{results}</information>\n\n",
+}
+
+
+def information_block(formatted_documents: str, style: str = "ssp") -> str:
+    """Wrap search results as the tool reply; ``style`` 'ssp' (default) or 'searchr1' (``agent.information_format``).
+
+    >>> information_block("Doc 1 ...\\n"), information_block("Doc 1 ...\\n", "searchr1")
+    ('\\n<information>\\nDoc 1 ...</information>\\n\\n', '\\n\\n<information>Doc 1 ...</information>\\n\\n')
+    """
+    if style not in INFORMATION_FORMATS:
+        raise ValueError(f"information format {style!r}: expected one of {sorted(INFORMATION_FORMATS)}")
+    return INFORMATION_FORMATS[style].format(results=formatted_documents.strip())
 
 
 def tag_spans(text: str, tag: str) -> list[str]:

@@ -50,6 +50,15 @@ class RolloutConfig:
     answer_tag_rule: str = "either"  # SSP code: > max opening or > max closing tags (count_answer_tags)
     max_doc_tokens: int = 0  # per retrieved document in the <information> block (0: whole)
     seed: int | None = None  # sampling seed of turn t is seed + t
+    eos_without_action: str = "end"  # 'end' (SSP: the trajectory is over) or 'correct' (Search-R1: corrective message)
+    final_answer_turn: bool = False  # Search-R1: one more generation after max_turns, whose search is not run
+    information_format: str = "ssp"  # whitespace of the <information> block: 'ssp' or 'searchr1'
+    question_format: str = "plain"  # the Solver prompt's question ('plain'/'searchr1'): read where prompts are built
+
+    @property
+    def generations(self) -> int:
+        """Generation calls a rollout may make: ``max_turns``, plus Search-R1's final answer-only turn."""
+        return self.max_turns + int(self.final_answer_turn)
 
     @classmethod
     def from_params(cls, params: Any, **overrides: Any) -> RolloutConfig:
@@ -59,7 +68,9 @@ class RolloutConfig:
                   "max_response_tokens": agent.max_response_tokens, "max_turn_tokens": agent.max_turn_tokens,
                   "temperature": agent.temperature, "top_p": agent.top_p, "max_answer_tags": agent.max_answer_tags,
                   "answer_tag_rule": agent.answer_tag_rule,
-                  "max_doc_tokens": params.search.max_doc_tokens, "seed": agent.seed}
+                  "max_doc_tokens": params.search.max_doc_tokens, "seed": agent.seed,
+                  "eos_without_action": agent.eos_without_action, "final_answer_turn": agent.final_answer_turn,
+                  "information_format": agent.information_format, "question_format": agent.question_format}
         return cls(**{**values, **overrides})
 
 
@@ -89,8 +100,9 @@ def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Se
     """Run one rollout per prompt to completion; all active rollouts advance together, turn by turn.
 
     A rollout ends with its final tag (``finish_reason`` 'answer'/'question', valid), at EOS without an
-    action ('invalid'), when a generation fills its turn or response budget ('length'), or after
-    ``max_turns`` generations ('max_turns'). Only the first finish is valid.
+    action ('invalid'; with ``eos_without_action='correct'`` it gets Search-R1's corrective message
+    instead), when a generation fills its turn or response budget ('length'), or after
+    ``config.generations`` generations ('max_turns'). Only the first finish is valid.
     """
     if role not in FINAL_TAG:
         raise ValueError(f"role must be 'solver' or 'proposer', got {role!r}")
@@ -102,7 +114,7 @@ def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Se
                              f"{config.max_prompt_tokens}; shorten it or raise the budget")
     rollouts = [_Rollout(list(ids)) for ids in prompt_ids]
     bar = _progress_bar(len(rollouts), role, progress)
-    for turn_index in range(config.max_turns):
+    for turn_index in range(config.generations):
         active = [r for r in rollouts if not r.done]
         if not active:
             break
@@ -113,7 +125,7 @@ def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Se
             bar.set_postfix(turn=turn_index + 1, active=sum(not r.done for r in rollouts))
     for rollout in rollouts:
         if not rollout.done:
-            rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.max_turns} turns")
+            rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.generations} turns")
     if bar is not None:
         bar.close()
     return [_trajectory(backend.tokenizer, r, role, config.answer_tag_rule) for r in rollouts]
@@ -127,7 +139,7 @@ def _generate_turn(backend: PolicyBackend, active: list[_Rollout], role: Role, c
     sampling = SamplingParams(max_new_tokens=max(budgets), temperature=config.temperature, top_p=config.top_p,
                               stop=stop_strings(role), seed=seed)
     completions = backend.generate([r.prompt_ids + r.response_ids for r in active], sampling)
-    last_turn = turn_index == config.max_turns - 1
+    last_turn = turn_index == config.generations - 1
     searches = []
     for rollout, completion, budget in zip(active, completions, budgets, strict=True):
         ids, finish = list(completion.token_ids), completion.finish_reason
@@ -149,7 +161,7 @@ def _generate_turn(backend: PolicyBackend, active: list[_Rollout], role: Role, c
         if action.kind == "search":
             turn.search_queries = [action.content]
             if last_turn:
-                rollout.end("max_turns", f"searched on the last of {config.max_turns} turns")
+                rollout.end("max_turns", f"searched on the last of {config.generations} turns")
             else:
                 searches.append((rollout, turn))
         elif action.kind == FINAL_TAG[role]:
@@ -158,9 +170,13 @@ def _generate_turn(backend: PolicyBackend, active: list[_Rollout], role: Role, c
         else:
             rollout.invalid_actions += 1
             turn.invalid_reason = action.reason
-            if finish == "eos":  # the model ended its message without an action (SSP: trajectory over)
+            if finish == "eos" and (config.eos_without_action == "end" or last_turn):
+                # the model ended its message without an action (SSP: the trajectory is over)
                 rollout.end("invalid", f"EOS without an action: {action.reason}")
-            elif not last_turn:
+                continue
+            if finish == "eos":  # Search-R1: the response text goes on without the end-of-turn token
+                _drop_trailing_eos(backend.tokenizer, rollout, turn)
+            if not last_turn:
                 _append_environment(backend.tokenizer, rollout, turn, corrective_message(role), config)
     return searches
 
@@ -181,7 +197,8 @@ def _answer_searches(backend: PolicyBackend, search_tool: SearchTool, searches: 
         else:
             turn.documents = list(result)
             body = format_documents(turn.documents, backend.tokenizer, config.max_doc_tokens)
-        _append_environment(backend.tokenizer, rollout, turn, information_block(body), config)
+        _append_environment(backend.tokenizer, rollout, turn, information_block(body, config.information_format),
+                            config)
 
 
 def _search(search_tool: SearchTool, queries: list[str], top_k: int) -> list[list[Document] | Exception]:
@@ -201,6 +218,15 @@ def _search(search_tool: SearchTool, queries: list[str], top_k: int) -> list[lis
             log.warning("search %r failed: %s", query, exc)
             outcomes.append(exc)
     return outcomes
+
+
+def _drop_trailing_eos(tokenizer: Any, rollout: _Rollout, turn: Turn) -> None:
+    """Remove the EOS id that ended this turn, as Search-R1 decodes responses without special tokens."""
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is not None and rollout.response_ids and rollout.response_ids[-1] == eos:
+        rollout.response_ids.pop()
+        rollout.loss_mask.pop()
+        turn.end = len(rollout.response_ids)
 
 
 def _append_environment(tokenizer: Any, rollout: _Rollout, turn: Turn, text: str, config: RolloutConfig) -> None:

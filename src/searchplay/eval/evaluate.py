@@ -207,6 +207,7 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
            "n": cfg.n, "seed": cfg.seed, "temperature": cfg.temperature, "max_turns": cfg.max_turns,
            "top_k": params.search.top_k, "benchmarks": list(cfg.benchmarks),
            "normalization": cfg.normalization, "judge_prompt": params.judge.prompt,
+           "protocol": {key: getattr(cfg, key) for key in PROTOCOL_KEYS},
            "sources": {name: portable_name(bench.source) for name, bench in loaded.items()},
            "skipped": {name: dict(bench.skipped) for name, bench in loaded.items()}}
 
@@ -244,6 +245,10 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     if track:
         _log_to_mlflow(params, variant, run, metrics, out_dir, choice.path, register)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
+
+
+# The evaluation protocol's options (docs/decisions/eval.md "Protocol options"), recorded in run.json.
+PROTOCOL_KEYS = ("eos_without_action", "final_answer_turn", "information_format", "question_format")
 
 
 def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.curves import read_histories, selfplay_curves
+from searchplay.eval.scoring import GROUPS
 from searchplay.io import atomic_write, write_json
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
@@ -146,7 +147,27 @@ def score_cell(metrics: dict[str, float], benchmark: str, score: str) -> Any:
 
 def _score_row(label: str, metrics: dict[str, float], score: str, benchmarks: list[str]) -> list[Any]:
     cells = [score_cell(metrics, name, score) for name in benchmarks]
-    return [label, *cells, *(metrics.get(f"{key}.{score}") for key, _ in GROUP_COLUMNS)]
+    return [label, *cells, *(group_cell(metrics, key, score) for key, _ in GROUP_COLUMNS)]
+
+
+def group_cell(metrics: dict[str, float], group: str, score: str) -> Any:
+    """A group average as the papers define it (all its benchmarks), or labelled partial: ``"12.0 (2 of 7)"``."""
+    value = metrics.get(f"{group}.{score}")
+    count = metrics.get(f"{group}.num_benchmarks")
+    size = len(GROUPS[group])
+    if value is None or count is None or int(count) >= size:
+        return value
+    return f"{value:.1f} ({int(count)} of {size})"
+
+
+def is_partial(metrics: dict[str, float]) -> bool:
+    """True when an average covers fewer benchmarks than the papers' (a quick or single-benchmark run)."""
+    return any(int(metrics.get(f"{group}.num_benchmarks", len(members))) < len(members)
+               for group, members in GROUPS.items() if f"{group}.num_benchmarks" in metrics)
+
+
+PARTIAL_NOTE = ("An average marked '(k of m)' covers only the k benchmarks this run evaluated; the papers "
+                "average all m, so such a cell is not comparable with theirs.")
 
 
 def majority_baseline(models: dict[str, dict[str, float]]) -> float | None:
@@ -170,11 +191,15 @@ def comparison_table(run_label: str, metrics: dict[str, float], others: dict[str
     rows = [_score_row(run_label, metrics, "judge_acc", list(PAPER_BENCHMARKS))]
     rows += [_score_row(f"variant {name}", m, "judge_acc", list(PAPER_BENCHMARKS)) for name, m in others.items()]
     rows_from_papers, same = paper_rows(model, reference_model)
-    for label, scores in rows_from_papers:
-        rows.append([label, *(scores.get(b) for b in PAPER_BENCHMARKS), None, None, scores.get("avg")])
+    partial = any(is_partial(m) for m in [metrics, *others.values()])
+    for label, scores in rows_from_papers:  # a partial average is never set beside the papers' 7-benchmark one
+        rows.append([label, *(scores.get(b) for b in PAPER_BENCHMARKS), None, None,
+                     None if partial else scores.get("avg")])
     sources = load_paper_results()
     notes = [f"{key}: {src['title']}; {src['metric']}; {src['sample']} (digest: {src['digest']})"
              for key, src in sources.items()]
+    if partial:
+        notes.append(PARTIAL_NOTE + " The papers' Avg is left out of this table for that reason.")
     if not same:
         notes.insert(0, f"The papers report no numbers for {model_name(model)!r}; the rows shown are "
                         f"{reference_model}'s, a different model, for reference only.")
@@ -307,9 +332,12 @@ def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: di
     tables = [comparison_table(run_label, metrics, others, run["base_model"], reference_model, judge_name),
               detail_table(per_benchmark, judge_name, run.get("kg_heldout_majority_answer"))]
     preamble = [f"model: {run['model']} (base: {run['base_model']})", f"judge: {judge_name}",
-                "main score: judge accuracy; EM / F1 / sub-EM beside it (SQuAD normalization)",
+                f"main score: judge accuracy; EM / F1 / sub-EM beside it ({run.get('normalization', 'squad')} "
+                "normalization)",
                 f"sample: n={run['n']} per benchmark (all when smaller), seed={run['seed']}; ids in sample.json",
                 f"decoding: temperature {run['temperature']}, top-{run['top_k']} search, max {run['max_turns']} turns"]
+    if run.get("protocol"):
+        preamble.append("protocol: " + ", ".join(f"{key} {value}" for key, value in run["protocol"].items()))
     charts = benchmark_charts(out_dir, run["variant"], per_benchmark, others, run["base_model"], reference_model)
     title = f"Evaluation: {run['variant']}"
     with atomic_write(out_dir / "report.md") as handle:
@@ -341,6 +369,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
         if baseline is not None and score in ("judge_acc", "em"):
             rows.append(_baseline_row(baseline, answer, columns, label))
         notes = [INTERVAL_NOTE] if score in ("judge_acc", "em") else []
+        if any(is_partial(m) for m in variants.values()):
+            notes.append(PARTIAL_NOTE)
         tables.append(Table(f"{label} (0-100)", header, rows, notes=notes))
     tables[0].notes += [f"{name}: judge {judge}" for name, judge in judges.items()]
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
@@ -380,7 +410,10 @@ def compare_chart(path: Path, models: dict[str, dict[str, float]], columns: list
                   baseline: float | None) -> Path:
     """compare.png: judge accuracy per benchmark and model with Wilson 95% error bars, n under each benchmark,
     and the kg_heldout majority baseline as a dashed line."""
-    labels = [f"{LABELS.get(b, b)}\n{_n_label(models, b)}" for b in columns] + ["Avg\n(paper benchmarks)"]
+    counts = sorted({int(m["avg.num_benchmarks"]) for m in models.values() if "avg.num_benchmarks" in m})
+    covered = "paper benchmarks" if counts in ([], [len(PAPER_BENCHMARKS)]) else \
+        f"{'/'.join(map(str, counts))} of {len(PAPER_BENCHMARKS)} paper benchmarks"
+    labels = [f"{LABELS.get(b, b)}\n{_n_label(models, b)}" for b in columns] + [f"Avg\n({covered})"]
     series = {name: [m.get(f"{b}.judge_acc") for b in columns] + [m.get("avg.judge_acc")]
               for name, m in models.items()}
     intervals = {name: [_interval(m, b, "judge_acc") for b in columns] + [None] for name, m in models.items()}

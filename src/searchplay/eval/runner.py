@@ -1,7 +1,9 @@
 """Run the Solver on benchmark questions: batched, greedy, top-k search, resumable, timed.
 
-Protocol (SSP §4.1, KG paper §4.2 / Table 4): the Search-R1 solver prompt (SSP App. D), greedy
-decoding (validation temperature 0.0), top-3 documents per search, at most 10 rounds; the
+Protocol (SSP §4.1, KG paper §4.2 / Table 4): the Search-R1 solver prompt (SSP App. D) with the
+question as Search-R1's data files write it, SSP's turn loop (params ``evaluate.*`` switch each
+difference from Search-R1's loop; docs/decisions/eval.md), greedy decoding (validation temperature
+0.0), top-3 documents per search, at most 10 rounds; the
 prediction is the last ``<answer>`` span, stored beside the model's full output (every turn, with
 the ``<information>`` blocks it was shown). Each finished batch is appended to the benchmark's
 predictions JSONL (flushed and fsynced) before the next starts, so a crash loses at most the
@@ -58,11 +60,15 @@ class TimedSearchTool:
 
 
 def rollout_config(params: Any) -> Any:
-    """The agent's ``RolloutConfig`` from params, with the evaluation's turns and (greedy) temperature."""
+    """The agent's ``RolloutConfig`` from params, with the evaluation's turns, (greedy) temperature and protocol
+    options (``evaluate.{eos_without_action, final_answer_turn, information_format, question_format}``)."""
     from searchplay.agent.rollout import RolloutConfig
 
-    return RolloutConfig.from_params(params, max_turns=params.evaluate.max_turns,
-                                     temperature=params.evaluate.temperature)
+    cfg = params.evaluate
+    return RolloutConfig.from_params(params, max_turns=cfg.max_turns, temperature=cfg.temperature,
+                                     eos_without_action=cfg.eos_without_action,
+                                     final_answer_turn=cfg.final_answer_turn,
+                                     information_format=cfg.information_format, question_format=cfg.question_format)
 
 
 def read_finished(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -112,7 +118,8 @@ def solve_batch(items: Sequence[QAItem], backend: Any, search_tool: Any, config:
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.rollout import encode_prompt, run_rollouts
 
-    prompts = [encode_prompt(backend.tokenizer, solver_messages(item.question)) for item in items]
+    style = getattr(config, "question_format", "plain")
+    prompts = [encode_prompt(backend.tokenizer, solver_messages(item.question, style)) for item in items]
     return run_rollouts(backend, search_tool, prompts, "solver", config, top_k=top_k)
 
 

@@ -227,7 +227,8 @@ def solve(runtime: Runtime, slots: list[Slot], group_size: int) -> list[list[Tra
     """G Solver rollouts per question, all advancing together (SSP Alg. 1 line 6)."""
     if not slots:
         return []
-    prompts = [runtime.encode(solver_messages(slot.question)) for slot in slots for _ in range(group_size)]
+    style = runtime.solver_config.question_format
+    prompts = [runtime.encode(solver_messages(slot.question, style)) for slot in slots for _ in range(group_size)]
     flat = runtime.rollouts(prompts, "solver", runtime.solver_config)
     return [flat[k * group_size:(k + 1) * group_size] for k in range(len(slots))]
 

@@ -160,6 +160,8 @@ class DemoBuilder:
     max_searches: int = 2  # searches per demo, at most (the rollout needs one more turn to answer)
     rules: FilterRules = field(default_factory=FilterRules)
     noisy_docs: int = 4  # verifier materials: own documents plus this many from other demos (SSP §3.3)
+    question_format: str = "plain"  # the Solver prompt's question, as self-play writes it (agent.question_format)
+    information_format: str = "ssp"  # the <information> block, as self-play writes it (agent.information_format)
 
     def encode_text(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -217,7 +219,7 @@ class DemoBuilder:
                                           self.tokenizer.eos_token_id], True))
             return demo
         if role == "solver":
-            messages = solver_messages(question)
+            messages = solver_messages(question, self.question_format)
         elif role == "proposer_kg":
             messages = kg_proposer_messages(record)
         else:
@@ -225,7 +227,8 @@ class DemoBuilder:
         demo.segments.append(Segment(self.encode_prompt(messages), False))
         for k, block in enumerate(docs):
             demo.segments.append(Segment(self.encode_text(search_turn(searched, k)), True))
-            demo.segments.append(Segment(self.encode_text(information_block(self.format_documents(block))), False))
+            reply = information_block(self.format_documents(block), self.information_format)
+            demo.segments.append(Segment(self.encode_text(reply), False))
         final = solver_final_turn(chain, answer) if role == "solver" else proposer_final_turn(chain, question)
         demo.segments.append(Segment(self.encode_text(final), True))
         return demo

@@ -104,7 +104,9 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
 
     builder = DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
                           lambda queries: search_tool.search(queries, top_k=top_k), fmt,
-                          max_searches=cfg.max_searches, noisy_docs=params.selfplay.noisy_docs)
+                          max_searches=cfg.max_searches, noisy_docs=params.selfplay.noisy_docs,
+                          question_format=params.agent.question_format,
+                          information_format=params.agent.information_format)
     demos, dropped = builder.build(demo_records, ROLES, rng)
     if not demos:
         raise WarmstartError(f"no demo survived the rule filter ({dict(dropped)}); check the KG pool")

@@ -66,7 +66,8 @@ def format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]
                                          for t, a, v in zip(trajectories, answers, verdicts, strict=True)]
     results["proposer_valid_rate"] = (results["proposer_kg_valid_rate"] + results["proposer_ssp_valid_rate"]) / 2
 
-    solved = run_rollouts(backend, search_tool, [encode(solver_messages(q)) for q in questions], "solver",
+    solver_prompts = [encode(solver_messages(q, solver_config.question_format)) for q in questions]
+    solved = run_rollouts(backend, search_tool, solver_prompts, "solver",
                           solver_config, top_k=top_k)
     results["solver_answer_rate"] = rate([t.valid and t.answer is not None for t in solved])
     results["solver_search_rate"] = rate([t.num_searches > 0 for t in solved])
