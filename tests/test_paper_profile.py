@@ -52,6 +52,9 @@ PAPER_DEFAULTS = [
     ("kg.max_candidates", 10, "KG-paths Alg. 1: 10 candidate edges per step"),
     ("kg.max_retries", 5, "KG-paths Alg. 1: 5 retries"),
     ("evaluate.n", 500, "SSP / KG evaluation: 500 questions per benchmark"),
+    ("selfplay.gdcr_k", 2.0, "GDCR paper §3.2: decay k = 2"),
+    ("selfplay.sapo_lambda", 0.5, "GDCR paper §3.4 / Table 5: lambda = 0.5"),
+    ("selfplay.gdcr_components", "both", "GDCR Eq. 12: newly cited plus newly retrieved"),
 ]
 
 # Where the SSP paper and the SSP code disagree, the profile picks one; the decision records which and why.

@@ -1,7 +1,7 @@
 """The whole pipeline, for real, at the quick profile's size, in a temporary copy of the repository.
 
 One module-scoped fixture runs `dvc repro` once (every stage: KG, corpus, index, self-play and
-evaluation for both variants, report); the tests then check the outputs, that a second `dvc repro`
+evaluation for every variant, report); the tests then check the outputs, that a second `dvc repro`
 does nothing, that changing `selfplay.wcr_alpha` re-runs only kg_wcr's downstream stages, and
 that a Prefect server + process worker runs the `retrain/weekly` deployment to completion.
 """
@@ -75,7 +75,7 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
 
 def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
     repo, output = quick_repo
-    variants = ["ssp", "kg_wcr"]
+    variants = ["ssp", "kg_wcr", "gdcr"]
     expected = ({"kg", "corpus", "index", "warmstart", "report"}
                 | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in variants}
                 | {f"evaluate_reference@{m}" for m in ("base", "warmstart")})
@@ -89,6 +89,7 @@ def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
         assert metrics, f"empty evaluation metrics for {variant}"
     for variant in variants:
         assert (repo / f"reports/selfplay/{variant}/metrics.json").exists()
+    assert (repo / "reports/selfplay/gdcr/rq1.md").is_file() and (repo / "reports/selfplay/gdcr/rq1.png").is_file()
     assert (repo / "reports/compare").is_dir()
     assert (repo / "dvc.lock").exists()
     assert (repo / "mlflow.db").exists()

@@ -190,7 +190,7 @@ class JudgeConfig(Section):
     concurrency: int = Field(8, ge=1, description="concurrent endpoint requests in judge_many")
 
 
-Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers"]
+Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr"]
 
 
 class SelfplayConfig(Section):
@@ -225,6 +225,12 @@ class SelfplayConfig(Section):
     dynamic_sampling_max_rounds: int = Field(2, ge=0, description="extra propose-and-solve rounds at most per step")
     wcr_alpha: float = Field(0.3, ge=0, le=1, description="WCR coefficient alpha (KG paper: 0.3)")
     wcr_casefold: bool = Field(False, description="WCR title match with NFKC+casefold (paper: exact, false)")
+    gdcr_k: float = Field(2.0, gt=0, description="GDCR decay k in c(v) = k^-d(v, answer) (GDCR paper: 2; "
+                          "ablations 1, 4)")
+    sapo_lambda: float = Field(0.5, ge=0, description="SAPO lambda in A_t = A_o + lambda |A_o| A_t,g (GDCR paper: "
+                               "0.5; 0 is GRPO; ablations 0, 0.3, 1)")
+    gdcr_components: Literal["both", "cite", "retrieve"] = Field(
+        "both", description="GDCR terms: both, or the paper's Table 3 ablations (cite-only, retrieve-only)")
     adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")
     proposer_baseline: Literal["none", "batch_mean"] = Field(
         "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open)")

@@ -42,3 +42,55 @@ def test_estimators_broadcast_over_model_tokens_only():
         ADVANTAGE_ESTIMATORS["grpo"]([1.0], masks, params)
     with pytest.raises(KeyError, match="registered"):
         get_advantage_estimator("ppo")
+
+
+# --- SAPO (GDCR paper Eqs. 13-14; digest §5.6 worked example) ---------------------------------------------
+
+
+def test_gdcr_step_advantages_match_the_worked_example():
+    from searchplay.rl import gdcr_step_advantages
+
+    assert [round(a, 3) for a in gdcr_step_advantages([0.875, 1.875, 1.0])] == [-0.843, 1.0, -0.562]
+    assert gdcr_step_advantages([0.7]) == [0.0]  # one step: plain GRPO
+    assert gdcr_step_advantages([0.0, 0.0, 0.0]) == [0.0, 0.0, 0.0]
+    assert gdcr_step_advantages([]) == []
+    assert max(gdcr_step_advantages([0.0] * 9 + [10.0])) == 1.0  # clipped to [-1, 1]
+
+
+def test_sapo_is_grpo_at_lambda_zero_and_never_flips_the_outcome_sign():
+    from searchplay.rl import group_advantages, sapo_advantages
+
+    outcome, steps = [1.0, 0.0, 0.0], [[0.875, 1.875, 1.0], [2.0, 0.0], [0.5]]
+    grpo = group_advantages(outcome)
+    assert sapo_advantages(outcome, steps, lam=0.0) == [[a] * len(s) for a, s in zip(grpo, steps, strict=True)]
+    for lam in (0.3, 0.5, 1.0):
+        for a_o, per_step in zip(grpo, sapo_advantages(outcome, steps, lam=lam), strict=True):
+            assert all(a * a_o >= 0 for a in per_step)
+
+
+def test_sapo_worked_example_with_unit_outcome_advantage():
+    """Digest §5.6: A_o = +1 gives (0.579, 1.5, 0.719); A_o = -1 gives (-1.421, -0.5, -1.281)."""
+    from searchplay.rl import sapo_advantages
+
+    outcome = [1.0, 0.0]  # GRPO with sample std on two rollouts: A_o = +-0.7071
+    a_o = 0.5 / (0.5 ** 0.5)
+    positive, negative = sapo_advantages(outcome, [[0.875, 1.875, 1.0], [0.875, 1.875, 1.0]], lam=0.5)
+    assert [round(a / a_o, 3) for a in positive] == [0.579, 1.5, 0.719]
+    assert [round(a / a_o, 3) for a in negative] == [-1.421, -0.5, -1.281]
+    with pytest.raises(ValueError, match="one step-reward sequence"):
+        sapo_advantages([1.0], [[1.0], [2.0]])
+
+
+def test_sapo_estimator_broadcasts_each_step_to_its_tokens():
+    from searchplay.config import Params
+    from searchplay.rl import ADVANTAGE_ESTIMATORS, sapo_advantages
+
+    params = Params()
+    masks, token_steps = [[1, 1, 0, 0, 1], [1, 1]], [[0, 0, 0, 0, 1], [0, 0]]
+    step_rewards = [[1.0, 0.0], [0.0]]
+    tokens = ADVANTAGE_ESTIMATORS["sapo"]([1.0, 0.0], masks, params, step_rewards=step_rewards,
+                                          token_steps=token_steps)
+    (first, second), (third,) = sapo_advantages([1.0, 0.0], step_rewards, lam=0.5, eps=params.selfplay.adv_eps)
+    assert tokens == [[first, first, 0.0, 0.0, second], [third, third]]
+    with pytest.raises(ValueError, match="step_rewards and token_steps"):
+        ADVANTAGE_ESTIMATORS["sapo"]([1.0, 0.0], masks, params)

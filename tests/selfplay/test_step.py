@@ -164,3 +164,72 @@ def test_without_dynamic_sampling_groups_without_signal_stay_in_the_update(setup
     m = run_step(runtime, variant, params, state).metrics
     assert m["batch/dynamic_sampling_rounds"] == 0 and m["train/groups_dropped_no_signal"] == 0
     assert m["train/samples_solver"] == 9
+
+
+# --- GDCR / SAPO: step-level credit through the same loop -------------------------------------------------
+
+
+class GraphSearchTool:
+    """Every search returns one document naming each path node of the pool (so GDCR sees retrievals)."""
+
+    def __init__(self, records):
+        self.text = " ".join(node["label"] for r in records for node in r["path"])
+
+    def search(self, queries, top_k=3):
+        from searchplay.retrieval.types import Document
+
+        return [[Document("doc-0", "Doc 0", self.text, 1.0)] for _ in queries]
+
+
+def _gdcr_setup(params_factory, tokenizer, tmp_path, trainer=None, **selfplay):
+    params = params_factory(**selfplay)
+    records = write_kg_pool(tmp_path / "kg", 6)
+    backend = ScriptedBackend(tokenizer, [r["answer"] for r in records],
+                              {r["answer"]: r["waypoints"] for r in records})
+    runtime = make_runtime(params, backend, search_tool=GraphSearchTool(records), trainer=trainer)
+    state = LoopState(0, SeedCursor(load_kg_seeds(tmp_path / "kg")), ReplayBuffer(), random.Random(0))
+    return params, runtime, state
+
+
+def test_gdcr_groups_get_sapo_token_advantages(params_factory, tokenizer, tmp_path):
+    """The 'gdcr' variant's Solver tokens carry SAPO step advantages (GDCR Eq. 14), built from the slot's
+    subgraph and each rollout's turns; at lambda 0 they equal GRPO's."""
+    from searchplay.rewards import contribution_scores, gdcr_step_rewards
+    from searchplay.rl import sapo_advantages
+    from searchplay.selfplay.step import filter_and_verify, fresh_slots, judge_groups, score_groups, solve
+    from searchplay.selfplay.turns import trajectory_steps
+
+    params, runtime, state = _gdcr_setup(params_factory, tokenizer, tmp_path)
+    variant = get_variant("gdcr")
+    proposals = propose(runtime, variant, state.cursor.next_batch(3))
+    filter_and_verify(runtime, proposals, params, state.rng)
+    slots = fresh_slots(proposals)
+    assert slots and all(slot.graph for slot in slots)
+    groups = solve(runtime, slots, params.selfplay.group_size)
+    correct, _ = judge_groups(runtime, slots, groups)
+    scored = score_groups(variant, params, slots, groups, correct)
+    slot, group, c = slots[0], groups[0], correct[0]
+    scores = contribution_scores(slot.graph, slot.answer)
+    steps = [gdcr_step_rewards(trajectory_steps(t), scores) for t in group]
+    assert any(r > 0 for s in steps for r in s)  # the first search retrieves graph nodes
+    expected = sapo_advantages([float(x) for x in c], steps, lam=0.5, eps=params.selfplay.adv_eps)
+    for trajectory, sample, per_step in zip(group, scored.samples[0], expected, strict=True):
+        first = trajectory.turns[0]
+        assert sample.advantages[first.start] == pytest.approx(per_step[0])
+        assert sample.advantages[trajectory.turns[-1].start] == pytest.approx(per_step[-1])
+    assert len(scored.step_rewards) == len(scored.step_advantages) == sum(len(t.turns) for g in groups for t in g)
+
+    grpo_params, _, _ = _gdcr_setup(params_factory, tokenizer, tmp_path / "l0", sapo_lambda=0.0)
+    flat = score_groups(variant, grpo_params, slots, groups, correct)
+    binary = score_groups(get_variant("kg"), grpo_params, slots, groups, correct)
+    for sapo_group, grpo_group in zip(flat.group_advantages, binary.group_advantages, strict=True):
+        assert sapo_group == pytest.approx(grpo_group)
+
+
+@pytest.mark.slow
+def test_gdcr_step_logs_step_credit_and_trains(params_factory, tokenizer, tmp_path, trainer):
+    params, runtime, state = _gdcr_setup(params_factory, tokenizer, tmp_path, trainer=trainer)
+    m = run_step(runtime, get_variant("gdcr"), params, state).metrics
+    assert m["gdcr/step_reward_mean"] > 0 and m["gdcr/steps"] > 0
+    assert 0 < m["gdcr/positive_step_advantage_share"] < 1
+    assert m["train/groups_nonzero_advantage"] >= 1 and m["train/weights_changed"] == 1.0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from searchplay.io import atomic_write
 
-# (history.csv column, panel title): the headline quantities of SSP App. B.1 and the KG paper's Fig. 4
+# (history.csv column, panel title): the headline quantities of SSP App. B.1, the KG paper's Fig. 4 and GDCR
 PANELS = (
     ("solver/reward_mean", "Solver reward r_i"),
     ("solver/accuracy", "Solver correctness c_i"),
@@ -22,6 +22,8 @@ PANELS = (
     ("train/groups_nonzero_advantage", "Solver groups with a learning signal"),
     ("train/weight_delta_l2_from_start", "||theta - theta_0||_2 since self-play started"),
     ("coverage/spearman_rho", "Spearman(coverage, correctness)"),
+    ("gdcr/step_reward_mean", "GDCR per step (step-level variants)"),
+    ("gdcr/positive_step_advantage_share", "share of steps with A_t,g > 0"),
 )
 
 
@@ -44,14 +46,14 @@ def _number(text: str | None) -> float:
 
 
 def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]]]) -> Path:
-    """A 2 x 3 grid of the ``PANELS`` columns against ``iteration``, one line per variant."""
+    """A 2 x 4 grid of the ``PANELS`` columns against ``iteration``, one line per variant."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+    fig, axes = plt.subplots(2, 4, figsize=(16, 6.5))
     for ax, (column, title) in zip(axes.flat, PANELS, strict=True):
         undefined = 0
         for variant, rows in histories.items():

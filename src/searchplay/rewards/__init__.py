@@ -1,6 +1,7 @@
-"""Pure reward functions of search self-play (SSP, KG-paths WCR) and their registries."""
+"""Pure reward functions of search self-play (SSP, KG-paths WCR, GDCR) and their registries."""
 
 from searchplay.rewards.coverage import extract_think_text, waypoint_coverage
+from searchplay.rewards.gdcr import contribution_scores, gdcr_step_rewards, subgraph_triples
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
 from searchplay.rewards.registry import (
     PROPOSER_REWARDS,
@@ -26,12 +27,15 @@ __all__ = [
     "accuracy_by_coverage",
     "answer_spam_guard",
     "binary_rewards",
+    "contribution_scores",
     "coverage_correctness_spearman",
     "extract_think_text",
+    "gdcr_step_rewards",
     "get_proposer_reward",
     "get_solver_reward",
     "mean_coverage_by_outcome",
     "proposer_reward",
+    "subgraph_triples",
     "waypoint_coverage",
     "wcr_rewards",
 ]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from searchplay.rewards.coverage import waypoint_coverage
+from searchplay.rewards.gdcr import contribution_scores, gdcr_step_rewards
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ class SolverGroup:
 
     ``correct`` is the judge's verdict, ``valid`` the format validity z_i^val, ``think_texts`` the joined
     ``<think>`` spans. Question fields are optional: WCR needs ``waypoints``; EVE the gold ``evidence``
-    and the rollouts' ``predicted_evidence``; GDCR the ``path``/``record`` graph and per-turn ``steps``.
+    and the rollouts' ``predicted_evidence``; GDCR the question's ``graph`` (label triples, answer
+    included), node ``aliases`` and each rollout's per-turn ``steps`` (thought, observation or None).
     """
 
     correct: list[bool]
@@ -35,13 +37,15 @@ class SolverGroup:
     answer_tag_counts: list[int] = field(default_factory=list)
     predictions: list[str | None] = field(default_factory=list)
     predicted_evidence: list[str | None] = field(default_factory=list)
-    steps: list[list[dict[str, Any]]] = field(default_factory=list)  # per rollout, per turn: thought/observation
+    steps: list[list[tuple[str, str | None]]] = field(default_factory=list)  # per rollout: (thought, observation)
     question: str = ""
     answer: str = ""
     waypoints: list[str] = field(default_factory=list)
     evidence: str | None = None
     path: list[dict[str, Any]] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)
+    graph: list[tuple[str, str, str]] = field(default_factory=list)
+    aliases: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         size = len(self.correct)
@@ -103,12 +107,34 @@ def solver_wcr(group: SolverGroup, params: Params) -> SolverRewards:
     return SolverRewards(_guarded(group, rewards, params), details={"coverage": coverage})
 
 
+def solver_gdcr(group: SolverGroup, params: Params) -> SolverRewards:
+    """Binary outcome reward (with the spam guard) plus GDCR step rewards per rollout (GDCR Eqs. 5-12).
+
+    The step rewards feed the 'sapo' advantage estimator; ``details['gdcr']`` holds every step's r_{t,g}.
+    A question without a graph (a plain-answer seed) gets zero step rewards, so SAPO falls back to GRPO.
+    """
+    if len(group.steps) != group.size:
+        raise ValueError(f"GDCR needs the per-turn steps of every rollout; got {len(group.steps)} for {group.size}")
+    cfg = params.selfplay
+    scores = contribution_scores(group.graph, group.answer, k=cfg.gdcr_k) if group.graph else {}
+    step_rewards = [gdcr_step_rewards(steps, scores, group.aliases, cfg.gdcr_components) for steps in group.steps]
+    rewards = _guarded(group, binary_rewards(group.correct, group.valid), params)
+    return SolverRewards(rewards, step_rewards=step_rewards, details={"gdcr": [r for s in step_rewards for r in s]})
+
+
+def solver_wcr_gdcr(group: SolverGroup, params: Params) -> SolverRewards:
+    """WCR outcome reward (KG-paths Eq. 6) as SAPO's trajectory reward, with GDCR step rewards (GDCR Eq. 12)."""
+    wcr, gdcr = solver_wcr(group, params), solver_gdcr(group, params)
+    return SolverRewards(wcr.rewards, step_rewards=gdcr.step_rewards, details={**wcr.details, **gdcr.details})
+
+
 def proposer_ssp(outcome: ProposerOutcome, params: Params) -> float:
     """SSP Proposer reward 1 - mean(c_i), 0 for an invalid question (SSP Eq. 7, KG-paths Eq. 2)."""
     return proposer_reward(outcome.solver_correct, valid=outcome.valid)
 
 
-SOLVER_REWARDS: dict[str, SolverRewardFn] = {"binary": solver_binary, "wcr": solver_wcr}
+SOLVER_REWARDS: dict[str, SolverRewardFn] = {"binary": solver_binary, "wcr": solver_wcr, "gdcr": solver_gdcr,
+                                             "wcr_gdcr": solver_wcr_gdcr}
 PROPOSER_REWARDS: dict[str, ProposerRewardFn] = {"ssp": proposer_ssp}
 
 

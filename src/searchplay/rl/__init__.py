@@ -1,13 +1,16 @@
-"""RL for search self-play: advantages (GRPO, REINFORCE), clipped policy loss with low-variance KL,
+"""RL for search self-play: advantages (GRPO, REINFORCE, SAPO), clipped policy loss with low-variance KL,
 and ``PolicyTrainer`` (accelerate: CPU, one GPU or FSDP). torch is imported only by the trainer and losses."""
 
 from searchplay.rl.advantages import (
     ADVANTAGE_ESTIMATORS,
     AdvantageFn,
+    broadcast_steps_to_tokens,
     broadcast_to_tokens,
+    gdcr_step_advantages,
     get_advantage_estimator,
     group_advantages,
     reinforce_advantages,
+    sapo_advantages,
 )
 from searchplay.rl.sample import TrainingSample
 
@@ -16,10 +19,13 @@ __all__ = [
     "AdvantageFn",
     "PolicyTrainer",
     "TrainingSample",
+    "broadcast_steps_to_tokens",
     "broadcast_to_tokens",
+    "gdcr_step_advantages",
     "get_advantage_estimator",
     "group_advantages",
     "reinforce_advantages",
+    "sapo_advantages",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Advantage estimators: GRPO for the Solver, REINFORCE for the Proposer (registry for SAPO later).
+"""Advantage estimators: GRPO for the Solver, REINFORCE for the Proposer, SAPO for step-level credit.
 
 Each registered estimator maps sequence rewards to PER-TOKEN advantages over the response tokens of
 each sample: the sequence advantage is broadcast over model tokens (loss_mask 1) and is 0 on
@@ -66,6 +66,56 @@ def broadcast_to_tokens(advantages: Sequence[float], loss_masks: Sequence[Sequen
     return [[a if m else 0.0 for m in mask] for a, mask in zip(advantages, loss_masks, strict=True)]
 
 
+def gdcr_step_advantages(step_rewards: Sequence[float], eps: float = 1e-6) -> list[float]:
+    """A_{t,g}: one trajectory's GDCR sequence z-normalized over its own steps and clipped to [-1, 1] (GDCR Eq. 13).
+
+    Population std (docs/decisions/rl.md "GDCR"); a single step or equal rewards give 0 (plain GRPO).
+
+    >>> [round(a, 3) for a in gdcr_step_advantages([0.875, 1.875, 1.0])]
+    [-0.843, 1.0, -0.562]
+    """
+    if not step_rewards:
+        return []
+    mean = sum(step_rewards) / len(step_rewards)
+    std = math.sqrt(sum((r - mean) ** 2 for r in step_rewards) / len(step_rewards))
+    return [max(-1.0, min(1.0, (r - mean) / (std + eps))) for r in step_rewards]
+
+
+def sapo_advantages(outcome_rewards: Sequence[float], gdcr_sequences: Sequence[Sequence[float]], lam: float = 0.5,
+                    eps: float = 1e-6) -> list[list[float]]:
+    """SAPO per-step advantages of one group: A_t = A_o + lam * |A_o| * A_{t,g} (GDCR paper Eqs. 13-14).
+
+    A_o is the group-normalized outcome advantage (``group_advantages``, the same as GRPO, so lam = 0 is
+    exactly GRPO); A_{t,g} from ``gdcr_step_advantages``. For lam <= 1 a step never changes the sign of A_o.
+
+    >>> [[round(a, 3) for a in steps] for steps in sapo_advantages([1.0, 0.0], [[0.875, 1.875, 1.0], [0.5]])]
+    [[0.409, 1.061, 0.508], [-0.707]]
+    """
+    if len(outcome_rewards) != len(gdcr_sequences):
+        raise ValueError(f"{len(outcome_rewards)} outcome rewards for {len(gdcr_sequences)} GDCR sequences; "
+                         "give one step-reward sequence per trajectory")
+    outcome = group_advantages(outcome_rewards, eps=eps)
+    return [[a_o + lam * abs(a_o) * a_g for a_g in gdcr_step_advantages(sequence, eps)]
+            for a_o, sequence in zip(outcome, gdcr_sequences, strict=True)]
+
+
+def broadcast_steps_to_tokens(step_advantages: Sequence[Sequence[float]], token_steps: Sequence[Sequence[int]],
+                              loss_masks: Sequence[Sequence[int]]) -> list[list[float]]:
+    """Step t's advantage on every model token of step t (``token_steps``: the step index of each response token),
+    0 on environment tokens.
+
+    >>> broadcast_steps_to_tokens([[0.5, -1.0]], [[0, 0, 0, 1]], [[1, 1, 0, 1]])
+    [[0.5, 0.5, 0.0, -1.0]]
+    """
+    out = []
+    for advantages, steps, mask in zip(step_advantages, token_steps, loss_masks, strict=True):
+        if len(steps) != len(mask):
+            raise ValueError(f"{len(steps)} token step indices for {len(mask)} response tokens")
+        out.append([advantages[step] if m and 0 <= step < len(advantages) else 0.0 for step, m in zip(steps, mask,
+                                                                                                     strict=True)])
+    return out
+
+
 AdvantageFn = Callable[..., list[list[float]]]
 
 
@@ -81,11 +131,22 @@ def reinforce(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], par
     return broadcast_to_tokens(reinforce_advantages(rewards, params.selfplay.proposer_baseline), loss_masks)
 
 
+def sapo(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: Params, *,
+         step_rewards: Sequence[Sequence[float]] | None = None, token_steps: Sequence[Sequence[int]] | None = None,
+         **_step_info) -> list[list[float]]:
+    """SAPO per-token advantages for ONE group (GDCR paper Eqs. 13-14); GRPO where a rollout has no step rewards."""
+    if step_rewards is None or token_steps is None:
+        raise ValueError("the 'sapo' estimator needs step_rewards and token_steps (a step-level Solver reward "
+                         "such as 'gdcr' provides them)")
+    steps = sapo_advantages(rewards, step_rewards, lam=params.selfplay.sapo_lambda, eps=params.selfplay.adv_eps)
+    return broadcast_steps_to_tokens(steps, token_steps, loss_masks)
+
+
 # fn(rewards, loss_masks, params, *, step_rewards=None, token_steps=None) -> per-token advantages.
-# "grpo" takes one question's group; "reinforce" the step's Proposer batch. A step-level estimator
-# ("sapo", GDCR paper Eq. 13-14) reads step_rewards (per sample, per turn) and token_steps (turn index
-# of each response token) from the keyword arguments.
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo, "reinforce": reinforce}
+# "grpo" takes one question's group; "reinforce" the step's Proposer batch. The step-level "sapo"
+# (GDCR paper Eq. 13-14) reads step_rewards (per sample, per turn) and token_steps (turn index of each
+# response token) from the keyword arguments.
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo, "reinforce": reinforce, "sapo": sapo}
 
 
 def get_advantage_estimator(name: str) -> AdvantageFn:

@@ -235,7 +235,27 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             print(progress_line(iteration, iterations, row, variant.name), flush=True)
             if on_iteration is not None:
                 on_iteration(iteration, row)
+        if variant.heldout_analysis:
+            heldout_analysis(runtime, params, reports)
     return state.history
+
+
+def heldout_analysis(runtime: Runtime, params: Params, reports: Path) -> dict[str, float]:
+    """The GDCR paper's RQ1 on the kg_heldout subgraphs with the trained Solver (``selfplay.heldout``), logged
+    to the run and written to ``reports/selfplay/<variant>/rq1.*``."""
+    import mlflow
+
+    from searchplay.selfplay.heldout import run_heldout_analysis
+
+    tic = time.perf_counter()
+    summary = run_heldout_analysis(runtime, params, reports, Path(params.kg.out_dir) / "subgraphs.jsonl")
+    if summary:
+        mlflow.log_metrics({k: v for k, v in summary.items() if math.isfinite(v)})
+        for name in ("rq1.png", "rq1.md", "rq1.csv"):
+            mlflow.log_artifact(str(reports / name), "rq1")
+        log.info("RQ1 on %d held-out questions in %.0f s: r(GDCR, correct) = %s", int(summary["rq1/questions"]),
+                 time.perf_counter() - tic, summary["rq1/gdcr_correctness_r"])
+    return summary
 
 
 def progress_line(iteration: int, total: int, row: dict[str, float], variant: str) -> str:

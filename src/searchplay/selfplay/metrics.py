@@ -41,6 +41,16 @@ def coverage_statistics(coverage: Sequence[float], correct: Sequence[bool]) -> d
     return stats
 
 
+def step_credit_statistics(step_rewards: Sequence[float], step_advantages: Sequence[float]) -> dict[str, float]:
+    """GDCR per step (GDCR Eq. 12) and the share of steps whose step advantage A_{t,g} (Eq. 13) is positive.
+
+    NaN (skipped and counted by the loop) for variants without step-level rewards.
+    """
+    return {"gdcr/step_reward_mean": mean(step_rewards), "gdcr/steps": float(len(step_rewards)),
+            "gdcr/positive_step_advantage_share": mean([float(a > 0) for a in step_advantages]),
+            "gdcr/steps_with_reward_share": mean([float(r > 0) for r in step_rewards])}
+
+
 def nonzero_advantage_groups(group_advantages: Sequence[Sequence[float]], tol: float = 1e-12) -> int:
     """How many Solver groups carry any learning signal (some advantage differs from zero)."""
     return sum(1 for group in group_advantages if any(abs(a) > tol for a in group))

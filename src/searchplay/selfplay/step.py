@@ -30,11 +30,13 @@ from searchplay.llm.backend import SamplingParams
 from searchplay.question_rules import REJECT_REASONS, FilterRules, rule_filter
 from searchplay.retrieval.types import Document
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
-from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
+from searchplay.rewards.gdcr import subgraph_aliases, subgraph_triples
+from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample, gdcr_step_advantages
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import Seed, SeedCursor
+from searchplay.selfplay.turns import token_turns, trajectory_steps
 from searchplay.selfplay.variants import Variant
 
 log = logging.getLogger(__name__)
@@ -79,15 +81,17 @@ class Slot:
     seed_id: str
     source: str  # 'fresh', 'replay' or 'replicate'
     proposer_index: int | None = None  # which Proposer trajectory wrote it (fresh only)
+    graph: list[tuple[str, str, str]] = field(default_factory=list)  # the seed subgraph's label triples (GDCR)
+    aliases: dict[str, list[str]] = field(default_factory=dict)  # node label -> aliases, where the record has them
 
     def to_entry(self) -> dict[str, Any]:
         return {"question": self.question, "answer": self.answer, "waypoints": list(self.waypoints),
-                "seed_id": self.seed_id}
+                "seed_id": self.seed_id, "graph": [list(t) for t in self.graph], "aliases": dict(self.aliases)}
 
     @classmethod
     def from_entry(cls, entry: dict[str, Any], source: str) -> Slot:
         return cls(entry["question"], entry["answer"], list(entry.get("waypoints", [])), entry.get("seed_id", ""),
-                   source)
+                   source, graph=[tuple(t) for t in entry.get("graph", [])], aliases=dict(entry.get("aliases", {})))
 
 
 @dataclass
@@ -202,7 +206,15 @@ def filter_and_verify(runtime: Runtime, proposals: list[Proposal], params: Param
 
 def fresh_slots(proposals: list[Proposal], offset: int = 0) -> list[Slot]:
     return [Slot(p.trajectory.question.strip(), p.seed.answer, list(p.seed.waypoints), p.seed.seed_id, "fresh",
-                 offset + i) for i, p in enumerate(proposals) if p.reason is None and p.trajectory.question]
+                 offset + i, **seed_graph(p.seed)) for i, p in enumerate(proposals)
+            if p.reason is None and p.trajectory.question]
+
+
+def seed_graph(seed: Seed) -> dict[str, Any]:
+    """The seed's KG subgraph as label triples and node aliases (empty for a plain-answer seed)."""
+    if seed.record is None:
+        return {}
+    return {"graph": subgraph_triples(seed.record), "aliases": subgraph_aliases(seed.record)}
 
 
 def complete_batch(slots: list[Slot], batch_size: int, strategy: str, replay: ReplayBuffer,
@@ -259,12 +271,15 @@ class ScoredGroups:
     process: list[float] = field(default_factory=list)  # WCR partial credit per rollout (0 when correct)
     coverage: list[float] = field(default_factory=list)  # g_i of rollouts on questions with waypoints
     coverage_correct: list[bool] = field(default_factory=list)
+    step_rewards: list[float] = field(default_factory=list)  # every step's r_{t,g} of step-level rewards (GDCR)
+    step_advantages: list[float] = field(default_factory=list)  # every step's A_{t,g} (GDCR Eq. 13)
 
     def signal_groups(self) -> int:
         return m.nonzero_advantage_groups(self.group_advantages)
 
     def extend(self, other: ScoredGroups) -> None:
-        for name in ("samples", "group_advantages", "rewards", "process", "coverage", "coverage_correct"):
+        for name in ("samples", "group_advantages", "rewards", "process", "coverage", "coverage_correct",
+                     "step_rewards", "step_advantages"):
             getattr(self, name).extend(getattr(other, name))
 
 
@@ -277,9 +292,15 @@ def score_groups(variant: Variant, params: Params, slots: list[Slot], groups: li
         scored = SOLVER_REWARDS[variant.solver_reward](SolverGroup(
             correct=c, valid=valid, think_texts=[t.think_text for t in group],
             answer_tag_counts=[t.answer_tag_count for t in group], predictions=[t.answer for t in group],
-            question=slot.question, answer=slot.answer, waypoints=slot.waypoints), params)
-        advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](scored.rewards, [t.loss_mask for t in group],
-                                                                    params)
+            steps=[trajectory_steps(t) for t in group], question=slot.question, answer=slot.answer,
+            waypoints=slot.waypoints, graph=slot.graph, aliases=slot.aliases), params)
+        advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](
+            scored.rewards, [t.loss_mask for t in group], params, step_rewards=scored.step_rewards,
+            token_steps=[token_turns(t) for t in group])
+        if scored.step_rewards is not None:
+            out.step_rewards += [r for steps in scored.step_rewards for r in steps]
+            out.step_advantages += [a for steps in scored.step_rewards
+                                    for a in gdcr_step_advantages(steps, params.selfplay.adv_eps)]
         out.group_advantages.append([a for adv in advantages for a in adv])
         out.rewards += scored.rewards
         out.process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, valid, scored.rewards, strict=True)]
@@ -443,6 +464,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     }
     metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
     metrics.update(m.coverage_statistics(coverage, flat_correct))
+    metrics.update(m.step_credit_statistics(scored.step_rewards, scored.step_advantages))
     metrics.update({f"train/{k}": float(v) for k, v in train_stats.items() if isinstance(v, int | float)})
     for role, stats in role_stats.items():
         if role != "all":

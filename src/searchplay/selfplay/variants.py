@@ -2,8 +2,8 @@
 
 A variant is: where its seeds come from, how its Proposer prompt is built, and the NAMES of its Solver
 reward (``searchplay.rewards.SOLVER_REWARDS``), Solver advantage estimator and Proposer advantage
-estimator (``searchplay.rl.ADVANTAGE_ESTIMATORS``). EVE or GDCR/SAPO are added by registering new
-reward/advantage functions and one ``Variant`` entry here (DESIGN.md table).
+estimator (``searchplay.rl.ADVANTAGE_ESTIMATORS``). GDCR/SAPO is such an entry (a step-level reward and
+advantage); EVE will be another (DESIGN.md table).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class Variant:
     solver_advantage: str = "grpo"  # key of searchplay.rl.ADVANTAGE_ESTIMATORS (SSP Table 4)
     proposer_advantage: str = "reinforce"  # SSP Table 4: REINFORCE, 1 sample per seed
     proposer_reward: str = "ssp"  # key of searchplay.rewards.PROPOSER_REWARDS: 1 - mean(c_i), 0 if invalid
+    heldout_analysis: bool = False  # after training: step-level graph progress vs success on kg_heldout (GDCR RQ1)
     description: str = ""
 
     def proposer_messages(self, seed: Seed) -> Messages:
@@ -58,6 +59,12 @@ VARIANTS: dict[str, Variant] = {
                   description="KG Proposer (subgraph JSON + answer), binary Solver reward (KG paper §3.2)"),
     "kg_wcr": Variant("kg_wcr", seeds="kg", proposer_prompt="kg", solver_reward="wcr",
                       description="KG Proposer + Waypoint Coverage Reward (KG paper §3.2-3.3, Eq. 6)"),
+    "gdcr": Variant("gdcr", seeds="kg", proposer_prompt="kg", solver_reward="gdcr", solver_advantage="sapo",
+                    heldout_analysis=True,
+                    description="KG Proposer + GDCR step rewards with SAPO step advantages (GDCR paper §3.2-3.4)"),
+    "kg_wcr_gdcr": Variant("kg_wcr_gdcr", seeds="kg", proposer_prompt="kg", solver_reward="wcr_gdcr",
+                           solver_advantage="sapo", heldout_analysis=True,
+                           description="WCR outcome reward as SAPO's A_o, plus GDCR step rewards (decisions: rl.md)"),
     "ssp_kg_answers": Variant("ssp_kg_answers", seeds="kg", proposer_prompt="ssp", solver_reward="binary",
                               description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
 }
