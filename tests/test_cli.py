@@ -81,3 +81,73 @@ def test_a_missing_params_file_or_a_bad_set_exits_2_with_the_cause(tmp_path):
     assert code == 2 and "KEY=VALUE" in output
     code, output = run("--set", "selfplay.iterations=[1", "assets", "--check")
     assert code == 2 and "--set" in output
+
+
+# --- issue 16 item 7: errors a retry cannot fix exit 2 with one line, a traceback only with --debug ---
+
+
+def report_args(tmp_path, out) -> list[str]:
+    """``searchplay report`` over one evaluated model, writing to ``out``."""
+    evaluated = tmp_path / "eval" / "base"
+    evaluated.mkdir(parents=True)
+    (evaluated / "metrics.json").write_text('{"nq.judge_acc": 10.0, "nq.em": 10.0, "nq.n": 5}')
+    return ["report", "--eval-dir", str(tmp_path / "eval"), "--out", str(out), "--selfplay-dir", str(tmp_path / "no")]
+
+
+def one_line_error(args: list[str], kind: str, *words: str) -> None:
+    result = CliRunner().invoke(app, args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert len(lines) == 1 and lines[0].startswith(f"{kind}:"), lines
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+
+
+def test_a_read_only_output_folder_exits_2_and_debug_shows_the_traceback(tmp_path, monkeypatch):
+    import errno
+    import os
+    import tempfile
+
+    out = tmp_path / "read-only"
+    out.mkdir()
+    out.chmod(0o500)
+    if os.geteuid() == 0:  # root writes into it anyway: the writer raises what any other user gets
+        def denied(*args, dir=None, **kwargs):
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        monkeypatch.setattr(tempfile, "mkstemp", denied)
+    args = report_args(tmp_path, out)
+    one_line_error(args, "file system error", str(out), "permission denied", "writable", "--debug")
+    debug = CliRunner().invoke(app, ["--debug", *args])
+    assert debug.exit_code == 1 and isinstance(debug.exception, PermissionError)
+    out.chmod(0o700)
+
+
+def test_a_full_disk_exits_2_with_one_line(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    one_line_error(report_args(tmp_path, tmp_path / "out"), "file system error", "no space left", "free disk space")
+
+
+def test_an_output_path_that_is_a_file_exits_2_with_one_line(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    one_line_error(report_args(tmp_path, taken), "file system error", str(taken), "is a file", "move it away")
+    one_line_error(["report", "--eval-dir", str(tmp_path / "eval"), "--out", str(taken / "compare")],
+                   "file system error", "is a file, not a folder")
+
+
+def test_a_set_into_a_value_exits_2_with_one_line(tmp_path, monkeypatch):
+    from searchplay import assets
+
+    monkeypatch.setattr(assets, "status", lambda: [("minilm", "ok", "somewhere")])
+    params = tmp_path / "params.yaml"
+    params.write_text("selfplay:\n  iterations: 2\n")
+    one_line_error(["--params", str(params), "--set", "selfplay.iterations.max=3", "assets", "--check"],
+                   "configuration error", "selfplay.iterations is the value 2", "shorten the key")
+    one_line_error(["--set", "selfplay=1", "--set", "selfplay.iterations=3", "assets", "--check"],
+                   "configuration error", "drop a --set selfplay=...")

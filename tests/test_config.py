@@ -86,3 +86,16 @@ def test_flat_and_digest_are_stable():
 @pytest.mark.parametrize("name", ["params.yaml", "params.paper.yaml"])
 def test_shipped_profiles_are_valid(repo_root, name):
     load_params(repo_root / name)
+
+
+def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
+    """serve.* tunes serve-retriever only; under search.* every model stage (dvc.yaml) would go stale."""
+    import yaml
+
+    knobs = {"max_queries", "max_query_chars", "max_top_k", "server_timeout_s", "server_workers", "server_queue"}
+    assert set(Params().serve.model_dump()) == knobs and not knobs & set(Params().search.model_dump())
+    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
+    deps = [key for stage in stages.values() for entry in (stage.get("do", stage).get("params") or [])
+            for key in (entry if isinstance(entry, dict) else [entry])]
+    assert any(key == "search" for key in deps)
+    assert not [key for key in deps if key == "serve" or str(key).startswith("serve.")]

@@ -2,7 +2,15 @@ import json
 
 import pytest
 
-from searchplay.io import atomic_write, read_jsonl, write_json, write_jsonl
+from searchplay.io import (
+    TruncatedInputError,
+    atomic_dir,
+    atomic_write,
+    jsonl_records,
+    read_jsonl,
+    write_json,
+    write_jsonl,
+)
 
 
 def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
@@ -34,3 +42,72 @@ def test_atomic_write_follows_the_umask_not_mkstemps_0600(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "m.json").stat().st_mode) == 0o644
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def test_atomic_dir_swaps_in_only_a_complete_folder(tmp_path):
+    target = tmp_path / "store"
+    target.mkdir()
+    (target / "graph.sqlite").write_text("old")
+    with pytest.raises(RuntimeError), atomic_dir(target) as staging:
+        (staging / "graph.sqlite").write_text("half")
+        raise RuntimeError("killed mid-build")
+    assert (target / "graph.sqlite").read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # no staging folder left behind
+    with atomic_dir(target) as staging:
+        (staging / "graph.sqlite").write_text("new")
+    assert [p.name for p in tmp_path.iterdir()] == ["store"] and (target / "graph.sqlite").read_text() == "new"
+
+
+def test_atomic_dir_clears_what_killed_processes_left(tmp_path):
+    target, dead = tmp_path / "store", _dead_pid()
+    (tmp_path / f".store.building-{dead}").mkdir()
+    (tmp_path / f".store.building-{dead}" / "shard-0.sqlite").write_text("half")
+    (tmp_path / f".store.old-{dead}").mkdir()  # killed between its two renames: the previous store
+    (tmp_path / f".store.old-{dead}" / "graph.sqlite").write_text("previous")
+    (tmp_path / ".store.notes").write_text("not ours")
+    with pytest.raises(RuntimeError), atomic_dir(target):
+        raise RuntimeError("fails again")
+    assert (target / "graph.sqlite").read_text() == "previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".store.notes", "store"]
+
+
+@pytest.mark.parametrize("compress", ["gzip", "bz2"])
+def test_jsonl_records_rejects_a_cut_compressed_stream(tmp_path, compress):
+    import bz2
+    import gzip
+
+    text = "".join(json.dumps({"id": i, "text": "word " * 20}) + "\n" for i in range(200)).encode()
+    whole = gzip.compress(text) if compress == "gzip" else bz2.compress(text)
+    path = tmp_path / f"c.jsonl.{'gz' if compress == 'gzip' else 'bz2'}"
+    path.write_bytes(whole)
+    assert len(list(jsonl_records(path))) == 200
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(TruncatedInputError, match=r"c\.jsonl\.(gz|bz2) is truncated: the compressed stream ends"):
+        list(jsonl_records(path))
+
+
+def test_jsonl_records_rejects_a_cut_last_line_and_hands_back_a_bad_middle_one(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n{oops\n\n{"a": 2}')  # a complete last line needs no newline
+    first, bad, last = jsonl_records(path)
+    assert first == (1, {"a": 1}) and isinstance(bad[1], json.JSONDecodeError) and last == (4, {"a": 2})
+    path.write_text('{"a": 1}\n{"a": 2, "b": "cut mid')
+    with pytest.raises(TruncatedInputError, match=r"x\.jsonl is truncated: its last line \(2\) has no newline"):
+        list(jsonl_records(path))
+    path.write_bytes('{"a": "é"}\n{"a": "é'.encode()[:-1])  # cut inside the two bytes of é
+    with pytest.raises(TruncatedInputError, match="cut inside a character"):
+        list(jsonl_records(path))
+
+
+def test_a_truncated_input_exits_2_so_prefect_does_not_retry_it():
+    from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for
+
+    assert exit_code_for(TruncatedInputError("x.jsonl.gz is truncated")) == EXIT_BAD_PARAMS == 2

@@ -98,3 +98,82 @@ def test_registry_versions_carry_coverage_and_only_full_evaluations_take_the_cha
     assert champion() == "2"  # worse: the alias stays
     register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 12.5}, params, full)
     assert champion() == "4"
+
+
+def tracked_params(tmp_path, **tracking) -> Params:
+    return Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", **tracking}})
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_ends_killed_and_a_failed_one_failed(tmp_path, monkeypatch):
+    """Issue 16 item 3: SIGTERM and Ctrl-C end the run KILLED, an exception FAILED; none stays RUNNING."""
+    import os
+    import signal
+    import time
+
+    from mlflow import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    params = tracked_params(tmp_path)
+    ids = {}
+    with pytest.raises(SystemExit) as exited, start_run(params, "warmstart", "warmstart") as run:
+        ids["sigterm"] = run.info.run_id
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL, "SIGTERM would end the process, the run RUNNING"
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises at the next bytecode; never reached
+    assert exited.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # restored after the run
+    with pytest.raises(KeyboardInterrupt), start_run(params, "warmstart", "warmstart") as run:
+        ids["ctrl-c"] = run.info.run_id
+        raise KeyboardInterrupt
+    with pytest.raises(ValueError), start_run(params, "warmstart", "warmstart") as run:
+        ids["error"] = run.info.run_id
+        raise ValueError("a stage failure")
+    client = MlflowClient(params.tracking.uri)
+    assert {name: client.get_run(run_id).info.status for name, run_id in ids.items()} == {
+        "sigterm": "KILLED", "ctrl-c": "KILLED", "error": "FAILED"}
+    assert client.get_run(ids["error"]).data.tags["process.pid"] == str(os.getpid())
+
+
+@pytest.mark.slow
+def test_a_new_run_ends_runs_left_running_by_dead_processes_on_this_host(tmp_path, monkeypatch):
+    """Issue 16 item 3: a SIGKILLed stage leaves its run RUNNING; the next run of the experiment ends it KILLED."""
+    import os
+    import socket
+    import subprocess
+
+    from mlflow import MlflowClient
+
+    monkeypatch.chdir(tmp_path)
+    params = tracked_params(tmp_path)
+    client = MlflowClient(params.tracking.uri)
+    experiment = client.create_experiment("searchplay-evaluate")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    host = socket.gethostname()
+
+    def running(host: str, pid: int) -> str:
+        return client.create_run(experiment, tags={"process.host": host, "process.pid": str(pid)}).info.run_id
+
+    stale, alive, elsewhere = running(host, gone.pid), running(host, os.getpid()), running("another-host", gone.pid)
+    with start_run(params, "evaluate", "kg_wcr"):
+        pass
+    assert [client.get_run(r).info.status for r in (stale, alive, elsewhere)] == ["KILLED", "RUNNING", "RUNNING"]
+
+
+@pytest.mark.slow
+def test_only_a_run_of_the_same_params_and_experiment_is_resumable(tmp_path, monkeypatch):
+    from searchplay.tracking import resumable_run
+
+    monkeypatch.chdir(tmp_path)
+    params = tracked_params(tmp_path)
+    with start_run(params, "selfplay", "kg_wcr") as run:
+        pass
+    assert resumable_run(params, "selfplay", run.info.run_id) == run.info.run_id
+    assert resumable_run(params, "evaluate", run.info.run_id) is None
+    assert resumable_run(tracked_params(tmp_path, experiment_prefix="other"), "selfplay", run.info.run_id) is None
+    assert resumable_run(params, "selfplay", "0" * 32) is None
+    other = Params.model_validate({**params.model_dump(), "selfplay": {"wcr_alpha": 0.5}})
+    assert resumable_run(other, "selfplay", run.info.run_id) is None  # MLflow refuses to change a logged param
+    with start_run(params, "selfplay", "kg_wcr", run_id=run.info.run_id) as continued:
+        assert continued.info.run_id == run.info.run_id

@@ -4,6 +4,10 @@ Every verb reads its knobs from ``params.yaml`` (``--params`` picks another file
 ``--set section.key=value`` overrides before the verb, e.g.
 ``searchplay --set selfplay.wcr_alpha=0.5 selfplay --variant kg_wcr``.
 Each stage package contributes its verbs through ``register(app)`` in its ``commands`` module.
+
+A file-system error a retry cannot fix (a read-only folder, a full disk, an output path that is a
+file) and a configuration error exit 2 with one line naming the cause and the fix; ``--debug`` shows
+the traceback instead.
 """
 
 from __future__ import annotations
@@ -14,14 +18,37 @@ from pathlib import Path
 import typer
 import yaml
 from rich.table import Table
+from typer.core import TyperGroup
 
 from searchplay import assets
-from searchplay.cliutil import EXIT_BAD_PARAMS, console
+from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_error_message, print_error
 from searchplay.config import ConfigError, parse_override
 from searchplay.runtime import apply_offline_defaults
 
+
+class SearchplayGroup(TyperGroup):
+    """The root command: turns the errors a retry cannot fix into one line and exit 2 (unless ``--debug``)."""
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except ConfigError as exc:
+            if ctx.params.get("debug"):
+                raise
+            print_error("configuration error", str(exc))
+            raise typer.Exit(EXIT_BAD_PARAMS) from None
+        except OSError as exc:
+            message = path_error_message(exc)
+            if message is None or ctx.params.get("debug"):
+                raise
+            print_error("file system error", f"{message} (--debug shows the traceback)")
+            raise typer.Exit(EXIT_UNWRITABLE) from None
+
+
 app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False, cls=SearchplayGroup)
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -30,6 +57,7 @@ def main(
     overrides: list[str] = typer.Option([], "--set", help="override a knob: section.key=value (repeatable)"),
     online: bool = typer.Option(False, help="allow the Hugging Face hub (default: offline)"),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="debug logging"),
+    debug: bool = typer.Option(False, "--debug", help="show the full traceback of an error instead of one line"),
 ) -> None:
     """searchplay: search self-play on Wikidata knowledge-graph paths."""
     apply_offline_defaults(online=online)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from searchplay.config import ConfigError, Params, load_params
 
@@ -19,16 +21,46 @@ def get_params(ctx: typer.Context, **cli_overrides) -> Params:
     try:
         return load_params(obj.get("params_file", Path("params.yaml")), merged)
     except ConfigError as exc:
-        console.print(f"[red]configuration error[/red]\n{exc}")
+        print_error("configuration error", str(exc))
         raise typer.Exit(2) from None
+
+
+def print_error(kind: str, message: str) -> None:
+    """``kind: message`` on stderr, never wrapped (a message is one line per problem) nor read as markup."""
+    console.print(f"[red]{kind}:[/red] {escape(message)}", soft_wrap=True)
 
 
 EXIT_BAD_PARAMS = 2  # not retried by the Prefect tasks: a retry would fail the same way
 EXIT_DATA_QUALITY = 3  # a failed Great Expectations gate: likewise deterministic
+EXIT_UNWRITABLE = 2  # a read-only folder, a full disk, an output path that is a file: a retry fails the same way
+OTHER_PATH = "or choose another output path (the verb's --out, or the stage's *_dir / out_dir via --set)"
+
+
+def path_error_message(error: OSError) -> str | None:
+    """One line naming the path, the cause and what to do, for the file-system errors a retry cannot fix
+    (permission, read-only file system, full disk or quota, a file where a folder belongs); None for others."""
+    path = error.filename or "an output file"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (f"no space left on the device (writing {path}); free disk space (old checkpoints under "
+                "selfplay.checkpoint_dir, caches) or write to another disk, then run the command again")
+    if isinstance(error, PermissionError) or error.errno == errno.EROFS:
+        return f"{path}: permission denied (a read-only folder?); make it writable for this user {OTHER_PATH}"
+    if isinstance(error, NotADirectoryError):
+        return f"{path}: a part of this path is a file, not a folder; move that file away {OTHER_PATH}"
+    if isinstance(error, FileExistsError):
+        found = "is a file where a folder is needed" if Path(path).is_file() else "already exists"
+        return f"{path} {found}; move it away {OTHER_PATH}"
+    if isinstance(error, IsADirectoryError):
+        return f"{path} is a folder where a file is needed; move it away {OTHER_PATH}"
+    return None
 
 
 def exit_code_for(error: BaseException) -> int:
-    """3 for a failed data-quality gate, 1 for any other stage failure (Prefect retries only those)."""
+    """3 for a failed data-quality gate, 2 for a truncated input file, 1 for any other stage failure
+    (Prefect retries only those)."""
+    from searchplay.io import TruncatedInputError
     from searchplay.quality import DataQualityError
 
+    if isinstance(error, TruncatedInputError):
+        return EXIT_BAD_PARAMS  # a retry reads the same cut file
     return EXIT_DATA_QUALITY if isinstance(error, DataQualityError) else 1

@@ -145,6 +145,22 @@ class SearchConfig(Section):
     rrf_k: int = Field(60, ge=1, description="hybrid: reciprocal rank fusion constant k (Cormack et al.: 60)")
 
 
+class ServeConfig(Section):
+    """The retrieval server's bounds (``searchplay serve-retriever``), apart from ``search`` so that no model stage
+    depends on them (dvc.yaml lists the ``search`` section as a dependency of the model stages)."""
+
+    max_queries: int = Field(128, ge=1, description="serve.max_queries: queries per /retrieve request at most "
+                             "(more: 413); the client splits larger batches into requests of this size")
+    max_query_chars: int = Field(2048, ge=1, description="serve.max_query_chars: characters per query at most "
+                                 "(more: 413); the client cuts longer queries to this")
+    max_top_k: int = Field(100, ge=1, description="serve.max_top_k: topk per /retrieve request at most (more: 422)")
+    server_timeout_s: float = Field(20.0, gt=0, description="serve.server_timeout_s: seconds a request may wait "
+                                    "for a worker (else 503) and search (else 504); keep below search.timeout_s")
+    server_workers: int = Field(2, ge=1, description="serve.server_workers: searches run at once (the worker pool)")
+    server_queue: int = Field(32, ge=0, description="serve.server_queue: requests waiting for a worker at most "
+                              "(more: 503 at once)")
+
+
 class AgentConfig(Section):
     backend: Literal["transformers", "vllm", "ctranslate2"] = Field("transformers")
     max_turns: int = Field(10, ge=1, description="interaction rounds per rollout (papers: 10)")
@@ -357,6 +373,7 @@ class Params(Section):
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     selfplay: SelfplayConfig = Field(default_factory=SelfplayConfig)
@@ -409,8 +426,13 @@ def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     """Set ``a.b.c=value`` in a nested dict (used by CLI ``--set`` overrides)."""
     *parents, leaf = dotted_key.split(".")
     node = tree
-    for part in parents:
+    for depth, part in enumerate(parents, start=1):
         node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            section = ".".join(parents[:depth])
+            raise ConfigError(f"cannot set {dotted_key}: {section} is the value {node!r}, not a section of keys; a "
+                              f"key names one value (e.g. selfplay.iterations=3): shorten the key, or drop a --set "
+                              f"{section}=... that replaced the section")
     node[leaf] = value
 
 

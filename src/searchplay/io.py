@@ -1,9 +1,16 @@
-"""Small file helpers shared by every stage: atomic writes (temp file + rename) and JSONL."""
+"""Small file helpers shared by every stage: atomic writes (a temp file or folder, then a rename) and JSONL.
+
+``jsonl_records`` never takes a cut file for a whole one: a truncated file raises ``TruncatedInputError``
+(the CLI exits 2) instead of losing its tail.
+"""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -38,6 +45,59 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         raise
 
 
+@contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Build a folder in ``.<name>.building-<pid>`` beside ``path``; swap it in only if the block succeeds.
+
+    The previous folder stays in place until the new one is complete (two renames). An exception or
+    Ctrl-C removes the staging folder; staging folders of processes that were killed are removed here.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_staging(path)
+    staging = path.with_name(f".{path.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        if path.exists():
+            path.rename(old)
+        staging.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _remove_dead_staging(path: Path) -> None:
+    """Remove ``.<name>.building-<pid>`` / ``.<name>.old-<pid>`` beside ``path`` whose process is gone.
+
+    An ``.old`` folder is the previous ``path`` of a process killed between its two renames: it is put
+    back when ``path`` is missing.
+    """
+    prefix = f".{path.name}."
+    for leftover in [p for p in path.parent.iterdir() if p.name.startswith(prefix)]:
+        kind, _, pid = leftover.name.removeprefix(prefix).partition("-")
+        if kind not in ("building", "old") or not pid.isdigit() or process_alive(int(pid)):
+            continue
+        if kind == "old" and not path.exists():
+            leftover.rename(path)
+        else:
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host (another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def write_json(path: str | Path, data: Any) -> None:
     with atomic_write(path) as handle:
         json.dump(data, handle, indent=2, ensure_ascii=False, sort_keys=False)
@@ -64,3 +124,47 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+
+
+class TruncatedInputError(ValueError):
+    """An input file that ends early (a cut copy or download); a retry reads the same file, so the CLI exits 2."""
+
+
+COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+def open_input(path: str | Path, mode: str = "rt") -> IO[Any]:
+    """Open ``path`` for reading (UTF-8 in text mode), decompressing ``.gz`` / ``.bz2`` by suffix."""
+    path = Path(path)
+    opener = COMPRESSED.get(path.suffix, open)
+    return opener(path, mode, encoding=None if "b" in mode else "utf-8")
+
+
+def jsonl_records(path: str | Path,
+                  error: type[Exception] = TruncatedInputError) -> Iterator[tuple[int, Any | json.JSONDecodeError]]:
+    """``(line number, parsed value)`` per non-blank line of a JSONL file (``.jsonl``, ``.jsonl.gz``, ``.jsonl.bz2``).
+
+    A line that does not parse comes back as its ``JSONDecodeError``, for the caller to count or
+    reject. A truncated file raises ``error`` (a ``TruncatedInputError`` subclass): a compressed
+    stream that ends before its end-of-stream marker, a last line without its newline that does not
+    parse, or text cut inside a UTF-8 character.
+    """
+    number = 0
+    try:
+        with open_input(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    if not line.endswith("\n"):
+                        raise error(f"{path} is truncated: its last line ({number}) has no newline and is not valid "
+                                    f"JSON ({exc.msg}); copy or download the file again") from None
+                    yield number, exc
+    except EOFError:
+        raise error(f"{path} is truncated: the compressed stream ends before its end-of-stream marker (after "
+                    f"{number} lines); copy or download the file again") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: invalid UTF-8 after line {number} ({exc.reason}): the file is cut inside a character "
+                    "or is not UTF-8 text; copy or download it again, or convert it to UTF-8") from None

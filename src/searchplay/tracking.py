@@ -2,11 +2,20 @@
 
 The tracking store defaults to a sqlite file in the working directory (MLflow's file store is in
 maintenance mode and raises); ``MLFLOW_TRACKING_URI`` or ``tracking.uri`` in params overrides it.
+
+No run stays RUNNING after its process is gone (docs/decisions/selfplay.md, "Run states"): an exception
+ends it FAILED, Ctrl-C or SIGTERM ends it KILLED, and a run whose process was SIGKILLed is ended KILLED
+by the next ``start_run`` of its experiment on the same host (runs are tagged with host and pid).
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
+import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -14,12 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
+from searchplay.io import process_alive
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 MAX_PARAM_LENGTH = 500  # MLflow rejects longer param values
 PAPER_BENCHMARKS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 CHAMPION = "champion"  # registry alias of the best version evaluated on all seven paper benchmarks
 CHAMPION_SCORE = "avg.judge_acc"  # the papers' average over the seven benchmarks
+HOST_TAG, PID_TAG = "process.host", "process.pid"  # who runs a run: the stale-run sweep checks the pid
+KILLED, FAILED = "KILLED", "FAILED"  # MLflow run states of a run that did not finish
 
 
 @dataclass
@@ -80,20 +94,104 @@ def flat_params(params: Params) -> dict[str, str]:
     return {key: str(value)[:MAX_PARAM_LENGTH] for key, value in params.flat().items()}
 
 
+def experiment_name(params: Params, stage: str) -> str:
+    return f"{params.tracking.experiment_prefix}-{stage}"
+
+
+class Terminated(SystemExit):
+    """SIGTERM raised as an exception while a run is open, so ``finally`` blocks run and the run ends KILLED."""
+
+
 @contextmanager
 def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | None = None,
-              nested: bool = False) -> Iterator[Any]:
-    """Open an MLflow run in experiment ``<prefix>-<stage>`` with params and provenance tags."""
+              nested: bool = False, run_id: str | None = None) -> Iterator[Any]:
+    """Open an MLflow run in experiment ``<prefix>-<stage>`` with params, provenance and process tags.
+
+    ``run_id`` continues that run instead (a resumed training; ``resumable_run`` says whether it can be).
+    The block ending by an exception ends the run FAILED, by Ctrl-C or SIGTERM KILLED. Before a new run
+    starts, this experiment's runs left RUNNING by dead processes on this host are ended KILLED.
+    """
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri(params))
-    mlflow.set_experiment(f"{params.tracking.experiment_prefix}-{stage}")
-    with mlflow.start_run(run_name=run_name, nested=nested) as run:
-        if not nested:
-            mlflow.log_params(flat_params(params))
-        mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
-                         **dvc_stage_hashes(), **(tags or {})})
-        yield run
+    experiment = mlflow.set_experiment(experiment_name(params, stage))
+    if not nested:
+        for stale in end_stale_runs(experiment.experiment_id):
+            log.info("MLflow run %s was left RUNNING by a process that is gone; ended it KILLED", stale)
+    with _sigterm_raises(), mlflow.start_run(run_id=run_id, run_name=run_name, nested=nested) as run:
+        try:
+            if not nested and run_id is None:  # a continued run has these params already (resumable_run)
+                mlflow.log_params(flat_params(params))
+            mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
+                             HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
+                             **dvc_stage_hashes(), **(tags or {})})
+            yield run
+        except (KeyboardInterrupt, Terminated):
+            mlflow.end_run(KILLED)  # MLflow's own exit would record FAILED
+            raise
+
+
+@contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``Terminated`` (exit status 143) instead of ending the process on
+    the spot. Only in the main thread, and only over the default handler (one someone installed stays)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def end_stale_runs(experiment_id: str) -> list[str]:
+    """End as KILLED the experiment's RUNNING runs tagged with this host and a pid that is no longer alive
+    (SIGKILL, out-of-memory kill, power loss). Runs of other hosts, and untagged ones, are left alone."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    host = socket.gethostname()
+    running = client.search_runs([experiment_id], max_results=1000, filter_string=(
+        f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{host}'"))
+    ended = []
+    for run in running:
+        pid = run.data.tags.get(PID_TAG, "")
+        if pid.isdigit() and not process_alive(int(pid)):
+            client.set_terminated(run.info.run_id, KILLED)
+            ended.append(run.info.run_id)
+    return ended
+
+
+def resumable_run(params: Params, stage: str, run_id: str) -> str | None:
+    """``run_id`` when ``start_run(..., run_id=run_id)`` can continue it: it is in this stage's experiment in
+    the current tracking store, not deleted, and was started with these params (MLflow refuses to change a
+    logged param); else None, and the caller opens a new run."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri(params))
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        return None
+    experiment = client.get_experiment_by_name(experiment_name(params, stage))
+    if experiment is None or run.info.experiment_id != experiment.experiment_id:
+        return None
+    if run.info.lifecycle_stage != "active" or run.data.tags.get("params_hash") != params.digest():
+        return None
+    return run_id
+
+
+def logged_steps(params: Params, run_id: str, key: str) -> set[int]:
+    """The steps at which run ``run_id`` has metric ``key``."""
+    from mlflow import MlflowClient
+
+    return {metric.step for metric in MlflowClient(tracking_uri(params)).get_metric_history(run_id, key)}
 
 
 def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dict[str, float],

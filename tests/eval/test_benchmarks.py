@@ -1,5 +1,6 @@
 """Benchmark loaders: real FlashRAG files, malformed input (skip and count / clear error), missing files,
-the HF-hub call, the FanOutQA flattening, and the kg_heldout split with its majority answer."""
+truncated files (always an error), the HF-hub call, the FanOutQA flattening, and the kg_heldout split with its
+majority answer."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from searchplay.config import Params
 from searchplay.eval import benchmarks as bm
 from searchplay.eval.benchmarks import (
     BenchmarkError,
+    TruncatedBenchmarkError,
     benchmark_file,
     kg_majority_answer,
     kg_template_question,
@@ -91,6 +93,47 @@ def test_malformed_line_is_a_clear_error_when_configured(tmp_path, line, reason)
     path = _write(tmp_path / "nq" / "test.jsonl", [GOOD, line])
     with pytest.raises(BenchmarkError, match=rf"test.jsonl:2: .*{reason}.*on_malformed"):
         load_flashrag_jsonl(path, "nq", on_malformed="error")
+
+
+def _cut(path, suffix):
+    """The 30-question file at ``path`` (+ ``suffix``): compressed and cut in the middle, or its last line cut."""
+    import bz2
+    import gzip
+
+    text = "".join(json.dumps({"id": f"q{i}", "question": f"Question {i}?", "golden_answers": [f"answer {i}"] * 5})
+                   + "\n" for i in range(30)).encode()
+    path = path.with_name(path.name + suffix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == "":
+        path.write_bytes(text[:-20])  # the last line loses its end and its newline
+        return path
+    whole = gzip.compress(text) if suffix == ".gz" else bz2.compress(text)
+    path.write_bytes(whole)
+    assert len(load_flashrag_jsonl(path, "nq").items) == 30  # a whole compressed file reads
+    path.write_bytes(whole[: len(whole) // 2])
+    return path
+
+
+@pytest.mark.parametrize(("suffix", "message"), [(".gz", "the compressed stream ends before its end-of-stream marker"),
+                                                 (".bz2", "the compressed stream ends before its end-of-stream marker"),
+                                                 ("", r"its last line \(30\) has no newline")])
+@pytest.mark.parametrize("on_malformed", ["skip", "error"])
+def test_truncated_file_fails_whatever_on_malformed_says(tmp_path, suffix, message, on_malformed):
+    """Issue 16: a cut file is not a malformed last record to skip; the questions after the cut are lost."""
+    path = _cut(tmp_path / "nq" / "test.jsonl", suffix)
+    with pytest.raises(TruncatedBenchmarkError, match=rf"test\.jsonl{suffix} is truncated: {message}"):
+        load_flashrag_jsonl(path, "nq", on_malformed=on_malformed)
+
+
+def test_truncated_benchmark_exits_2_from_the_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+
+    _cut(tmp_path / "nq" / "test.jsonl", "")
+    result = CliRunner().invoke(app, ["evaluate", "--variant", "base", "--benchmarks", "nq", "--data-dir",
+                                      str(tmp_path), "--out", str(tmp_path / "out"), "--no-track"])
+    assert result.exit_code == 2 and "test.jsonl is truncated" in " ".join(result.output.split())
 
 
 def test_missing_file_names_the_paths_and_the_fix(tmp_path):
@@ -182,6 +225,15 @@ def test_kg_heldout_malformed_lines_are_counted(tmp_path):
     assert len(loaded.items) == 3 and loaded.num_skipped == 2  # a training-split line is not looked at
     with pytest.raises(BenchmarkError, match=r"subgraphs\.jsonl:7"):
         load_kg_heldout(path, on_malformed="error")
+
+
+def test_truncated_pool_fails(tmp_path):
+    path = _pool(tmp_path, POOL)
+    path.write_bytes(path.read_bytes()[:-25])
+    with pytest.raises(TruncatedBenchmarkError, match=r"subgraphs\.jsonl is truncated: its last line \(6\)"):
+        load_kg_heldout(path)
+    with pytest.raises(TruncatedBenchmarkError, match="is truncated"):
+        kg_majority_answer(path)
 
 
 def test_pool_without_split_field_says_to_regenerate(tmp_path):

@@ -1,14 +1,19 @@
-"""`searchplay kg extract` end to end: bundled sample, the shared excerpt, bad dumps, the LLM selector."""
+"""`searchplay kg extract` end to end: bundled sample, the shared excerpt, bad and truncated dumps (the previous
+store and pool stay), the LLM selector."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 
 import pytest
 from typer.testing import CliRunner
 
 from searchplay.cli import app
+from searchplay.config import Params
 from searchplay.io import read_jsonl
+from searchplay.kg.store import GraphStore, ingest_dump
 
 CONTRACT = {"id", "seed_id", "answer", "answer_type", "path", "relations", "waypoints", "distractors", "num_hops",
             "num_nodes", "selector", "selector_model", "selector_replies", "split"}
@@ -44,6 +49,93 @@ def test_bad_dump_fails_with_message(tmp_path):
     result, out = _extract(tmp_path, "--dump", str(empty), "--selector", "random")
     assert result.exit_code == 1 and "kg extract failed" in result.output
     assert not (out / "subgraphs.jsonl").exists()
+
+
+def _previous_run(tmp_path, tiny_dump):
+    """An out folder as a finished run leaves it: store/graph.sqlite (50 entities), subgraphs.jsonl, stats.json."""
+    out = tmp_path / "out"
+    (tmp_path / "previous.json").write_bytes(tiny_dump)
+    ingest_dump(tmp_path / "previous.json", out / "store")
+    (out / "subgraphs.jsonl").write_text('{"id": "previous pool"}\n')
+    (out / "stats.json").write_text('{"subgraphs": 1}\n')
+    return out
+
+
+def _assert_previous_run_intact(out):
+    """The store still holds its 50 entities, the pool files are untouched, no staging folder or shard is left."""
+    store = GraphStore(out / "store")
+    assert store.count("entities") == 50
+    store.close()
+    assert sorted(p.name for p in out.iterdir()) == ["stats.json", "store", "subgraphs.jsonl"]
+    assert [p.name for p in (out / "store").iterdir()] == ["graph.sqlite"]
+    assert (out / "subgraphs.jsonl").read_text() == '{"id": "previous pool"}\n'
+
+
+def test_missing_dump_keeps_the_previous_store(tmp_path, tiny_dump):
+    """Issue 16: with a missing --dump path the store went from 63 entities to 0."""
+    out = _previous_run(tmp_path, tiny_dump)
+    result, _ = _extract(tmp_path, "--dump", str(tmp_path / "missing.json"), "--selector", "random")
+    assert result.exit_code == 1 and "not a readable file" in result.output
+    _assert_previous_run_intact(out)
+
+
+def _cut_gzip(data: bytes) -> bytes:
+    whole = gzip.compress(data)
+    return whole[: len(whole) // 2]
+
+
+def _cut_bz2(data: bytes) -> bytes:
+    whole = bz2.compress(data)
+    return whole[: len(whole) // 2]
+
+
+TRUNCATIONS = {  # file name -> (how the tiny dump is cut, what the message says)
+    "cut.json.gz": (_cut_gzip, "stream ends before its end-of-stream marker"),
+    "cut.json.bz2": (_cut_bz2, "stream ends before its end-of-stream marker"),
+    "no-bracket.json": (lambda data: data.removesuffix(b"]\n"), "not the closing ']'"),
+    "partial.json": (lambda data: b"".join(data.splitlines(keepends=True)[1:-1])[:-40],
+                     "its last line has no newline and does not parse"),
+}
+
+
+@pytest.mark.parametrize("name", list(TRUNCATIONS))
+def test_truncated_dump_exits_2_and_keeps_the_previous_store(tmp_path, tiny_dump, name):
+    out = _previous_run(tmp_path, tiny_dump)
+    cut, message = TRUNCATIONS[name]
+    (tmp_path / name).write_bytes(cut(tiny_dump))
+    result, _ = _extract(tmp_path, "--dump", str(tmp_path / name), "--selector", "random")
+    output = " ".join(result.output.split())  # rich wraps at the terminal width
+    assert result.exit_code == 2, result.output
+    assert "kg extract failed" in output and f"{name} is truncated" in output and message in output
+    _assert_previous_run_intact(out)
+
+
+@pytest.mark.parametrize("where", ["extraction", "shard merge"])
+def test_run_failing_midway_keeps_the_previous_store(tmp_path, tiny_dump, monkeypatch, where):
+    """A crash after the new store was (partly) built: the old store, pool and stats stay; no staging, no shards."""
+    from searchplay.kg import pipeline, store
+
+    def crash(*args, **kwargs):
+        raise RuntimeError(f"{where} crashed")
+
+    monkeypatch.setattr(*(pipeline, "extract_subgraphs") if where == "extraction" else (store, "_merge"), crash)
+    out = _previous_run(tmp_path, tiny_dump)
+    (tmp_path / "new.json").write_bytes(tiny_dump.replace(b"Item", b"Thing"))
+    params = Params.model_validate({"kg": {"selector": "random", "ingest_workers": 2 if where == "shard merge" else 1}})
+    with pytest.raises(RuntimeError, match="crashed"):
+        pipeline.run_extract(params, str(tmp_path / "new.json"), out)
+    _assert_previous_run_intact(out)
+    assert GraphStore(out / "store").node("Q1").label == "Item 0"
+
+
+def test_successful_run_replaces_the_store(tmp_path, tiny_dump):
+    from searchplay.assets import bundled_sample_path
+
+    out = _previous_run(tmp_path, tiny_dump)
+    result, _ = _extract(tmp_path, "--dump", str(bundled_sample_path()), "--selector", "random", "--num-seeds", "5")
+    assert result.exit_code == 0, result.output
+    assert GraphStore(out / "store").count("entities") > 50 and len(list(read_jsonl(out / "subgraphs.jsonl"))) == 5
+    assert sorted(p.name for p in out.iterdir()) == ["stats.json", "store", "subgraphs.jsonl"]
 
 
 @pytest.mark.slow

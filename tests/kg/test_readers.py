@@ -1,14 +1,15 @@
-"""Streaming dump reader: compression, corrupt and truncated lines, empty and unreadable dumps, shards."""
+"""Streaming dump reader: compression, corrupt lines, truncated dumps, empty and unreadable dumps, shards."""
 
 from __future__ import annotations
 
 import bz2
 import gzip
 import shutil
+from pathlib import Path
 
 import pytest
 
-from searchplay.kg.readers import DumpError, DumpReader, SampleReader
+from searchplay.kg.readers import DumpError, DumpReader, SampleReader, TruncatedDumpError
 
 
 def test_excerpt_streams_every_entity(wikidata_excerpt):
@@ -47,13 +48,54 @@ def test_too_many_corrupt_lines_fail(tmp_path, wikidata_excerpt):
         list(reader.entities())
 
 
-def test_truncated_gzip_keeps_what_was_read(tmp_path, wikidata_excerpt):
-    whole = gzip.compress(wikidata_excerpt.read_bytes())
-    path = tmp_path / "cut.json.gz"
-    path.write_bytes(whole[: len(whole) // 2])
-    reader = DumpReader(path, max_bad_line_share=1.0)
-    entities = list(reader.entities())
-    assert 0 < len(entities) < 63 and reader.report.bad_lines >= 1
+COMPRESS = {"": lambda data: data, ".gz": gzip.compress, ".bz2": bz2.compress}
+
+
+def _dump(tmp_path, data: bytes, suffix: str = "") -> Path:
+    path = tmp_path / f"dump.json{suffix}"
+    path.write_bytes(COMPRESS[suffix](data))
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
+@pytest.mark.parametrize("shard", [(0, 1), (1, 2)])
+def test_compressed_dump_cut_in_the_middle_fails(tmp_path, tiny_dump, suffix, shard):
+    """Issue 16: a .gz cut in half counted as one bad line, dropping the rest with exit code 0."""
+    path = _dump(tmp_path, tiny_dump, suffix)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    reader = DumpReader(path, max_bad_line_share=1.0, shard=shard)  # no bad-line share lets it pass
+    with pytest.raises(TruncatedDumpError, match=rf"dump\.json\{suffix} is truncated: the \{suffix} stream ends "
+                                                 "before its end-of-stream marker .*download the dump again"):
+        list(reader.entities())
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz", ".bz2"])
+@pytest.mark.parametrize("shard", [(0, 1), (0, 2), (1, 2)])
+def test_array_without_its_closing_bracket_fails(tmp_path, tiny_dump, suffix, shard):
+    """Wikidata's dumps are one JSON array: every line up to the cut parses, only the missing "]" tells."""
+    path = _dump(tmp_path, tiny_dump.removesuffix(b"]\n"), suffix)
+    with pytest.raises(TruncatedDumpError, match=r"is truncated: it opens a JSON array with '\[' but its last line "
+                                                 r"ends .*\}', not the closing '\]'"):
+        list(DumpReader(path, shard=shard).entities())
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+@pytest.mark.parametrize("shard", [(0, 1), (1, 2)])
+def test_partial_last_line_fails(tmp_path, tiny_dump, suffix, shard):
+    lines = tiny_dump.splitlines(keepends=True)[1:-1]  # one entity per line, no array brackets
+    path = _dump(tmp_path, b"".join(lines)[:-40], suffix)  # cut inside the last entity
+    with pytest.raises(TruncatedDumpError, match="is truncated: its last line has no newline and does not parse"):
+        list(DumpReader(path, max_bad_line_share=1.0, shard=shard).entities())
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_whole_dumps_without_a_final_newline_and_bad_lines_within_the_share_pass(tmp_path, tiny_dump, suffix):
+    assert sum(1 for _ in DumpReader(_dump(tmp_path, tiny_dump.rstrip(), suffix)).entities()) == 50
+    lines = tiny_dump.splitlines(keepends=True)
+    assert sum(1 for _ in DumpReader(_dump(tmp_path, b"".join(lines[1:-1]).rstrip(), suffix)).entities()) == 50
+    lines[10] = lines[10][:30] + b"\n"  # one corrupt line in the middle: counted and skipped, as before
+    reader = DumpReader(_dump(tmp_path, b"".join(lines), suffix), max_bad_line_share=0.05)
+    assert sum(1 for _ in reader.entities()) == 49 and reader.report.bad_lines == 1
 
 
 def test_unreadable_and_empty_dumps_fail_clearly(tmp_path):

@@ -1,7 +1,12 @@
-"""Graph store: ingestion (single and sharded), outgoing edges with labels, ranks and units."""
+"""Graph store: ingestion (single and sharded, failed ones cleaned up), outgoing edges with labels, ranks, units."""
 
 from __future__ import annotations
 
+import gzip
+
+import pytest
+
+from searchplay.kg.readers import TruncatedDumpError
 from searchplay.kg.store import GraphStore, ingest_dump
 
 
@@ -40,3 +45,14 @@ def test_quantity_rendered_with_unit_label(sample_store):
     everest = next(i for i, label, _ in sample_store.items() if label == "Mount Everest")
     elevation = [e for e in sample_store.outgoing(everest) if e.property == "P2044"]
     assert elevation[0].label == "8849 metre" and elevation[0].is_literal
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_failed_ingestion_leaves_no_store_and_no_shards(tmp_path, tiny_dump, workers):
+    """A dump cut mid-stream fails after some batches were written: none of them, nor a shard, stays."""
+    whole = gzip.compress(tiny_dump)
+    dump = tmp_path / "cut.json.gz"
+    dump.write_bytes(whole[: len(whole) * 3 // 4])
+    with pytest.raises(TruncatedDumpError, match="is truncated"):
+        ingest_dump(dump, tmp_path / "store", workers=workers, batch_size=5)
+    assert list((tmp_path / "store").iterdir()) == []

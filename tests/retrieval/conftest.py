@@ -53,16 +53,20 @@ class HashingEmbedder:
         return self._vectors(passages)
 
 
+def build_tiny_index(root: Path, passages: list[dict] = TINY_PASSAGES) -> Path:
+    """Build (or rebuild in place, as `index build` does: a staging folder, then a swap) ``root/index``."""
+    from searchplay.retrieval.index import build_index
+
+    source = root / "passages.jsonl"
+    write_jsonl(source, passages)
+    build_index(source, root / "index", "passages", HashingEmbedder(), ann_threshold=1_000_000, show_progress=False)
+    return root / "index"
+
+
 @pytest.fixture(scope="module")
 def tiny_index(tmp_path_factory) -> Path:
     """A real LanceDB index (flat + FTS) over 60 passages, embedded by the hashing fake."""
-    from searchplay.retrieval.index import build_index
-
-    root = tmp_path_factory.mktemp("tiny_index")
-    passages = root / "passages.jsonl"
-    write_jsonl(passages, TINY_PASSAGES)
-    build_index(passages, root / "index", "passages", HashingEmbedder(), ann_threshold=1_000_000, show_progress=False)
-    return root / "index"
+    return build_tiny_index(tmp_path_factory.mktemp("tiny_index"))
 
 
 @pytest.fixture(scope="module")

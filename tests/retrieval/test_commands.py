@@ -40,6 +40,20 @@ def test_corpus_build_reports_a_bad_corpus(tmp_path):
     assert not (tmp_path / "o.jsonl").exists()
 
 
+def test_corpus_build_exits_2_on_a_truncated_file(tmp_path):
+    import gzip
+
+    whole = gzip.compress(b"".join(json.dumps({"id": str(i), "contents": f'"T{i}"\nText {i}.'}).encode() + b"\n"
+                                   for i in range(200)))
+    source = tmp_path / "wiki18.jsonl.gz"
+    source.write_bytes(whole[: len(whole) // 2])
+    out = tmp_path / "o.jsonl"
+    result = CliRunner().invoke(app, ["corpus", "build", "--source", "flashrag", "--path", str(source),
+                                      "--out", str(out)])
+    assert result.exit_code == 2 and "wiki18.jsonl.gz is truncated" in " ".join(result.output.split())
+    assert not out.exists()
+
+
 @pytest.fixture(scope="module")
 def bundled_subset(wiki_summaries_path, minilm_path, tmp_path_factory) -> Path:
     passages = list(read_wiki_summaries(wiki_summaries_path, CorpusReport("bundled")))

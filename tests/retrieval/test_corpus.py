@@ -137,3 +137,35 @@ def test_max_articles_keeps_kg_sample_articles_first():
     kept = keep_articles(articles, 3, {"Switzerland", "Bern"})
     assert list(kept) == ["Aa", "Bern", "Switzerland"]  # file order kept, preferred ones always in
     assert {"Switzerland", "Bern"} <= kg_sample_titles()
+
+
+def _cut(tmp_path, suffix):
+    """A 40-line plain JSONL corpus, compressed by ``suffix`` and cut in the middle (or its last line cut)."""
+    import bz2
+    import gzip
+
+    text = "".join(json.dumps({"id": str(i), "title": f"T{i}", "text": "Some words here. " * 10}) + "\n"
+                   for i in range(40)).encode()
+    path = tmp_path / f"c.jsonl{suffix}"
+    if suffix == "":
+        path.write_bytes(text[:-30])  # the last line loses its end and its newline
+        return path
+    whole = gzip.compress(text) if suffix == ".gz" else bz2.compress(text)
+    path.write_bytes(whole)
+    assert len(list(read_plain_jsonl(path, CorpusReport("whole")))) == 40  # a whole compressed file reads
+    path.write_bytes(whole[: len(whole) // 2])
+    return path
+
+
+@pytest.mark.parametrize(("suffix", "message"), [(".gz", "the compressed stream ends before its end-of-stream marker"),
+                                                 (".bz2", "the compressed stream ends before its end-of-stream marker"),
+                                                 ("", r"its last line \(40\) has no newline")])
+def test_truncated_corpus_fails_and_writes_nothing(tmp_path, suffix, message):
+    """Issue 16: a cut file is not a few malformed lines; it fails whatever corpus.max_bad_line_share says."""
+    from searchplay.io import TruncatedInputError
+    from searchplay.retrieval.corpus import TruncatedCorpusError
+
+    out = tmp_path / "passages.jsonl"
+    with pytest.raises(TruncatedCorpusError, match=rf"c\.jsonl{suffix} is truncated: {message}") as raised:
+        build_corpus("jsonl", str(_cut(tmp_path, suffix)), out, max_bad_line_share=1.0)
+    assert isinstance(raised.value, TruncatedInputError) and not out.exists()

@@ -9,6 +9,7 @@ from searchplay.retrieval.client import RetrieverClient
 from searchplay.retrieval.search import LanceSearchTool, format_documents, reciprocal_rank_fusion, truncate_tokens
 from searchplay.retrieval.server import create_app
 from searchplay.retrieval.types import Document, SearchTool
+from tests.retrieval.conftest import HashingEmbedder, build_tiny_index
 
 
 @pytest.fixture(scope="module", params=["local", "http"])
@@ -72,6 +73,15 @@ def test_dimension_mismatch_is_a_clear_error(tiny_index, hashing_embedder):
         LanceSearchTool(tiny_index, "passages", Wrong())
 
 
+def test_the_tool_reopens_a_rebuilt_index_even_with_identical_contents(tmp_path):
+    index = build_tiny_index(tmp_path)
+    tool = LanceSearchTool(index, "passages", HashingEmbedder())
+    first = tool.version
+    build_tiny_index(tmp_path)  # `index build` again: a new folder swapped in, the old one deleted
+    assert tool.search(["capital of Switzerland"], top_k=1)[0][0].title == "Bern"
+    assert tool.version == LanceSearchTool(index, "passages", HashingEmbedder()).version != first
+
+
 def test_rrf_fuses_rankings():
     a, b, c = (Document(i, i, i) for i in "abc")
     fused = reciprocal_rank_fusion([[a, b, c], [c, b]], top_k=3, k=60)
@@ -109,6 +119,9 @@ def test_load_search_tool_picks_the_client_or_the_local_index(tiny_index):
 
     remote = load_search_tool(load_params("/nonexistent.yaml", {"search.server_url": "http://127.0.0.1:9/retrieve"}))
     assert isinstance(remote, RetrieverClient) and remote.url == "http://127.0.0.1:9/retrieve"
+    bounded = load_search_tool(load_params("/nonexistent.yaml", {"search.server_url": "http://127.0.0.1:9",
+                                                                "serve.max_queries": 7, "serve.max_query_chars": 50}))
+    assert (bounded.limits.max_queries, bounded.limits.max_query_chars) == (7, 50)
     local = load_search_tool(load_params("/nonexistent.yaml", {"index.dir": str(tiny_index), "search.mode": "fts"}))
     assert isinstance(local, LanceSearchTool)
     assert local.search(["Danube"], top_k=1)[0][0].title == "Danube"

@@ -82,3 +82,10 @@ def test_a_run_killed_mid_iteration_resumes_to_the_same_iteration_count(tmp_path
         AutoModelForCausalLM.from_pretrained(folder / "model")  # every checkpoint loads
     with (tmp_path / "reports" / "kg_wcr" / "history.csv").open() as handle:
         assert [row["iteration"] for row in csv.DictReader(handle)] == ["1.0", "2.0", "3.0"]
+    from mlflow import MlflowClient  # issue 16 item 3: the SIGKILLed run is continued, not left RUNNING
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("searchplay-selfplay").experiment_id])
+    assert [run.info.status for run in runs] == ["FINISHED"]
+    steps = [m.step for m in client.get_metric_history(runs[0].info.run_id, "metrics/undefined")]
+    assert sorted(steps) == list(range(1, ITERATIONS + 1))

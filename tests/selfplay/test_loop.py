@@ -112,3 +112,76 @@ def test_undefined_metrics_are_skipped_counted_and_named_never_logged_as_nan():
                                     "coverage/mean_correct": float("nan"), "train/kl": 0.01})
     assert metrics == {"solver/reward_mean": 0.0, "train/kl": 0.01, "metrics/undefined": 2.0}
     assert undefined == ["coverage/mean_correct", "coverage/spearman_rho"]
+
+
+class FakeTrainer:
+    """Saves and loads an empty model folder: enough for the loop's checkpoints (no training)."""
+
+    model = None
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+
+    def load(self, folder: Path) -> None:
+        assert (folder / "config.json").is_file()
+
+
+def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tmp_path, monkeypatch):
+    """Issue 16 item 3: the resume continues the killed MLflow run, logs the iteration it lacks and puts the
+    iteration's questions back into the pool, also when nothing is left to train."""
+    from types import SimpleNamespace
+
+    from mlflow import MlflowClient
+
+    from searchplay.selfplay import loop
+    from searchplay.selfplay.step import Runtime, StepResult
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("searchplay.quality.questions.validate_question_pool", lambda rows: None)
+    params = make_params(tmp_path)
+    write_kg_pool(tmp_path / "kg", 6)
+    runtime = Runtime(backend=SimpleNamespace(update_weights=lambda model: None), verifier=None, judge=None,
+                      trainer=FakeTrainer(), rollouts=None, solver_config=None, proposer_config=None, encode=None,
+                      format_documents=None)
+
+    def fake_step(runtime, variant, params, state):
+        n = state.iteration + 1
+        question = {"question": f"Which answer does the chain of iteration {n} lead to?", "answer": f"A{n}",
+                    "source": "fresh", "solver_accuracy": 0.5}
+        return StepResult({"solver/reward_mean": n / 10}, {"iteration": n}, [question])
+
+    monkeypatch.setattr(loop, "run_step", fake_step)
+    save = CheckpointManager.save
+
+    def save_then_die(self, iteration, state, write):
+        folder = save(self, iteration, state, write)
+        if iteration == 2:
+            raise KeyboardInterrupt  # killed right after the checkpoint, before MLflow and the pool
+        return folder
+
+    monkeypatch.setattr(CheckpointManager, "save", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        run_selfplay(params, "kg_wcr", 2, runtime=runtime)
+    manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr")
+    run_id = json.loads((manager.latest() / "state.json").read_text())["mlflow_run_id"]
+    db, client = tmp_path / "mlflow.db", MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert client.get_run(run_id).info.status == "KILLED"
+    assert logged_metrics(db, run_id)["solver/reward_mean"] == [1]
+    pool = tmp_path / "reports" / "kg_wcr" / "questions.jsonl"
+
+    def pool_iterations():
+        return sorted(json.loads(line)["iteration"] for line in pool.read_text().splitlines())
+
+    assert pool_iterations() == [1]
+
+    monkeypatch.setattr(CheckpointManager, "save", save)
+    run_selfplay(params, "kg_wcr", 2, resume=True, runtime=runtime)  # nothing to train: only fills the holes
+    assert logged_metrics(db, run_id)["solver/reward_mean"] == [1, 2] and pool_iterations() == [1, 2]
+    assert client.get_run(run_id).info.status == "FINISHED"
+
+    run_selfplay(params, "kg_wcr", 3, resume=True, runtime=runtime)
+    assert json.loads((manager.latest() / "state.json").read_text())["mlflow_run_id"] == run_id  # one run
+    assert logged_metrics(db, run_id)["solver/reward_mean"] == [1, 2, 3]  # each step once
+    assert pool_iterations() == [1, 2, 3]
+    assert len(client.search_runs([client.get_run(run_id).info.experiment_id])) == 1

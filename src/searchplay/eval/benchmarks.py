@@ -3,7 +3,8 @@
 Every loader returns a ``LoadedBenchmark``: the usable ``QAItem``s plus a count of what was skipped
 and why, so a malformed line, an empty ``golden_answers`` or a duplicate id is never silently lost
 (``evaluate.on_malformed``: ``skip`` counts and reports it, ``error`` stops at the first one with
-its file and line number).
+its file and line number). A truncated JSONL file is not a malformed line: it always fails
+(``TruncatedBenchmarkError``; ``searchplay.io.jsonl_records`` says what counts as truncated).
 
 The seven papers' benchmarks and their FlashRAG splits (Search-R1 convention; notes/kg_wcr.md §4.5):
 NQ, TriviaQA, PopQA and Bamboogle use ``test``; HotpotQA, 2Wiki and MuSiQue use ``dev``.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
+from searchplay.io import TruncatedInputError, jsonl_records
 from searchplay.split import majority_answer, record_split
 from searchplay.templates import template_question as kg_template_question  # the name eval has always used
 
@@ -32,6 +34,10 @@ KG_HELDOUT = "kg_heldout"  # template questions from the kg_heldout split of the
 
 class BenchmarkError(ValueError):
     """A benchmark that cannot be loaded; the message names the file, the line and the fix."""
+
+
+class TruncatedBenchmarkError(BenchmarkError, TruncatedInputError):
+    """A benchmark or pool file that ends early, whatever ``evaluate.on_malformed`` says (the CLI exits 2)."""
 
 
 @dataclass(frozen=True)
@@ -196,15 +202,12 @@ def load_fanoutqa(path: str | Path, on_malformed: str = "skip") -> LoadedBenchma
 
 
 def _jsonl_lines(path: Path):
-    """``(location, record-or-error)`` for every non-blank line of a JSONL file."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{number}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield f"{path}:{number}", f"not valid JSON ({exc.msg})"
+    """``(location, record-or-error)`` for every non-blank line of a JSONL file; a truncated file raises."""
+    for number, record in jsonl_records(path, TruncatedBenchmarkError):
+        if isinstance(record, json.JSONDecodeError):
+            yield f"{path}:{number}", f"not valid JSON ({record.msg})"
+        else:
+            yield f"{path}:{number}", record
 
 
 def _kg_pool(subgraphs_path: str | Path) -> Path:

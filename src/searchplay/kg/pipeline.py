@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.assets import bundled_sample_path
-from searchplay.io import write_json, write_jsonl
+from searchplay.io import atomic_dir, write_json, write_jsonl
 from searchplay.kg.extract import extract_subgraphs, pool_stats
 from searchplay.kg.readers import ReadReport
 from searchplay.kg.relations import RelationFilter
@@ -67,15 +67,35 @@ def eligible_seeds(store: GraphStore, config, rng: random.Random, titles: set[st
 
 def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelector | None = None,
                 progress: Callable[[str, int | None], Callable[[int], None]] | None = None) -> dict[str, Any]:
-    """Build the pool; returns stats. Raises DumpError / DataQualityError with readable messages."""
-    from searchplay.quality.kg import validate_subgraphs
+    """Build the pool; returns stats. Raises DumpError / DataQualityError with readable messages.
 
+    The store is built and walked in a staging folder that replaces the previous store only when the
+    pool has been extracted and validated (``atomic_dir``): a bad or truncated dump, a failed
+    extraction or Ctrl-C leaves the previous store, subgraphs.jsonl and stats.json as they were.
+    """
     config = params.kg
     out_dir = Path(out_dir)
     store_dir = out_dir / "store" if dump else Path(config.store_dir)
-    report = fill_store(params, dump, store_dir, progress("ingesting entities", None) if progress else None)
-    log.info(report.summary())
-    store = GraphStore(store_dir)
+    with atomic_dir(store_dir) as staging:
+        report = fill_store(params, dump, staging, progress("ingesting entities", None) if progress else None)
+        log.info(report.summary())
+        store = GraphStore(staging)
+        try:
+            records, summary = _extract_pool(params, store, store_dir, report, selector, progress)
+        finally:
+            store.close()
+    write_jsonl(out_dir / "subgraphs.jsonl", records)
+    write_json(out_dir / "stats.json", summary)
+    return summary
+
+
+def _extract_pool(params, store: GraphStore, store_dir: Path, report: ReadReport, selector: RelationSelector | None,
+                  progress: Callable[[str, int | None], Callable[[int], None]] | None
+                  ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Seeds, Algorithm 1, splits and the quality gate over a filled store: the records and their stats."""
+    from searchplay.quality.kg import validate_subgraphs
+
+    config = params.kg
     rng = random.Random(config.seed)
     titles = corpus_titles(params) if config.require_in_corpus else None
     seeds = eligible_seeds(store, config, rng, titles)
@@ -87,7 +107,6 @@ def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelec
     records, stats = extract_subgraphs(store, seeds, selector, RelationFilter.from_config(config), config,
                                        config.num_seeds, rng,
                                        progress("extracting subgraphs", config.num_seeds) if progress else None)
-    store.close()
     for record in records:
         record["split"] = split_of(str(record["id"]), config.heldout_share, config.warmstart_share)
     summary = pool_stats(records, stats)
@@ -98,6 +117,4 @@ def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelec
     summary["seed"] = config.seed
     summary["eligible_seeds"] = len(seeds)
     summary["quality"] = validate_subgraphs(records, config.min_hops, config.max_hops).to_dict()
-    write_jsonl(out_dir / "subgraphs.jsonl", records)
-    write_json(out_dir / "stats.json", summary)
-    return summary
+    return records, summary

@@ -2,15 +2,18 @@
 
 The dump is a JSON array with one entity per line (``[`` first, ``]`` last, each inner line ending
 in ``,``). It is read line by line, never whole, from ``.json``, ``.json.gz`` or ``.json.bz2``.
-A line that does not parse is counted, skipped and summarized in ``ReadReport``; the read fails only
-when the share of bad lines exceeds ``max_bad_line_share`` or when no usable entity was found.
+A line that does not parse is counted, skipped and summarized in ``ReadReport``; the read fails
+when the share of bad lines exceeds ``max_bad_line_share``, when no usable entity was found, and
+always when the dump is truncated (``TruncatedDumpError``): a compressed stream that ends before its
+end-of-stream marker, an array opened with ``[`` whose last line is not ``]``, or a last line without
+its newline that does not parse.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import logging
+import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +22,21 @@ from typing import IO, Protocol
 import orjson
 
 from searchplay.assets import bundled_sample_path
+from searchplay.io import COMPRESSED, TruncatedInputError
 from searchplay.kg.entities import Entity, parse_entity
 
 log = logging.getLogger(__name__)
 MAX_EXAMPLES = 5  # bad lines quoted in the summary
+TAIL_BYTES = 65536  # read from the end of a plain dump to find its last line (the closing "]")
+AGAIN = "copy or download the dump again (an interrupted transfer?)"
 
 
 class DumpError(ValueError):
     """A dump that cannot be used; the message says what was expected and what was found."""
+
+
+class TruncatedDumpError(DumpError, TruncatedInputError):
+    """A dump that ends early; never read as a whole one (the CLI exits 2: a retry reads the same file)."""
 
 
 @dataclass
@@ -66,11 +76,7 @@ def open_dump(path: Path) -> IO[bytes]:
     """Open a dump for binary line reading, decompressing .gz / .bz2 by suffix."""
     if not path.is_file():
         raise DumpError(f"dump {path} is not a readable file; expected a Wikidata JSON dump (.json/.json.gz/.json.bz2)")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    if path.suffix == ".bz2":
-        return bz2.open(path, "rb")
-    return path.open("rb")
+    return COMPRESSED.get(path.suffix, open)(path, "rb")
 
 
 def parse_line(line: bytes) -> Entity | None:
@@ -96,11 +102,27 @@ def iter_lines(handle: IO[bytes], start: int = 0, end: int | None = None) -> Ite
         yield line
 
 
+def plain_ends(path: Path) -> tuple[bytes | None, bytes | None]:
+    """First and last non-blank lines of an uncompressed dump, read from its two ends (no full pass).
+
+    The last line is looked for in the final ``TAIL_BYTES``; a longer one comes back as None (it is not ``]``).
+    """
+    with path.open("rb") as handle:
+        first = next((line for line in handle if line.strip()), None)
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, size - TAIL_BYTES))
+        tail = handle.read().splitlines()
+    if size > TAIL_BYTES:
+        tail = tail[1:]  # the first piece may be the end of a longer line
+    return first, next((line for line in reversed(tail) if line.strip()), None)
+
+
 class DumpReader:
     """Stream a Wikidata JSON dump; ``shard=(i, n)`` reads only the i-th of n parts.
 
     Plain files are split by byte ranges; compressed files cannot seek, so every shard decompresses
     the stream and parses only lines with ``number % n == i`` (parsing dominates the cost).
+    A truncated dump raises ``TruncatedDumpError`` in every mode (module docstring).
     """
 
     def __init__(self, path: str | Path, max_bad_line_share: float = 0.01, shard: tuple[int, int] = (0, 1)):
@@ -108,38 +130,59 @@ class DumpReader:
         self.max_bad_line_share = max_bad_line_share
         self.shard = shard
         self.report = ReadReport(source=str(self.path))
+        self.compressed = self.path.suffix in COMPRESSED
+        self._first: bytes | None = None  # first and last non-blank lines of the stream, where it all passes here
+        self._last: bytes | None = None
 
     def _lines(self, handle: IO[bytes]) -> Iterator[bytes]:
         index, count = self.shard
-        if count == 1:
-            yield from handle
-        elif self.path.suffix in {".gz", ".bz2"}:
-            yield from (line for number, line in enumerate(handle) if number % count == index)
-        else:
+        if count > 1 and not self.compressed:
             size = self.path.stat().st_size
             yield from iter_lines(handle, size * index // count, size * (index + 1) // count)
+            return
+        for number, line in enumerate(handle):
+            if line.strip():
+                self._first = self._first or line
+                self._last = line
+            if number % count == index:
+                yield line
 
     def entities(self) -> Iterator[Entity]:
         report = self.report
         try:
             with open_dump(self.path) as handle:
+                if not self.compressed:
+                    self._check_closed(*plain_ends(self.path))  # before any parsing: a cut file fails fast
                 for line in self._lines(handle):
                     report.lines += 1
                     report.bytes_read += len(line)
                     try:
                         entity = parse_line(line)
                     except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                        if not line.endswith(b"\n"):  # only the last line of a file can lack one
+                            raise TruncatedDumpError(
+                                f"dump {self.path} is truncated: its last line has no newline and does not parse "
+                                f"({type(exc).__name__}): ...{line[-80:]!r}; {AGAIN}") from None
                         report.bad(report.lines, line, type(exc).__name__)
                         continue
                     if entity is not None:
                         report.entities += 1
                         yield entity
-        except (OSError, EOFError) as exc:  # unreadable or truncated compressed stream
-            if report.entities == 0:
-                raise DumpError(f"cannot read dump {self.path}: {exc}") from None
-            report.bad(report.lines + 1, b"", f"stream ended early ({exc})")
-            log.warning("%s: stream ended early after %d entities: %s", self.path, report.entities, exc)
+        except EOFError:
+            raise TruncatedDumpError(f"dump {self.path} is truncated: the {self.path.suffix} stream ends before its "
+                                     f"end-of-stream marker (after {report.lines} lines); {AGAIN}") from None
+        except (OSError, zlib.error) as exc:  # not a gzip/bz2 file, a corrupt block, a read error
+            raise DumpError(f"cannot read dump {self.path} (after {report.lines} lines): {exc}; expected a Wikidata "
+                            "JSON dump (.json/.json.gz/.json.bz2)") from None
+        if self.compressed:
+            self._check_closed(self._first, self._last)
         self.check()
+
+    def _check_closed(self, first: bytes | None, last: bytes | None) -> None:
+        """A dump that opens a JSON array with ``[`` must end with ``]``; any other last line means it was cut."""
+        if first is not None and first.strip() == b"[" and (last or b"").strip() != b"]":
+            raise TruncatedDumpError(f"dump {self.path} is truncated: it opens a JSON array with '[' but its last line "
+                                     f"ends ...{(last or b'').strip()[-80:]!r}, not the closing ']'; {AGAIN}")
 
     def check(self) -> None:
         """Raise ``DumpError`` when the bad-line share is too high (run after reading)."""

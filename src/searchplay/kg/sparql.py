@@ -79,12 +79,16 @@ class SparqlReader:
 
 
 def ingest_source(source, store_dir: str | Path, batch_size: int = 5000) -> ReadReport:
-    """Write any ``EntitySource`` into ``store_dir`` (same layout as ``ingest_dump``)."""
-    store_dir = Path(store_dir)
-    store_dir.mkdir(parents=True, exist_ok=True)
-    (store_dir / STORE_FILE).unlink(missing_ok=True)
-    write_entities(store_dir / STORE_FILE, source.entities(), batch_size)
-    if source.report.entities == 0:
-        raise DumpError(f"{source.report.source}: no usable entity was pulled; {source.report.summary()}")
-    _index(store_dir / STORE_FILE)
+    """Write any ``EntitySource`` into ``store_dir`` (same layout and overwrite rule as ``ingest_dump``)."""
+    final = Path(store_dir) / STORE_FILE
+    final.parent.mkdir(parents=True, exist_ok=True)
+    final.unlink(missing_ok=True)
+    try:
+        write_entities(final, source.entities(), batch_size)
+        if source.report.entities == 0:
+            raise DumpError(f"{source.report.source}: no usable entity was pulled; {source.report.summary()}")
+    except BaseException:
+        final.unlink(missing_ok=True)
+        raise
+    _index(final)
     return source.report

@@ -96,15 +96,28 @@ def ingest_dump(dump: str | Path, store_dir: str | Path, workers: int = 1, max_b
                 batch_size: int = 5000, progress: Callable[[int], None] | None = None) -> ReadReport:
     """Ingest a dump into ``store_dir/graph.sqlite``, split over ``workers`` processes (kg.ingest_workers).
 
-    Returns the combined read report; raises ``DumpError`` on an unreadable dump, too many bad lines
-    or no usable entity.
+    ``store_dir`` is overwritten: the kg stage passes a staging folder (``searchplay.io.atomic_dir``),
+    so the previous store stays until the new one is complete. On any failure the files written here
+    (the store, the shards) are removed. Returns the combined read report; raises ``DumpError`` on an
+    unreadable or truncated dump, too many bad lines or no usable entity.
     """
     store_dir = Path(store_dir)
     store_dir.mkdir(parents=True, exist_ok=True)
     final = store_dir / STORE_FILE
-    for stale in [final, *store_dir.glob("shard-*.sqlite")]:
-        stale.unlink(missing_ok=True)
-    if workers == 1:
+    shards = [store_dir / f"shard-{i}.sqlite" for i in range(workers)] if workers > 1 else []
+    _remove(final, *store_dir.glob("shard-*.sqlite"))
+    try:
+        report = _ingest(dump, final, shards, max_bad_line_share, batch_size, progress)
+    except BaseException:
+        _remove(final, *shards)
+        raise
+    _index(final)
+    return report
+
+
+def _ingest(dump: str | Path, final: Path, shards: list[Path], max_bad_line_share: float, batch_size: int,
+            progress: Callable[[int], None] | None) -> ReadReport:
+    if not shards:
         reader = DumpReader(dump, max_bad_line_share)
         entities = reader.entities()
         if progress is not None:
@@ -112,21 +125,24 @@ def ingest_dump(dump: str | Path, store_dir: str | Path, workers: int = 1, max_b
         write_entities(final, entities, batch_size)
         reports = [reader.report]
     else:
-        shards = [str(store_dir / f"shard-{i}.sqlite") for i in range(workers)]
-        jobs = [(str(dump), max_bad_line_share, i, workers, shards[i], batch_size) for i in range(workers)]
-        with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        jobs = [(str(dump), max_bad_line_share, i, len(shards), str(shard), batch_size)
+                for i, shard in enumerate(shards)]
+        with multiprocessing.get_context("spawn").Pool(len(shards)) as pool:
             reports = pool.map(_ingest_shard, jobs)
-        _merge(final, shards)
+        _merge(final, [str(shard) for shard in shards])
     report = _combine(str(dump), reports)
     if report.bad_share > max_bad_line_share:
         raise DumpError(f"{report.summary()}\nbad-line share {report.bad_share:.1%} > "
                         f"kg.max_bad_line_share={max_bad_line_share:.1%}")
     if report.entities == 0:
-        final.unlink(missing_ok=True)
         raise DumpError(f"dump {dump} holds no usable Wikidata entity ({report.lines} lines read); expected a JSON "
                         "array with one entity object per line")
-    _index(final)
     return report
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def _counting(entities: Iterator[Entity], progress: Callable[[int], None]) -> Iterator[Entity]:

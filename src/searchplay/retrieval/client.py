@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from searchplay.retrieval.corpus import parse_contents
+from searchplay.retrieval.limits import RequestLimits
 from searchplay.retrieval.search import split_blank
 from searchplay.retrieval.types import Document, SearchTool
 
@@ -34,14 +35,18 @@ class RetrieverClient(SearchTool):
     """POSTs ``{"queries", "topk", "return_scores": true}`` and parses ``{"result": [[{document, score}]]}``.
 
     Connection errors, timeouts and 5xx answers are retried ``retries`` times with backoff; a 4xx
-    answer is not retried. ``client`` injects an ``httpx.Client`` (tests pass FastAPI's TestClient).
+    answer is not retried. Batches go out in requests of at most ``limits.max_queries`` queries, each cut
+    to ``limits.max_query_chars`` characters (the server's bounds, serve.* in params.yaml).
+    ``client`` injects an ``httpx.Client`` (tests pass FastAPI's TestClient).
     """
 
-    def __init__(self, url: str, timeout_s: float = 30.0, retries: int = 2, client: Any = None):
+    def __init__(self, url: str, timeout_s: float = 30.0, retries: int = 2, client: Any = None,
+                 limits: RequestLimits | None = None):
         import httpx
 
         self.url = retrieve_url(url)
         self.retries = retries
+        self.limits = limits or RequestLimits()
         self.client = client or httpx.Client(timeout=timeout_s)
 
     def search(self, queries: Sequence[str], top_k: int = 3) -> list[list[Document]]:
@@ -49,10 +54,21 @@ class RetrieverClient(SearchTool):
         positions, texts = split_blank(queries)
         if not texts:
             return results
-        payload = self._post({"queries": texts, "topk": top_k, "return_scores": True})
-        for position, hits in zip(positions, payload["result"], strict=True):
-            results[position] = [self._document(hit) for hit in hits]
+        texts = self._cut(texts)
+        batch = self.limits.max_queries
+        for start in range(0, len(texts), batch):
+            payload = self._post({"queries": texts[start:start + batch], "topk": top_k, "return_scores": True})
+            for position, hits in zip(positions[start:start + batch], payload["result"], strict=True):
+                results[position] = [self._document(hit) for hit in hits]
         return results
+
+    def _cut(self, texts: list[str]) -> list[str]:
+        """Queries longer than the server takes, cut to its bound (the embedder would truncate them anyway)."""
+        most = self.limits.max_query_chars
+        if any(len(text) > most for text in texts):
+            log.warning("cutting %d queries to %d characters (serve.max_query_chars)",
+                        sum(len(text) > most for text in texts), most)
+        return [text[:most] for text in texts]
 
     @staticmethod
     def _document(hit: dict[str, Any]) -> Document:

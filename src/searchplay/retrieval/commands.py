@@ -80,7 +80,8 @@ def serve_retriever(
     host: str = typer.Option(None, "--host", help="bind address (search.host, default 127.0.0.1)"),
     port: int = typer.Option(None, "--port", help="port (search.port)"),
 ) -> None:
-    """Serve the local index over HTTP at /retrieve (Search-R1's schema) and /health."""
+    """Serve the local index over HTTP at /retrieve (Search-R1's schema) and /health; reopens it after each rebuild."""
+    from searchplay.retrieval.limits import RequestLimits
     from searchplay.retrieval.search import load_search_tool
     from searchplay.retrieval.server import serve
 
@@ -88,7 +89,8 @@ def serve_retriever(
     if params.search.server_url:
         console.print("[red]search.server_url is set: the server must serve a local index; unset it[/red]")
         raise typer.Exit(2)
-    serve(load_search_tool(params), params.search.host, params.search.port)
+    serve(load_search_tool(params), params.search.host, params.search.port,
+          RequestLimits.from_serve_config(params.serve))
 
 
 def register(app: typer.Typer) -> None:

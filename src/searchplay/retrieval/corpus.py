@@ -2,7 +2,8 @@
 
 Every reader yields ``Passage(id, title, text)`` and counts the lines it had to skip in a
 ``CorpusReport``; ``build_corpus`` writes ``passages.jsonl`` atomically and fails when the share of
-malformed lines exceeds ``corpus.max_bad_line_share``.
+malformed lines exceeds ``corpus.max_bad_line_share``. JSONL may be ``.gz`` / ``.bz2`` compressed; a
+truncated file (``searchplay.io.jsonl_records``) always fails with ``TruncatedCorpusError``.
 
 The bundled summaries are whole lead sections, so they are split into passages of about
 ``passage_words`` words as wiki-18 is (DPR, Karpukhin et al. 2020, §4.1: 100-word blocks); here the
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from searchplay.io import write_jsonl
+from searchplay.io import TruncatedInputError, jsonl_records, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,10 @@ SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 class CorpusError(ValueError):
     """The corpus cannot be read or has too many malformed lines; the message says which and why."""
+
+
+class TruncatedCorpusError(CorpusError, TruncatedInputError):
+    """A corpus file that ends early; never read as a whole one (the CLI exits 2)."""
 
 
 @dataclass(frozen=True)
@@ -123,20 +128,15 @@ def split_passages(text: str, passage_words: int = 100) -> list[str]:
 
 
 def _jsonl_objects(path: Path, report: CorpusReport) -> Iterator[tuple[int, dict]]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            report.lines += 1
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                report.bad(f"line {number}", f"not valid JSON ({exc.msg})")
-                continue
-            if not isinstance(record, dict):
-                report.bad(f"line {number}", f"expected a JSON object, found {type(record).__name__}")
-                continue
-            yield number, record
+    for number, record in jsonl_records(path, TruncatedCorpusError):
+        report.lines += 1
+        if isinstance(record, json.JSONDecodeError):
+            report.bad(f"line {number}", f"not valid JSON ({record.msg})")
+            continue
+        if not isinstance(record, dict):
+            report.bad(f"line {number}", f"expected a JSON object, found {type(record).__name__}")
+            continue
+        yield number, record
 
 
 def _field(record: dict, key: str) -> str | None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from searchplay.retrieval.corpus import join_contents
-from searchplay.retrieval.index import RetrievalIndexError, default_nprobes, open_table, read_manifest
+from searchplay.retrieval.index import MANIFEST, RetrievalIndexError, default_nprobes, open_table, read_manifest
 from searchplay.retrieval.types import Document, SearchTool
 
 log = logging.getLogger(__name__)
@@ -16,6 +20,8 @@ log = logging.getLogger(__name__)
 Mode = Literal["dense", "fts", "hybrid"]
 RRF_K = 60  # Cormack et al. 2009, "Reciprocal Rank Fusion outperforms Condorcet...", k = 60
 RESULT_COLUMNS = ["id", "title", "text"]
+SWAP_WAIT_S = 5.0  # how long a search cut short by `index build`'s folder swap waits for the new index
+SWAP_POLL_S = 0.01  # how often it looks meanwhile (the swap is two renames: milliseconds)
 
 
 def split_blank(queries: Sequence[str]) -> tuple[list[int], list[str]]:
@@ -44,62 +50,139 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[Document]], top_k: int, k
     return [Document(doc_id, first_seen[doc_id].title, first_seen[doc_id].text, scores[doc_id]) for doc_id in best]
 
 
+@dataclass(frozen=True)
+class OpenedIndex:
+    """One build of the index as opened: its version (``index_version``), manifest and LanceDB table."""
+
+    version: str | None
+    manifest: dict[str, Any]
+    table: Any
+
+
+def index_version(index_dir: str | Path) -> str | None:
+    """A short id of the build at ``index_dir`` (None while there is none).
+
+    ``index build`` writes a new folder and renames it into place, so every build has a new manifest file;
+    its inode and modification time tell the builds apart even when their contents are identical.
+    """
+    try:
+        stat = (Path(index_dir) / MANIFEST).stat()
+    except FileNotFoundError:
+        return None
+    return hashlib.sha1(f"{stat.st_ino}:{stat.st_mtime_ns}:{stat.st_size}".encode()).hexdigest()[:12]
+
+
 class LanceSearchTool(SearchTool):
     """``SearchTool`` over a LanceDB table built by ``build_index``.
 
     dense: cosine similarity of the query embedding (score = 1 - cosine distance), as the papers'
     E5 retriever; fts: BM25 over ``text``; hybrid: RRF of the two (``hybrid_candidates`` each).
+
+    When ``index build`` swaps a new index into ``index_dir``, the next search reopens it (a long-lived
+    server keeps serving across rebuilds); a search that the swap cut short is retried once on the new one.
     """
 
     def __init__(self, index_dir: str | Path, table: str = "passages", embedder: Any = None, mode: Mode = "dense",
                  nprobes: int | None = None, refine_factor: int = 5, hybrid_candidates: int = 20, rrf_k: int = RRF_K):
-        self.manifest = read_manifest(index_dir)
-        self.table = open_table(index_dir, table)
+        if mode not in ("dense", "fts", "hybrid"):
+            raise ValueError(f"search mode must be 'dense', 'fts' or 'hybrid', got {mode!r}")
+        self.index_dir, self.table_name = Path(index_dir), table
         self.embedder, self.mode = embedder, mode
         self.nprobes, self.refine_factor = nprobes, refine_factor
         self.hybrid_candidates, self.rrf_k = hybrid_candidates, rrf_k
-        if mode not in ("dense", "fts", "hybrid"):
-            raise ValueError(f"search mode must be 'dense', 'fts' or 'hybrid', got {mode!r}")
-        if mode != "fts":
-            self._check_embedder()
-        if mode != "dense" and not self.manifest.get("fts"):
-            raise RetrievalIndexError(f"mode {mode!r} needs the full-text index; rebuild with index.fts: true")
+        self._reopen_lock = threading.Lock()
+        self.opened = self._open()
 
-    def _check_embedder(self) -> None:
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.opened.manifest
+
+    @property
+    def table(self) -> Any:
+        return self.opened.table
+
+    @property
+    def version(self) -> str | None:
+        return self.opened.version
+
+    def _open(self) -> OpenedIndex:
+        version = index_version(self.index_dir)  # read first: a swap right after only causes one more reopen
+        manifest = read_manifest(self.index_dir)
+        if self.mode != "fts":
+            self._check_embedder(manifest)
+        if self.mode != "dense" and not manifest.get("fts"):
+            raise RetrievalIndexError(f"mode {self.mode!r} needs the full-text index; rebuild with index.fts: true")
+        return OpenedIndex(version, manifest, open_table(self.index_dir, self.table_name))
+
+    def _check_embedder(self, manifest: dict[str, Any]) -> None:
         if self.embedder is None:
             raise ValueError(f"mode {self.mode!r} needs an embedder (the one the index was built with)")
-        if self.embedder.dimension != self.manifest["dimension"]:
+        if self.embedder.dimension != manifest["dimension"]:
             raise RetrievalIndexError(
                 f"embedder {self.embedder.name!r} gives {self.embedder.dimension}-d vectors but the index was built "
-                f"with {self.manifest['embedder']!r} ({self.manifest['dimension']}-d); rebuild the index")
-        if self.embedder.name != self.manifest["embedder"] or self.embedder.e5_prefixes != self.manifest["e5_prefixes"]:
+                f"with {manifest['embedder']!r} ({manifest['dimension']}-d); rebuild the index")
+        if self.embedder.name != manifest["embedder"] or self.embedder.e5_prefixes != manifest["e5_prefixes"]:
             log.warning("querying an index built with %s (e5_prefixes=%s) using %s (e5_prefixes=%s)",
-                        self.manifest["embedder"], self.manifest["e5_prefixes"], self.embedder.name,
-                        self.embedder.e5_prefixes)
+                        manifest["embedder"], manifest["e5_prefixes"], self.embedder.name, self.embedder.e5_prefixes)
+
+    def current(self, wait_s: float = 0.0) -> OpenedIndex:
+        """The opened index, reopened first if ``index build`` has swapped in a new one since.
+
+        While the swap is under way (between its two renames there is no manifest) this waits up to
+        ``wait_s`` for the new one. A new index that cannot be opened is logged and the old one kept.
+        """
+        if index_version(self.index_dir) == self.opened.version:
+            return self.opened
+        with self._reopen_lock:
+            deadline = time.monotonic() + wait_s
+            while (version := index_version(self.index_dir)) is None and time.monotonic() < deadline:
+                time.sleep(SWAP_POLL_S)
+            if version is None or version == self.opened.version:  # still mid-swap, or another thread reopened
+                return self.opened
+            try:
+                self.opened = self._open()
+            except Exception:  # whatever the new folder holds, keep answering from what is open
+                log.exception("the index at %s changed (version %s) but could not be reopened; still serving %s",
+                              self.index_dir, version, self.opened.version)
+            else:
+                log.info("reopened the index at %s: version %s, %s rows", self.index_dir, self.opened.version,
+                         self.opened.manifest.get("rows"))
+            return self.opened
 
     def search(self, queries: Sequence[str], top_k: int = 3) -> list[list[Document]]:
         results: list[list[Document]] = [[] for _ in queries]
         positions, texts = split_blank(queries)
         if not texts:
             return results
-        if self.mode == "dense":
-            found = self.dense(texts, top_k)
-        elif self.mode == "fts":
-            found = [self.fts(text, top_k) for text in texts]
-        else:
-            dense = self.dense(texts, self.hybrid_candidates)
-            found = [reciprocal_rank_fusion([d, self.fts(t, self.hybrid_candidates)], top_k, self.rrf_k)
-                     for d, t in zip(dense, texts, strict=True)]
+        opened = self.current()
+        try:
+            found = self._search(opened, texts, top_k)
+        except Exception:
+            reopened = self.current(wait_s=SWAP_WAIT_S)
+            if reopened is opened:
+                raise
+            log.info("the index was swapped during a search; retrying on version %s", reopened.version)
+            found = self._search(reopened, texts, top_k)
         for position, documents in zip(positions, found, strict=True):
             results[position] = documents
         return results
 
-    def dense(self, texts: Sequence[str], top_k: int) -> list[list[Document]]:
+    def _search(self, opened: OpenedIndex, texts: list[str], top_k: int) -> list[list[Document]]:
+        if self.mode == "dense":
+            return self.dense(opened, texts, top_k)
+        if self.mode == "fts":
+            return [self.fts(opened, text, top_k) for text in texts]
+        dense = self.dense(opened, texts, self.hybrid_candidates)
+        return [reciprocal_rank_fusion([d, self.fts(opened, t, self.hybrid_candidates)], top_k, self.rrf_k)
+                for d, t in zip(dense, texts, strict=True)]
+
+    def dense(self, opened: OpenedIndex, texts: Sequence[str], top_k: int) -> list[list[Document]]:
         """All queries embedded in one batch and sent as one multi-vector LanceDB query."""
         vectors = self.embedder.encode_queries(texts)
-        query = self.table.search(list(vectors)).distance_type("cosine").limit(top_k)
-        if self.manifest["ann"]["type"]:
-            query = query.nprobes(self.nprobes or default_nprobes(self.manifest["ann"]["num_partitions"]))
+        query = opened.table.search(list(vectors)).distance_type("cosine").limit(top_k)
+        ann = opened.manifest["ann"]
+        if ann["type"]:
+            query = query.nprobes(self.nprobes or default_nprobes(ann["num_partitions"]))
             if self.refine_factor:
                 query = query.refine_factor(self.refine_factor)
         rows = query.select([*RESULT_COLUMNS, "_distance"]).to_list()
@@ -109,8 +192,9 @@ class LanceSearchTool(SearchTool):
             found[index].append(Document(row["id"], row["title"], row["text"], 1.0 - float(row["_distance"])))
         return [sorted(docs, key=lambda d: -d.score) for docs in found]
 
-    def fts(self, text: str, top_k: int) -> list[Document]:
-        rows = self.table.search(text, query_type="fts").limit(top_k).select([*RESULT_COLUMNS, "_score"]).to_list()
+    def fts(self, opened: OpenedIndex, text: str, top_k: int) -> list[Document]:
+        query = opened.table.search(text, query_type="fts").limit(top_k)
+        rows = query.select([*RESULT_COLUMNS, "_score"]).to_list()
         return [Document(r["id"], r["title"], r["text"], float(r["_score"])) for r in rows]
 
 
@@ -144,9 +228,10 @@ def load_search_tool(params: Any) -> SearchTool:
     """The HTTP client when ``search.server_url`` is set, else the local index at ``index.dir``."""
     if params.search.server_url:
         from searchplay.retrieval.client import RetrieverClient
+        from searchplay.retrieval.limits import RequestLimits
 
         return RetrieverClient(params.search.server_url, timeout_s=params.search.timeout_s,
-                               retries=params.search.retries)
+                               retries=params.search.retries, limits=RequestLimits.from_serve_config(params.serve))
     from searchplay.retrieval.embedder import Embedder
 
     mode = params.search.mode

@@ -3,61 +3,161 @@
 Request ``{"queries": [...], "topk": 3, "return_scores": true}``; response
 ``{"result": [[{"document": {"id", "contents"}, "score"}, ...], ...]}`` (without scores: lists of
 documents), one list per query, ``contents`` in wiki-18's ``"Title"\\ntext`` form.
-A malformed body gets 422 from the schema; a failure inside the search gets a JSON 500 and the
-server keeps serving.
+
+A malformed body gets 422 from the schema; a request over the bounds (``limits.RequestLimits``) gets 413
+or 422 saying which bound. Searches run on a bounded worker pool: a request that finds no free worker
+within ``serve.server_timeout_s`` gets 503, one whose search runs longer gets 504, and beyond
+``serve.server_queue`` waiting requests the answer is 503 at once. A failure inside the search gets a
+500 with an error id; the traceback, which names server paths, goes to the server log only.
+``/health`` runs a one-query search and reports the index version and row count (README, "Serving
+the index").
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from searchplay.retrieval.corpus import join_contents
-from searchplay.retrieval.types import SearchTool
+from searchplay.retrieval.limits import RequestLimits, refusal
+from searchplay.retrieval.types import Document, SearchTool
 
 log = logging.getLogger(__name__)
 
-MAX_QUERIES = 4096  # per request; larger batches are refused with 422
-MAX_TOPK = 100
+PROBE_QUERY = "capital"  # /health's readiness search: any word will do, it only has to run end to end
 
 
 class QueryRequest(BaseModel):
-    queries: list[str] = Field(..., max_length=MAX_QUERIES)
-    topk: int = Field(3, ge=1, le=MAX_TOPK)
+    queries: list[str]
+    topk: int = Field(3, ge=1)
     return_scores: bool = False
 
 
-def create_app(tool: SearchTool) -> FastAPI:
-    app = FastAPI(title="searchplay retriever")
+class SearchPool:
+    """At most ``workers`` searches at once and ``queue`` more waiting; each caller waits ``timeout_s`` at most."""
+
+    def __init__(self, limits: RequestLimits):
+        self.limits = limits
+        self.executor = ThreadPoolExecutor(limits.workers, thread_name_prefix="retrieve")
+        self.slots = threading.BoundedSemaphore(limits.workers + limits.queue)
+
+    async def run(self, search: Callable[..., Any], *args: Any) -> Any:
+        """``search(*args)`` on a worker; raises HTTPException 503 (busy, not started) or 504 (too slow)."""
+        if not self.slots.acquire(blocking=False):
+            raise HTTPException(503, f"the retriever is busy ({self.limits.workers} searches running and "
+                                     f"{self.limits.queue} waiting, serve.server_queue): retry later")
+        try:
+            future = self.executor.submit(search, *args)
+        except BaseException:
+            self.slots.release()
+            raise
+        future.add_done_callback(lambda _: self.slots.release())  # a timed-out search holds its slot until done
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), self.limits.timeout_s)
+        except TimeoutError:
+            if future.cancelled():
+                raise HTTPException(503, f"the retriever is busy: no worker was free within {self.limits.timeout_s:g}"
+                                         " s (serve.server_timeout_s): retry later") from None
+            raise HTTPException(504, f"the search took longer than {self.limits.timeout_s:g} s "
+                                     "(serve.server_timeout_s): send fewer queries per request") from None
+
+
+def index_status(tool: SearchTool) -> dict[str, Any] | None:
+    """Version, rows and embedder of the index a ``LanceSearchTool`` has open (None for other tools)."""
+    manifest = getattr(tool, "manifest", None)
+    if manifest is None:
+        return None
+    return {"version": getattr(tool, "version", None), "rows": manifest.get("rows"),
+            "embedder": manifest.get("embedder"), "ann": manifest.get("ann", {}).get("type")}
+
+
+def render(found: list[list[Document]], return_scores: bool) -> list[list[dict[str, Any]]]:
+    """Search-R1's result lists: ``{"document": {"id", "contents"}, "score"}`` per hit, or the bare documents."""
+    result = []
+    for documents in found:
+        docs = [{"id": d.id, "contents": join_contents(d.title, d.text)} for d in documents]
+        result.append([{"document": doc, "score": d.score} for doc, d in zip(docs, documents, strict=True)]
+                      if return_scores else docs)
+    return result
+
+
+def internal_error(what: str) -> JSONResponse:
+    """A 500 that names an error id to find in the server log, and nothing of the server's internals."""
+    error_id = uuid.uuid4().hex[:8]
+    log.exception("%s failed (error id %s)", what, error_id)
+    return JSONResponse(status_code=500, content={
+        "detail": f"internal error in the retriever (error id {error_id}); the server log has the details"})
+
+
+def create_app(tool: SearchTool, limits: RequestLimits | None = None) -> FastAPI:
+    limits = limits or RequestLimits()
+    pool = SearchPool(limits)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        pool.executor.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="searchplay retriever", lifespan=lifespan)
 
     @app.exception_handler(Exception)
     async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("retrieval failed for %s", request.url.path)
-        return JSONResponse(status_code=500, content={"detail": f"{type(exc).__name__}: {exc}"})
+        return internal_error(f"{request.method} {request.url.path}")
+
+    @app.middleware("http")
+    async def _refuse_huge_bodies(request: Request, call_next):
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limits.max_body_bytes:
+            return JSONResponse(status_code=413, content={"detail": (
+                f"request body of {int(length)} bytes, at most {limits.max_body_bytes} for {limits.max_queries} "
+                f"queries of {limits.max_query_chars} characters (serve.max_queries, serve.max_query_chars)")})
+        return await call_next(request)
 
     @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
+    async def health() -> JSONResponse:
+        started = time.perf_counter()
+        try:
+            await pool.run(tool.search, [PROBE_QUERY], 1)
+            problem = None
+        except HTTPException as exc:
+            problem = exc.detail
+        except Exception:
+            log.exception("/health: the probe search failed")
+            problem = "the probe search failed; the server log has the details"
+        body = {"status": "ok" if problem is None else "unavailable", "ready": problem is None,
+                "index": index_status(tool), "probe_ms": round(1000 * (time.perf_counter() - started), 1)}
+        if problem:
+            body["detail"] = problem
+        return JSONResponse(status_code=200 if problem is None else 503, content=body)
 
     @app.post("/retrieve")
-    def retrieve(request: QueryRequest) -> dict:
-        found = tool.search(request.queries, top_k=request.topk)
-        result = []
-        for documents in found:
-            docs = [{"id": d.id, "contents": join_contents(d.title, d.text)} for d in documents]
-            if request.return_scores:
-                result.append([{"document": doc, "score": d.score} for doc, d in zip(docs, documents, strict=True)])
-            else:
-                result.append(docs)
-        return {"result": result}
+    async def retrieve(request: QueryRequest) -> Any:
+        refused = refusal(request.queries, request.topk, limits)
+        if refused:
+            raise HTTPException(*refused)
+        try:
+            found = await pool.run(tool.search, request.queries, request.topk)
+        except HTTPException:
+            raise
+        except Exception:
+            return internal_error(f"/retrieve of {len(request.queries)} queries")
+        return {"result": render(found, request.return_scores)}
 
     return app
 
 
-def serve(tool: SearchTool, host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(tool: SearchTool, host: str = "127.0.0.1", port: int = 8000, limits: RequestLimits | None = None) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(tool), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(tool, limits), host=host, port=port, log_level="info")

@@ -5,6 +5,10 @@ seeds for the variant, builds the runtime (policy backend, verifier, search tool
 one is injected, restores the newest checkpoint on ``resume``, and after EVERY iteration writes a
 checkpoint atomically, logs the iteration's metrics to MLflow (step = iteration) with decoded sample
 trajectories as an artifact, and rewrites ``reports/selfplay/<variant>/metrics.json`` and ``history.csv``.
+
+A resume continues the checkpoint's MLflow run and logs the iterations it lacks (a kill between the
+checkpoint and the MLflow log); the checkpoint also holds its iteration's questions, so the question pool
+gets back the rows such a kill lost.
 """
 
 from __future__ import annotations
@@ -101,12 +105,14 @@ def _set_rng_state(rng: random.Random, state: list[Any]) -> None:
     rng.setstate((state[0], tuple(state[1]), state[2]))
 
 
-def loop_state_dict(state: LoopState, variant: Variant, params: Params, mlflow_run_id: str | None) -> dict[str, Any]:
+def loop_state_dict(state: LoopState, variant: Variant, params: Params, mlflow_run_id: str | None,
+                    questions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``questions``: this iteration's Solver questions, for the pool file should a kill follow the save."""
     return {"version": STATE_VERSION, "variant": variant.name, "iteration": state.iteration,
             "cursor": state.cursor.position, "num_seeds": len(state.cursor.seeds),
             "first_seed_id": state.cursor.seeds[0].seed_id, "replay": state.replay.to_state(),
             "rng": _rng_state(state.rng), "history": state.history, "params_digest": params.digest(),
-            "mlflow_run_id": mlflow_run_id}
+            "mlflow_run_id": mlflow_run_id, "questions": questions or []}
 
 
 def restore(state: LoopState, checkpoint: Path, variant: Variant) -> dict[str, Any]:
@@ -174,6 +180,17 @@ def write_question_pool(path: Path, iteration: int, questions: list[dict[str, An
     write_jsonl(path, kept + rows)
 
 
+def restore_question_rows(path: Path, iteration: int, questions: list[dict[str, Any]]) -> bool:
+    """Put a checkpoint's questions back into the pool file when it has no row of that iteration (the
+    run was killed between the checkpoint and the pool write); True if it wrote them."""
+    from searchplay.io import read_jsonl
+
+    if not questions or (path.exists() and any(row["iteration"] == iteration for row in read_jsonl(path))):
+        return False
+    write_question_pool(path, iteration, questions)
+    return True
+
+
 # --- the run -----------------------------------------------------------------------------------------------
 
 
@@ -196,26 +213,36 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
     runtime = runtime or build_runtime(params)
-    previous_run = None
+    reports = Path(cfg.reports_dir) / variant.name
+    previous_run = continued = None
+    logged: set[int] = set()
     if resume and latest is not None:
-        previous_run = restore(state, latest, variant).get("mlflow_run_id")
+        saved = restore(state, latest, variant)
+        previous_run = saved.get("mlflow_run_id")
+        continued, logged = _run_to_continue(params, previous_run, state.iteration)
         runtime.trainer.load(latest / MODEL_DIR)
         runtime.backend.update_weights(runtime.trainer.model)
         log.info("resumed %s from %s (iteration %d)", variant.name, latest, state.iteration)
+        if restore_question_rows(reports / QUESTION_POOL, state.iteration, saved.get("questions", [])):
+            log.info("put iteration %d's questions back into %s (lost by a kill)", state.iteration, QUESTION_POOL)
     elif resume:
         log.info("--resume: no checkpoint under %s; starting from iteration 1", manager.root)
-    reports = Path(cfg.reports_dir) / variant.name
+    tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt}
+    if previous_run and not continued:  # another tracking store, or other params: a new run
+        tags["resumed_from_run"] = previous_run
+    unlogged = [row for row in state.history if int(row["iteration"]) not in logged]
     if state.iteration >= iterations:
         log.info("%s: %d iterations already done (asked for %d); nothing to train", variant.name, state.iteration,
                  iterations)
         write_reports(reports, state.history)
+        if continued and unlogged:
+            with start_run(params, "selfplay", variant.name, tags, run_id=continued):
+                for row in unlogged:
+                    _log_iteration(row, int(row["iteration"]))
         return state.history
 
-    tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt}
-    if previous_run:
-        tags["resumed_from_run"] = previous_run
-    with start_run(params, "selfplay", variant.name, tags) as run:
-        for row in state.history:  # a resumed run carries the whole curve
+    with start_run(params, "selfplay", variant.name, tags, run_id=continued) as run:
+        for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
             _log_iteration(row, int(row["iteration"]))
         for iteration in range(state.iteration + 1, iterations + 1):
             tic = time.perf_counter()
@@ -225,7 +252,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
                    "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}
             state.history.append(row)
             tic = time.perf_counter()
-            manager.save(iteration, loop_state_dict(state, variant, params, run.info.run_id),
+            manager.save(iteration, loop_state_dict(state, variant, params, run.info.run_id, result.questions),
                          lambda folder: save_trainer(runtime, folder))
             row["time/checkpoint_s"] = time.perf_counter() - tic
             _log_iteration(row, iteration)
@@ -283,6 +310,21 @@ def _loggable(row: dict[str, float]) -> tuple[dict[str, float], list[str]]:
     undefined = sorted(k for k, v in values.items() if not math.isfinite(v))
     finite = {k: v for k, v in values.items() if math.isfinite(v)}
     return {**finite, "metrics/undefined": float(len(undefined))}, undefined
+
+
+LOGGED_EVERY_ITERATION = "metrics/undefined"  # the one metric _loggable always returns: its steps are the iterations
+
+
+def _run_to_continue(params: Params, run_id: str | None, iteration: int) -> tuple[str | None, set[int]]:
+    """(the MLflow run a resume continues, the iterations it holds): the checkpoint's run, unless
+    ``resumable_run`` refuses it or it holds iterations past the checkpoint's (its curve would fork);
+    then ``(None, set())`` and the resume opens a new run."""
+    from searchplay.tracking import logged_steps, resumable_run
+
+    if not run_id or resumable_run(params, "selfplay", run_id) is None:
+        return None, set()
+    steps = logged_steps(params, run_id, LOGGED_EVERY_ITERATION)
+    return (None, set()) if any(step > iteration for step in steps) else (run_id, steps)
 
 
 def _log_iteration(row: dict[str, float], step: int) -> None:
