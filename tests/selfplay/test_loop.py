@@ -185,3 +185,27 @@ def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tm
     assert logged_metrics(db, run_id)["solver/reward_mean"] == [1, 2, 3]  # each step once
     assert pool_iterations() == [1, 2, 3]
     assert len(client.search_runs([client.get_run(run_id).info.experiment_id])) == 1
+
+
+def test_gdcr_run_logs_step_credit_and_writes_the_heldout_rq1(tmp_path, monkeypatch, tokenizer, tiny_model_dir,
+                                                             trainer):
+    """The gdcr variant through the whole loop: step-credit metrics every iteration, then GDCR RQ1 on the
+    kg_heldout subgraphs (reports/selfplay/gdcr/rq1.*, and the rq1/* metrics on the same MLflow run)."""
+    from tests.selfplay.selfplay_fakes import subgraph_record
+
+    monkeypatch.chdir(tmp_path)
+    params = make_params(tmp_path, tiny_model_dir, batch_size=2)
+    records = write_kg_pool(tmp_path / "kg", 6)
+    heldout = [subgraph_record(10 + k, 5, split="kg_heldout") for k in range(2)]
+    with (tmp_path / "kg" / "subgraphs.jsonl").open("a") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in heldout)
+    backend = ScriptedBackend(tokenizer, [r["answer"] for r in records + heldout])
+    runtime = make_runtime(params, backend, trainer=trainer)
+    history = run_selfplay(params, "gdcr", 1, runtime=runtime)
+    assert "gdcr/step_reward_mean" in history[0] and history[0]["gdcr/steps"] > 0
+    reports = tmp_path / "reports" / "gdcr"
+    summary = json.loads((reports / "rq1.json").read_text())
+    assert summary["rq1/questions"] == 2 and (reports / "rq1.png").is_file() and (reports / "rq1.md").is_file()
+    run_id = json.loads((CheckpointManager(tmp_path / "checkpoints" / "gdcr").latest() / "state.json")
+                        .read_text())["mlflow_run_id"]
+    assert "rq1/questions" in logged_metrics(tmp_path / "mlflow.db", run_id)
