@@ -247,6 +247,13 @@ class SelfplayConfig(Section):
                                "0.5; 0 is GRPO; ablations 0, 0.3, 1)")
     gdcr_components: Literal["both", "cite", "retrieve"] = Field(
         "both", description="GDCR terms: both, or the paper's Table 3 ablations (cite-only, retrieve-only)")
+    eval_every: int | None = Field(None, ge=1, description="every this many iterations (and at the last), a small "
+                                   "held-out evaluation logged as heldout/* curves (None: off; ~4 s a question on "
+                                   "2 CPU cores)")
+    eval_benchmark: str = Field("bamboogle", description="the benchmark beside kg_heldout in that evaluation "
+                                "(a folder of evaluate.data_dir)")
+    eval_n: int = Field(5, ge=1, description="questions of eval_benchmark per held-out evaluation")
+    eval_kg_n: int | None = Field(None, ge=1, description="kg_heldout questions per held-out evaluation (None: all)")
     adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")
     proposer_baseline: Literal["none", "batch_mean"] = Field(
         "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open)")

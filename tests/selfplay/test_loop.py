@@ -209,3 +209,29 @@ def test_gdcr_run_logs_step_credit_and_writes_the_heldout_rq1(tmp_path, monkeypa
     run_id = json.loads((CheckpointManager(tmp_path / "checkpoints" / "gdcr").latest() / "state.json")
                         .read_text())["mlflow_run_id"]
     assert "rq1/questions" in logged_metrics(tmp_path / "mlflow.db", run_id)
+
+
+def test_eval_every_logs_a_heldout_curve(tmp_path, monkeypatch, tokenizer, tiny_model_dir, trainer):
+    """selfplay.eval_every: kg_heldout plus one benchmark, judged greedily, as heldout/* history columns and
+    MLflow steps (issue 14: evaluation curves across self-play iterations)."""
+    from tests.selfplay.selfplay_fakes import subgraph_record
+
+    monkeypatch.chdir(tmp_path)
+    params = make_params(tmp_path, tiny_model_dir, batch_size=2, eval_every=1, eval_n=2)
+    records = write_kg_pool(tmp_path / "kg", 6)
+    heldout = [subgraph_record(10 + k, 5, split="kg_heldout") for k in range(3)]
+    with (tmp_path / "kg" / "subgraphs.jsonl").open("a") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in heldout)
+    bench = tmp_path / "benchmarks" / "bamboogle"
+    bench.mkdir(parents=True)
+    bench.joinpath("test.jsonl").write_text("".join(
+        json.dumps({"id": f"b{k}", "question": f"Question {k}?", "golden_answers": ["none"]}) + "\n" for k in range(4)))
+    params.evaluate.data_dir = str(tmp_path / "benchmarks")
+    backend = ScriptedBackend(tokenizer, [r["answer"] for r in records + heldout])
+    history = run_selfplay(params, "kg_wcr", 2, runtime=make_runtime(params, backend, trainer=trainer))
+    assert [row["heldout/kg_heldout_n"] for row in history] == [3.0, 3.0]
+    assert [row["heldout/bamboogle_n"] for row in history] == [2.0, 2.0]
+    assert all(0.0 <= row["heldout/bamboogle_acc"] <= 1.0 for row in history)
+    run_id = json.loads((CheckpointManager(tmp_path / "checkpoints" / "kg_wcr").latest() / "state.json")
+                        .read_text())["mlflow_run_id"]
+    assert logged_metrics(tmp_path / "mlflow.db", run_id)["heldout/kg_heldout_acc"] == [1, 2]

@@ -1,4 +1,10 @@
-"""Is graph distance a valid progress prior? The GDCR paper's RQ1 (§4.2, Eqs. 16-17, Table 1) on held-out subgraphs.
+"""Held-out checks during and after self-play: a small evaluation curve, and the GDCR paper's RQ1.
+
+``heldout_curve`` (every ``selfplay.eval_every`` iterations): the Solver answers the ``kg_heldout``
+template questions and a few questions of one benchmark, greedily, judged like the Solver's own rollouts;
+the scores become ``heldout/*`` columns of the history and MLflow curves.
+
+RQ1: is graph distance a valid progress prior? (GDCR paper §4.2, Eqs. 16-17, Table 1.)
 
 After self-play, the trained Solver answers the template question of every ``kg_heldout`` subgraph once,
 greedily. Each non-final step's distance d_t is the smallest graph distance to the answer among the
@@ -43,6 +49,51 @@ def heldout_records(pool_path: str | Path, limit: int | None = None) -> list[dic
             if line.strip() and (record := json.loads(line)).get("split") == "kg_heldout":
                 records.append(record)
     return records[:limit] if limit else records
+
+
+def benchmark_questions(data_dir: str | Path, name: str, n: int, seed: int) -> list[tuple[str, list[str]]]:
+    """(question, golden answers) of ``n`` questions of a FlashRAG-format benchmark file, drawn as evaluation
+    draws them (``sorted(Random(seed).sample(range(N), n))``); its test split, else dev."""
+    import random
+
+    from searchplay.io import jsonl_records
+
+    folder = Path(data_dir) / name
+    path = next((folder / f"{split}.jsonl" for split in ("test", "dev") if (folder / f"{split}.jsonl").is_file()), None)
+    if path is None:
+        raise FileNotFoundError(f"selfplay.eval_benchmark {name!r}: no test.jsonl or dev.jsonl under {folder}; "
+                                "set evaluate.data_dir or another selfplay.eval_benchmark")
+    rows = [row for _, row in jsonl_records(path) if isinstance(row, dict) and row.get("question")]
+    picked = sorted(random.Random(seed).sample(range(len(rows)), min(n, len(rows))))
+    return [(str(rows[i]["question"]), [str(a) for a in rows[i].get("golden_answers") or []]) for i in picked]
+
+
+def heldout_curve(runtime: Any, params: Any, pool_path: str | Path) -> dict[str, float]:
+    """A small held-out evaluation of the current policy (issue 14): kg_heldout and one benchmark, greedy,
+    with the self-play judge; ``heldout/<name>_acc`` in 0-1 and the question counts."""
+    from dataclasses import replace
+
+    cfg = params.selfplay
+    held_out = heldout_records(pool_path, cfg.eval_kg_n)
+    sets = {"kg_heldout": [(template_question(r), [str(r["answer"])]) for r in held_out],
+            cfg.eval_benchmark: benchmark_questions(params.evaluate.data_dir, cfg.eval_benchmark, cfg.eval_n,
+                                                    params.evaluate.seed)}
+    items = [(name, question, golds) for name, pairs in sets.items() for question, golds in pairs]
+    if not items:
+        return {}
+    config = replace(runtime.solver_config, temperature=0.0)
+    trajectories = runtime.rollouts([runtime.encode(solver_messages(q, config.question_format)) for _, q, _ in items],
+                                    "solver", config)
+    verdicts = runtime.judge.judge_many([(q, t.answer, golds) for (_, q, golds), t in zip(items, trajectories,
+                                                                                          strict=True)])
+    scores: dict[str, float] = {}
+    for name in sets:
+        correct = [bool(v.correct and v.method != "error" and t.answer is not None)
+                   for (owner, _, _), t, v in zip(items, trajectories, verdicts, strict=True) if owner == name]
+        if correct:
+            scores[f"heldout/{name}_acc"] = sum(correct) / len(correct)
+            scores[f"heldout/{name}_n"] = float(len(correct))
+    return scores
 
 
 def trajectory_progress(trajectory: Any, record: dict[str, Any], k: float = 2.0) -> dict[str, list[Any]]:

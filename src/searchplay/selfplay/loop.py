@@ -250,6 +250,8 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             state.iteration = iteration
             row = {"iteration": float(iteration), **result.metrics,
                    "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}
+            if cfg.eval_every and (iteration % cfg.eval_every == 0 or iteration == iterations):
+                row.update(held_out_scores(runtime, params))
             state.history.append(row)
             tic = time.perf_counter()
             manager.save(iteration, loop_state_dict(state, variant, params, run.info.run_id, result.questions),
@@ -265,6 +267,15 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         if variant.heldout_analysis:
             heldout_analysis(runtime, params, reports)
     return state.history
+
+
+def held_out_scores(runtime: Runtime, params: Params) -> dict[str, float]:
+    """``selfplay.eval_every``'s small held-out evaluation (kg_heldout + one benchmark), timed."""
+    from searchplay.selfplay.heldout import heldout_curve
+
+    tic = time.perf_counter()
+    scores = heldout_curve(runtime, params, Path(params.kg.out_dir) / "subgraphs.jsonl")
+    return {**scores, "time/heldout_eval_s": time.perf_counter() - tic}
 
 
 def heldout_analysis(runtime: Runtime, params: Params, reports: Path) -> dict[str, float]:
