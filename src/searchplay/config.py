@@ -247,6 +247,11 @@ class SelfplayConfig(Section):
                                "0.5; 0 is GRPO; ablations 0, 0.3, 1)")
     gdcr_components: Literal["both", "cite", "retrieve"] = Field(
         "both", description="GDCR terms: both, or the paper's Table 3 ablations (cite-only, retrieve-only)")
+    gdcr_graph_noise: Literal["none", "delete", "inject", "answer"] = Field(
+        "none", description="corrupted answer graphs (GDCR paper Table 4): delete nodes, inject edges, or perturb "
+        "the answer node; none: the true subgraph")
+    gdcr_noise_rate: float = Field(0.1, ge=0, le=1, description="share of nodes deleted / edges injected, or the "
+                                   "probability the answer node is moved (paper: 0.1, 0.3)")
     eval_every: int | None = Field(None, ge=1, description="every this many iterations (and at the last), a small "
                                    "held-out evaluation logged as heldout/* curves (None: off; ~4 s a question on "
                                    "2 CPU cores)")

@@ -117,3 +117,24 @@ def test_step_distances_and_history_best():
     d = step_distances(gdcr_trace(steps, scores), distances)
     assert d == [3.0, None, 1.0]
     assert history_best(d) == [3.0, 3.0, 1.0]
+
+
+def test_corrupted_graphs_for_the_robustness_ablation():
+    """GDCR Table 4's three corruptions: deleted nodes, injected edges, a moved answer node."""
+    import random
+
+    from searchplay.rewards.gdcr import corrupt_graph
+
+    nodes = {name for s, _, o in CASE_STUDY for name in (s, o)}
+    deleted, answer = corrupt_graph(CASE_STUDY, SHINGLE, "delete", 0.3, random.Random(0))
+    left = {name for s, _, o in deleted for name in (s, o)}
+    assert answer == SHINGLE and SHINGLE in left and len(nodes - left) >= 3  # ceil(0.3 * 7) = 3 deleted
+    injected, _ = corrupt_graph(CASE_STUDY, SHINGLE, "inject", 0.3, random.Random(0))
+    assert injected[:len(CASE_STUDY)] == CASE_STUDY and len(injected) == len(CASE_STUDY) + 3
+    assert all(r == "injected noise" for _, r, _ in injected[len(CASE_STUDY):])
+    _, moved = corrupt_graph(CASE_STUDY, SHINGLE, "answer", 1.0, random.Random(0))
+    assert moved != SHINGLE and moved in nodes
+    assert corrupt_graph(CASE_STUDY, SHINGLE, "answer", 0.0, random.Random(0)) == (CASE_STUDY, SHINGLE)
+    assert corrupt_graph(CASE_STUDY, SHINGLE, "none", 0.3, random.Random(0)) == (CASE_STUDY, SHINGLE)
+    with pytest.raises(ValueError, match="graph noise"):
+        corrupt_graph(CASE_STUDY, SHINGLE, "shuffle", 0.3, random.Random(0))

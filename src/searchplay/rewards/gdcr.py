@@ -9,6 +9,8 @@ text is normalized whole-word matching of its label or any alias (docs/decisions
 
 from __future__ import annotations
 
+import math
+import random
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,6 +42,40 @@ def subgraph_aliases(record: Mapping[str, Any]) -> dict[str, list[str]]:
     """Node label -> its Wikidata aliases, where the record's nodes carry them (``aliases`` lists)."""
     nodes = [*(record.get("path") or []), *(n for b in record.get("distractors") or [] for n in b["nodes"])]
     return {node["label"]: list(node["aliases"]) for node in nodes if node.get("aliases")}
+
+
+GraphNoise = Literal["none", "delete", "inject", "answer"]
+
+
+def corrupt_graph(triples: Sequence[Triple], answer: str, noise: GraphNoise, rate: float,
+                  rng: random.Random) -> tuple[list[Triple], str]:
+    """A corrupted copy of the answer graph for the robustness ablation (GDCR paper §4.4, Table 4).
+
+    ``delete``: ceil(rate * nodes) non-answer nodes go, with their edges. ``inject``: ceil(rate * nodes)
+    random edges between nodes that were not linked (noisy shortcuts; the paper does not define its
+    injection, docs/decisions/rl.md). ``answer``: with probability ``rate`` the answer node is moved to a
+    random other node (GDCR's distances then point at the wrong node; the outcome reward still uses the
+    true answer). ``none`` returns the graph unchanged.
+
+    >>> corrupt_graph([("A", "r", "B"), ("B", "r", "C")], "C", "delete", 0.3, random.Random(1))
+    ([('B', 'r', 'C')], 'C')
+    """
+    triples = list(triples)
+    nodes = list(dict.fromkeys(name for subject, _, obj in triples for name in (subject, obj)))
+    count = math.ceil(rate * len(nodes))
+    if noise == "none" or not triples or rate <= 0:
+        return triples, answer
+    if noise == "delete":
+        gone = set(rng.sample([n for n in nodes if n != answer], min(count, len(nodes) - 1)))
+        return [t for t in triples if t[0] not in gone and t[2] not in gone], answer
+    if noise == "inject":
+        linked = {frozenset((subject, obj)) for subject, _, obj in triples}
+        free = [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1:] if frozenset((a, b)) not in linked]
+        return triples + [(a, "injected noise", b) for a, b in rng.sample(free, min(count, len(free)))], answer
+    if noise == "answer":
+        others = [n for n in nodes if n != answer]
+        return triples, (rng.choice(others) if others and rng.random() < rate else answer)
+    raise ValueError(f"GDCR graph noise {noise!r}: expected 'none', 'delete', 'inject' or 'answer'")
 
 
 def graph_distances(triples: Iterable[Triple], answer: str) -> dict[str, int]:

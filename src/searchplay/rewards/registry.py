@@ -9,12 +9,13 @@ function and a registry entry; the optional fields it needs already travel in th
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from searchplay.rewards.coverage import waypoint_coverage
-from searchplay.rewards.gdcr import contribution_scores, gdcr_step_rewards
+from searchplay.rewards.gdcr import contribution_scores, corrupt_graph, gdcr_step_rewards
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
 
 if TYPE_CHECKING:
@@ -116,7 +117,9 @@ def solver_gdcr(group: SolverGroup, params: Params) -> SolverRewards:
     if len(group.steps) != group.size:
         raise ValueError(f"GDCR needs the per-turn steps of every rollout; got {len(group.steps)} for {group.size}")
     cfg = params.selfplay
-    scores = contribution_scores(group.graph, group.answer, k=cfg.gdcr_k) if group.graph else {}
+    rng = random.Random(f"{cfg.seed}:{group.question}")  # the same corruption for every rollout of a question
+    graph, answer = corrupt_graph(group.graph, group.answer, cfg.gdcr_graph_noise, cfg.gdcr_noise_rate, rng)
+    scores = contribution_scores(graph, answer, k=cfg.gdcr_k) if graph else {}
     step_rewards = [gdcr_step_rewards(steps, scores, group.aliases, cfg.gdcr_components) for steps in group.steps]
     rewards = _guarded(group, binary_rewards(group.correct, group.valid), params)
     return SolverRewards(rewards, step_rewards=step_rewards, details={"gdcr": [r for s in step_rewards for r in s]})
