@@ -26,6 +26,7 @@ import json
 import os
 import re
 import selectors
+import shutil
 import signal
 import socket
 import sqlite3
@@ -47,6 +48,7 @@ BASELINE_SEEDS, RERUN_SEEDS = 8, 5  # subgraphs of the previous run and of the r
 STARTUP_S = 30.0  # the in-process server must accept connections within this
 REBUILDS = 3  # index swaps under the serving drill's traffic
 CLIENTS = 2  # client threads of the serving drill
+REQUESTS_AFTER_SWAP = 5  # requests answered on each new build before the next swap
 EXPECTED_POOL = ["stats.json", "store", "subgraphs.jsonl"]  # what a finished kg extract leaves in its out folder
 
 
@@ -108,7 +110,7 @@ def said(result: subprocess.CompletedProcess, *words: str) -> bool:
 def quote(result: subprocess.CompletedProcess, pattern: str) -> str:
     """The shortest phrase of the output that matches ``pattern``, for the observed column."""
     found = re.search(pattern, " ".join(result.stdout.split()))
-    return f"'{found.group(0)}'" if found else "(message not found)"
+    return f'"{found.group(0)}"' if found else "(message not found)"
 
 
 # --- fixtures: a Wikidata-format dump, a previous kg run, folder snapshots -----------------------------------
@@ -151,20 +153,23 @@ def entities(store: Path) -> int:
         db.close()
 
 
+def bundled_sample() -> Path:
+    """The Wikidata-format sample shipped in the package (what the kg stage reads by default)."""
+    from searchplay.assets import bundled_sample_path
+
+    return bundled_sample_path()
+
+
 _BASELINE: dict[str, Path] = {}
 
 
 def previous_run(work: Path) -> Path:
     """``work/out`` as a finished ``kg extract`` leaves it (store/, subgraphs.jsonl, stats.json of the bundled
     sample, BASELINE_SEEDS subgraphs). Built once by the real CLI, then copied for each drill."""
-    import shutil
-
     if "out" not in _BASELINE:
-        from searchplay.assets import bundled_sample_path
-
         root = work.parent / "baseline"
         root.mkdir(exist_ok=True)
-        result = searchplay(root, "kg", "extract", "--dump", str(bundled_sample_path()), "--out", "out",
+        result = searchplay(root, "kg", "extract", "--dump", str(bundled_sample()), "--out", "out",
                             "--selector", "random", "--num-seeds", str(BASELINE_SEEDS))
         if result.returncode != 0:
             raise RuntimeError(f"the baseline kg extract failed (exit {result.returncode}): "
@@ -250,12 +255,6 @@ def kg_sigkill(work: Path) -> Outcome:
     held = (not lost and rerun.returncode == 0 and entries == EXPECTED_POOL and store == ["graph.sqlite"]
             and pool == RERUN_SEEDS and entities(out / "store") > 0)
     return Outcome(observed, bool(lost), held)
-
-
-def bundled_sample() -> Path:
-    from searchplay.assets import bundled_sample_path
-
-    return bundled_sample_path()
 
 
 # --- corpus and benchmark JSONL ---------------------------------------------------------------------------------
@@ -447,13 +446,21 @@ def server_rebuild(work: Path) -> Outcome:
     def client(url: str) -> None:
         with httpx.Client(timeout=30) as http:
             while not stop.is_set():
-                response = http.post(f"{url}/retrieve", json={"queries": QUERIES, "topk": 3})
-                ok = response.status_code == 200 and all(response.json()["result"])
-                key = "200" if ok else f"{response.status_code}{'' if response.status_code != 200 else ' empty'}"
+                try:
+                    response = http.post(f"{url}/retrieve", json={"queries": QUERIES, "topk": 3})
+                    key = str(response.status_code)
+                    if response.status_code == 200 and not all(response.json()["result"]):
+                        key = "200 with an empty result"
+                except httpx.HTTPError as exc:  # a dropped connection counts as a failure too
+                    key = type(exc).__name__
                 with lock:
                     statuses[key] = statuses.get(key, 0) + 1
                     during[0] += rebuilding.is_set()
                 flowing.set()
+
+    def requests_so_far() -> int:
+        with lock:
+            return sum(statuses.values())
 
     with serving(index) as (url, _):
         before = httpx.get(f"{url}/health", timeout=30).json()
@@ -464,8 +471,11 @@ def server_rebuild(work: Path) -> Outcome:
         rebuilding.set()
         for number in range(REBUILDS):
             build_tiny_index(work, PASSAGES[: 20 + 10 * number])
+            answered = requests_so_far()
+            deadline = time.monotonic() + STARTUP_S
+            while requests_so_far() < answered + REQUESTS_AFTER_SWAP and time.monotonic() < deadline:
+                time.sleep(0.01)  # some requests on each new build before the next swap
         rebuilding.clear()
-        time.sleep(0.2)  # a few requests on the last build
         stop.set()
         for thread in clients:
             thread.join(60)
@@ -473,7 +483,8 @@ def server_rebuild(work: Path) -> Outcome:
     failed = sum(count for key, count in statuses.items() if key != "200")
     rows = 20 + 10 * (REBUILDS - 1)
     changed = after["index"]["version"] != before["index"]["version"]
-    observed = (f"{sum(statuses.values())} requests ({during[0]} during the rebuilds), "
+    observed = (f"{sum(statuses.values())} requests from {CLIENTS} clients ({during[0]} across the {REBUILDS} "
+                "rebuilds), "
                 + ("none failed" if not failed else f"failed: {statuses}")
                 + f"; /health {after['status']}, version {'changed' if changed else 'unchanged'}, "
                 f"rows {before['index']['rows']} -> {after['index']['rows']}")
@@ -562,8 +573,8 @@ def file_modes(work: Path) -> Outcome:
     codes.append(result.returncode)
     found["corpus-022"] = modes(work / "corpus")
     wanted = {"report-022": "0o644", "report-002": "0o664", "corpus-022": "0o644"}
-    observed = "; ".join(f"{where}: {len(files)} files {', '.join(sorted(set(files.values()))) or '-'}"
-                         for where, files in found.items())
+    observed = "; ".join(f"{where}: {len(files)} file{'s' if len(files) != 1 else ''} "
+                         f"{', '.join(sorted(set(files.values()))) or '-'}" for where, files in found.items())
     held = not any(codes) and all(files and set(files.values()) == {wanted[where]} for where, files in found.items())
     return Outcome(observed + (f" (exits {codes})" if any(codes) else ""), False, held)
 

@@ -64,13 +64,13 @@ def main(
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if params_file is not None and not params_file.is_file():
-        console.print(f"[red]configuration error[/red]: --params {params_file}: no such file (without --params, "
-                      "./params.yaml or the built-in defaults are used)")
+        print_error("configuration error", f"--params {params_file}: no such file (without --params, "
+                    "./params.yaml or the built-in defaults are used)")
         raise typer.Exit(EXIT_BAD_PARAMS)
     try:
         parsed = dict(parse_override(o) for o in overrides)
     except (ConfigError, yaml.YAMLError) as exc:
-        console.print(f"[red]configuration error[/red]: --set: {exc}")
+        print_error("configuration error", "--set: " + " ".join(str(exc).split()))  # YAML errors span lines
         raise typer.Exit(EXIT_BAD_PARAMS) from None
     ctx.obj = {"params_file": params_file or Path("params.yaml"), "overrides": parsed}
 
