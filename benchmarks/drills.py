@@ -407,31 +407,15 @@ def build_tiny_index(root: Path, passages: list[dict[str, str]]) -> Path:
 def serving(index: Path) -> Iterator[tuple[str, Any]]:
     """The retrieval server over ``index`` with the ``serve.*`` defaults, under uvicorn on 127.0.0.1 (a free
     port) in a thread; yields its base URL and its request limits."""
-    import uvicorn
-
     from searchplay.config import Params
     from searchplay.retrieval.limits import RequestLimits
     from searchplay.retrieval.search import LanceSearchTool
-    from searchplay.retrieval.server import create_app
+    from searchplay.retrieval.server import create_app, serve_in_thread
 
     limits = RequestLimits.from_serve_config(Params.model_validate({}).serve)
     app = create_app(LanceSearchTool(index, "passages", HashingEmbedder()), limits)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + STARTUP_S
-    while not server.started and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.01)
-    try:
-        if not server.started:
-            raise RuntimeError(f"uvicorn did not start within {STARTUP_S:g} s")
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", limits
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with serve_in_thread(app, STARTUP_S) as url:
+        yield url, limits
 
 
 @drill("server-rebuild", f"no failed request while the index is rebuilt {REBUILDS} times; /health: new version")

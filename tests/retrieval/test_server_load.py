@@ -7,12 +7,9 @@ rebuilt REBUILDS times meanwhile, and the whole test takes a few seconds.
 
 from __future__ import annotations
 
-import socket
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -30,26 +27,11 @@ P99_BOUND_S = 2.0  # generous: tens of milliseconds on an idle machine, but the 
 STARTUP_S = 10.0  # the server must accept connections within this
 
 
-@contextmanager
-def serving(app) -> Iterator[str]:
-    """Run ``app`` under uvicorn on 127.0.0.1 (a free port) in a thread; yields its base URL."""
-    import uvicorn
+def serving(app):
+    """``app`` under uvicorn on 127.0.0.1 (a free port), in a thread; yields its base URL."""
+    from searchplay.retrieval.server import serve_in_thread
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + STARTUP_S
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        assert server.started, f"uvicorn did not start within {STARTUP_S} s"
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    return serve_in_thread(app, STARTUP_S)
 
 
 def variant(number: int) -> list[dict]:

@@ -20,9 +20,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
@@ -161,3 +161,30 @@ def serve(tool: SearchTool, host: str = "127.0.0.1", port: int = 8000, limits: R
     import uvicorn
 
     uvicorn.run(create_app(tool, limits), host=host, port=port, log_level="info")
+
+
+@contextmanager
+def serve_in_thread(app: FastAPI, startup_s: float = 10.0) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a daemon thread on a free port of 127.0.0.1; yields its base URL and
+    stops the server on exit (tests, the fault drills, notebooks; ``serve-retriever`` runs it in front)."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_s
+    while not server.started and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.01)
+    try:
+        if not server.started:
+            raise RuntimeError(f"uvicorn did not start within {startup_s:g} s")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
