@@ -17,14 +17,17 @@ def top_level_plots() -> list[tuple[str, dict]]:
     return [(name, body) for entry in plots for name, body in entry.items()]
 
 
-def test_every_plot_is_against_the_iteration_and_covers_every_variant():
+def test_every_selfplay_plot_is_against_the_iteration_and_covers_every_variant():
     from searchplay.config import load_params
 
     variants = set(load_params(ROOT / "params.yaml").pipeline.variants)
-    assert len(top_level_plots()) >= 4
-    for name, body in top_level_plots():
+    selfplay = [(name, body) for name, body in top_level_plots() if name.startswith("selfplay_")]
+    assert len(selfplay) >= 4
+    for name, body in selfplay:
         assert body["x"] == "iteration", name
         assert {Path(path).parent.name for path in body["y"]} == variants, name
+    warmstart = dict(top_level_plots())["warmstart_loss"]
+    assert warmstart["x"] == "step" and warmstart["y"] == {"reports/warmstart/history.csv": ["loss"]}
 
 
 @pytest.mark.parametrize(("name", "body"), top_level_plots())
