@@ -168,3 +168,23 @@ def jsonl_records(path: str | Path,
     except UnicodeDecodeError as exc:
         raise error(f"{path}: invalid UTF-8 after line {number} ({exc.reason}): the file is cut inside a character "
                     "or is not UTF-8 text; copy or download it again, or convert it to UTF-8") from None
+
+
+def portable_name(value: str | Path, root: Path | None = None) -> str:
+    """A model or file name fit to commit (reports, run.json, stats.json): an absolute path inside ``root``
+    (default: the working directory, the repository root under DVC) becomes relative to it; anything else
+    is unchanged.
+
+    >>> portable_name("/repo/checkpoints/kg_wcr/iter_000002/model", Path("/repo"))
+    'checkpoints/kg_wcr/iter_000002/model'
+    >>> portable_name("bundled:smollm2"), portable_name("Qwen/Qwen2.5-7B-Instruct")
+    ('bundled:smollm2', 'Qwen/Qwen2.5-7B-Instruct')
+    """
+    path = Path(str(value))
+    if not path.is_absolute():
+        return str(value)
+    root = (root or Path.cwd()).resolve()
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(value)

@@ -34,6 +34,7 @@ def test_bundled_sample_random_selector(tmp_path):
     assert [r["num_nodes"] for r in records] == sorted((r["num_nodes"] for r in records), reverse=True)
     stats = json.loads((out / "stats.json").read_text())
     assert stats["subgraphs"] == 100 and stats["seed"] == 3 and stats["quality"]["success"]
+    assert stats["ingest"]["source"] == "src/searchplay/data/kg_sample.json"  # committed: no machine path
 
 
 def test_shared_excerpt_random_selector(tmp_path, wikidata_excerpt):

@@ -40,7 +40,7 @@ from searchplay.eval.scoring import (
     headline_metrics,
     majority_baseline_em,
 )
-from searchplay.io import write_json, write_jsonl
+from searchplay.io import portable_name, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -69,25 +69,6 @@ class ModelChoice:
     id: str
     path: str
     source: str  # evaluate.model | models.policy | warmstart | checkpoint
-
-
-def portable_name(value: str | Path, root: Path | None = None) -> str:
-    """A model or file name fit to commit: an absolute path inside ``root`` (default: the working
-    directory, the repository root under DVC) becomes relative to it; anything else is unchanged.
-
-    >>> portable_name("/repo/checkpoints/kg_wcr/iter_000002/model", Path("/repo"))
-    'checkpoints/kg_wcr/iter_000002/model'
-    >>> portable_name("bundled:smollm2"), portable_name("Qwen/Qwen2.5-7B-Instruct")
-    ('bundled:smollm2', 'Qwen/Qwen2.5-7B-Instruct')
-    """
-    path = Path(str(value))
-    if not path.is_absolute():
-        return str(value)
-    root = (root or Path.cwd()).resolve()
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return str(value)
 
 
 def latest_checkpoint(params: Params, variant: str) -> Path | None:

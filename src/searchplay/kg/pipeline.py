@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.assets import bundled_sample_path
-from searchplay.io import atomic_dir, write_json, write_jsonl
+from searchplay.io import atomic_dir, portable_name, write_json, write_jsonl
 from searchplay.kg.extract import extract_subgraphs, pool_stats
 from searchplay.kg.readers import ReadReport
 from searchplay.kg.relations import RelationFilter
@@ -112,7 +112,7 @@ def _extract_pool(params, store: GraphStore, store_dir: Path, report: ReadReport
     summary = pool_stats(records, stats)
     summary["split"] = {"counts": split_counts(records), "heldout_share": config.heldout_share,
                         "warmstart_share": config.warmstart_share, "salt": SALT}
-    summary["ingest"] = {"source": report.source, "entities": report.entities, "lines": report.lines,
+    summary["ingest"] = {"source": portable_name(report.source), "entities": report.entities, "lines": report.lines,
                          "bad_lines": report.bad_lines, "bad_line_examples": report.examples}
     summary["seed"] = config.seed
     summary["eligible_seeds"] = len(seeds)
