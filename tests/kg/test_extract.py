@@ -97,3 +97,19 @@ def test_pool_stats_fields(pool):
     assert stats["subgraphs"] == 120 and sum(stats["hop_histogram"].values()) == 120
     assert 0 < stats["largest_relation_share"] <= 1 and stats["unique_relations"] > 5
     assert set(stats["answer_types"]) <= {"Date", "Number", "Person", "Organization", "Location", "Other"}
+
+
+def test_entity_nodes_carry_their_wikidata_aliases_for_gdcr(pool, sample_store):
+    """Records name each entity node's aliases (GDCR's matcher reads them); literals and alias-less nodes have none."""
+    from searchplay.kg.extract import MAX_ALIASES
+    from searchplay.rewards.gdcr import subgraph_aliases
+
+    nodes = [n for r in pool[0] for n in (*r["path"], *(m for b in r["distractors"] for m in b["nodes"]))]
+    with_aliases = [n for n in nodes if n.get("aliases")]
+    assert with_aliases, "the bundled sample has aliases (e.g. 'USA' for United States)"
+    for node in with_aliases:
+        stored = sample_store.node(node["id"]).aliases
+        assert node["aliases"] == [a for a in stored if a != node["label"]][:MAX_ALIASES]
+    assert all(not n.get("aliases") for n in nodes if n["id"] is None)
+    record = next(r for r in pool[0] if any(n.get("aliases") for n in r["path"]))
+    assert subgraph_aliases(record)

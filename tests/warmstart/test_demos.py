@@ -20,13 +20,16 @@ from tests.selfplay.selfplay_fakes import FakeSearchTool, subgraph_record
 
 
 class ChainSearchTool(FakeSearchTool):
-    """The fake search tool, with every document about a fake subgraph's last bridge naming its answer."""
+    """The fake search tool, with every document about a fake subgraph's last bridge naming its answer,
+    and every document about an answer naming that bridge."""
 
     def search(self, queries, top_k=3):
         out = []
         for docs, query in zip(super().search(queries, top_k), queries, strict=True):
             match = re.search(r"Bridge(\d+)B", query)
             tail = f" It is Answer{match.group(1)}." if match else ""
+            if answer := re.fullmatch(r"Answer(\d+)", query):
+                tail = f" It is linked to Bridge{answer.group(1)}B."
             out.append([Document(d.id, d.title, d.text + tail, d.score) for d in docs])
         return out
 
@@ -110,8 +113,9 @@ def test_a_rollout_that_writes_the_demo_reproduces_it_id_for_id(tokenizer, role)
 def test_solver_and_verifier_demos_whose_documents_never_name_the_answer_are_dropped(tokenizer):
     demos, dropped = make_builder(tokenizer, FakeSearchTool()).build([subgraph_record(6, 5)], ROLES,
                                                                       random.Random(0))
-    assert [d.role for d in demos] == ["proposer_kg", "proposer_ssp"]
-    assert dropped == {"solver:answer_not_in_documents": 1, "verifier:answer_not_in_documents": 1}
+    assert [d.role for d in demos] == ["proposer_kg"]
+    assert dropped == {"solver:answer_not_in_documents": 1, "verifier:answer_not_in_documents": 1,
+                       "proposer_ssp:no_grounded_edge": 1}  # the answer's documents name no bridge either
 
 
 def test_proposer_demos_that_would_fail_the_rule_filter_are_dropped(tokenizer):
@@ -119,7 +123,46 @@ def test_proposer_demos_that_would_fail_the_rule_filter_are_dropped(tokenizer):
     leaking["answer"] = leaking["path"][0]["label"]  # the seed's name is in the template question
     demos, dropped = make_builder(tokenizer).build([leaking], ROLES, random.Random(0))
     assert not any(d.role.startswith("proposer") for d in demos)
-    assert dropped["proposer_kg:answer_in_question"] == dropped["proposer_ssp:answer_in_question"] == 1
+    assert dropped["proposer_kg:answer_in_question"] == 1
+    assert dropped["proposer_ssp:no_grounded_edge"] == 1  # no gold-chain edge ends in the seed
+
+
+def test_ssp_demo_searches_the_answer_then_checks_an_edge_its_results_name(tokenizer):
+    """SSP App. D's backward step, grounded: answer search -> associated concept -> check -> question."""
+    tool = ChainSearchTool()
+    record = subgraph_record(7, 5)
+    demo = make_builder(tokenizer, tool).build([record], ["proposer_ssp"], random.Random(0))[0][0]
+    assert demo.segments[0].ids == encode_prompt(tokenizer, ssp_proposer_messages("Answer7", 3))
+    trained = [tokenizer.decode(s.ids) for s in demo.segments if s.trained]
+    assert [re.search(r"<search> (.*) </search>", t).group(1) for t in trained[:2]] == ["Answer7",
+                                                                                       "relation 2 of Bridge7B"]
+    assert "The results name Bridge7B" in trained[1]
+    assert trained[2].endswith("<question> What is the node 3 that is the relation 2 of Bridge7B? </question>")
+    information = [tokenizer.decode(s.ids) for s in demo.segments[1:] if not s.trained]
+    assert len(information) == 2 and "linked to Bridge7B" in information[0] and "It is Answer7" in information[1]
+
+
+def test_ssp_demo_takes_an_edge_from_the_pool_when_its_own_is_not_named():
+    """The record's own last hop is preferred; another pool edge into the answer serves when only it is named."""
+    from searchplay.warmstart.demos import Backstep, edges_into
+
+    record = {"id": "r", "answer": "Europe", "path": [{"label": "Lima"}, {"label": "Peru"},
+                                                     {"label": "Europe", "description": "continent"}],
+              "relations": [{"label": "capital of"}, {"label": "continent"}]}
+    other = {"id": "o", "answer": "Europe", "path": [{"label": "Ravenna"}, {"label": "Italy"}, {"label": "Europe"}],
+             "relations": [{"label": "country"}, {"label": "continent"}]}
+    assert edges_into([record, other])["Europe"] == [("Peru", "continent"), ("Italy", "continent")]
+
+    def search(queries):
+        text = {"Europe": "Europe includes Italy.", "continent of Italy": "Italy is in Europe."}
+        return [[Document(q, q, text.get(q, "nothing"), 1.0)] for q in queries]
+
+    builder = DemoBuilder(None, lambda m: [], search, lambda docs: "")
+    plans = builder.backsteps([record], [record, other], random.Random(0))
+    step, docs = plans[0]
+    assert isinstance(step, Backstep) and step.hop.head == "Italy"
+    assert step.question == "What is the continent that is the continent of Italy?"
+    assert [d.text for block in docs for d in block] == ["Europe includes Italy.", "Italy is in Europe."]
 
 
 def test_hop_queries_and_template_question_read_as_english():

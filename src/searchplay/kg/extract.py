@@ -189,16 +189,34 @@ def answer_type(store: GraphStore, state: PathState) -> str:
     return "Other"
 
 
+MAX_ALIASES = 8  # per node: enough for GDCR's mention matcher, small enough for the record
+
+
+def with_aliases(store: GraphStore, nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes, each entity (not a literal) with its English Wikidata aliases where it has any.
+
+    GDCR's matcher names a node by its label or an alias (``searchplay.rewards.gdcr.subgraph_aliases``);
+    no prompt shows them.
+    """
+    out = []
+    for node in nodes:
+        entity = store.node(node["id"]) if node.get("id") else None
+        aliases = [a for a in (entity.aliases if entity else []) if a and a != node["label"]][:MAX_ALIASES]
+        out.append({**node, "aliases": aliases} if aliases else node)
+    return out
+
+
 def subgraph_record(store: GraphStore, state: PathState, distractors: list[dict[str, Any]],
                     selector: RelationSelector) -> dict[str, Any]:
-    """The output record of the KG contract (helper_brief: KG)."""
+    """The output record of the KG contract (helper_brief: KG); entity nodes carry their aliases."""
     num_nodes = len(state.nodes) + sum(len(d["nodes"]) for d in distractors)
+    distractors = [{**branch, "nodes": with_aliases(store, branch["nodes"])} for branch in distractors]
     return {
         "id": f"{state.seed_id}-{state.hops}h-{'-'.join(r['id'] for r in state.relations)}",
         "seed_id": state.seed_id,
         "answer": state.nodes[-1]["label"],
         "answer_type": answer_type(store, state),
-        "path": state.nodes,
+        "path": with_aliases(store, state.nodes),
         "relations": state.relations,
         "waypoints": [n["label"] for n in state.nodes[:-1]],
         "distractors": distractors,

@@ -11,6 +11,12 @@ Roles (``ROLES``): the KG Proposer (subgraph prompt, variants kg/kg_wcr), the SS
 verifier (materials -> short reasoning -> "Answer: a*" -> end of turn). Texts are composed from the
 path with ``searchplay.templates``; a Proposer demo whose question fails the self-play rule filter is
 dropped, so no demo teaches a format that still scores zero.
+
+The SSP Proposer sees only the answer, so its demo works backwards from it as SSP App. D's process
+does, one grounded step: search the answer, pick an entity the results name that a KG edge links to
+the answer (the "Associated Concept"), check that edge with a second search, and ask for the answer
+through it (``ssp_question``). Its demos never ask for a chain the prompt does not show: measured,
+a warm-start that did taught one fixed question whatever the answer, and the Solver never solved one.
 """
 
 from __future__ import annotations
@@ -101,6 +107,45 @@ def names_answer(documents: Sequence[Document], answer: str) -> bool:
     return any(needle in f"{d.title} {d.text}".casefold() for d in documents)
 
 
+def edges_into(records: Sequence[dict[str, Any]]) -> dict[str, list[tuple[str, str]]]:
+    """Per node name, the (head name, relation label) edges of the records' gold chains that end in it.
+
+    >>> edges_into([{"path": [{"label": "Lima"}, {"label": "Peru"}], "relations": [{"label": "capital of"}]}])
+    {'Peru': [('Lima', 'capital of')]}
+    """
+    into: dict[str, list[tuple[str, str]]] = {}
+    for record in records:
+        names = [entity_name(str(node["label"])) for node in record["path"]]
+        for k, relation in enumerate(record["relations"]):
+            edge = (names[k], str(relation["label"]))
+            if names[k] != names[k + 1] and edge not in into.setdefault(names[k + 1], []):
+                into[names[k + 1]].append(edge)
+    return into
+
+
+def ssp_question(head: str, relation: str, description: str = "") -> str:
+    """The SSP demo's question: the answer asked for through one edge, with its KG description as a clue.
+
+    >>> ssp_question("Romania", "official language", "language")
+    'What is the language that is the official language of Romania?'
+    """
+    phrase = relation_phrase(relation, head)
+    return f"What is the {description.strip()} that is {phrase}?" if description.strip() else f"What is {phrase}?"
+
+
+@dataclass(frozen=True)
+class Backstep:
+    """An SSP demo's plan: search the answer, find ``hop.head`` named there, check ``hop``, ask ``question``."""
+
+    hop: Hop
+    question: str
+
+
+def one_hop(head: str, relation: str, tail: str) -> Hop:
+    """The single edge head -relation-> tail, phrased as ``hops`` phrases a chain's edges."""
+    return hops({"path": [{"label": head}, {"label": tail}], "relations": [{"label": relation}]})[0]
+
+
 def searched_hops(chain: list[Hop], max_searches: int) -> dict[str, list[Hop]]:
     """Which hops each role's demo searches, at most ``max_searches``, always ending with the answer's hop.
 
@@ -141,6 +186,16 @@ def proposer_final_turn(chain: list[Hop], question: str) -> str:
             f"naming it or the entities between. </think>\n<question> {question} </question>")
 
 
+def ssp_turns(answer: str, step: Backstep) -> list[str]:
+    """The SSP Proposer's three turns: search the answer, check the associated concept, ask."""
+    return [f"<think> The answer is {answer}. I search it to find an associated concept. </think>\n"
+            f"<search> {answer} </search>",
+            f"<think> The results name {step.hop.head}, and {step.hop.phrase} is {answer}. I check that fact. "
+            f"</think>\n<search> {step.hop.query} </search>",
+            f"<think> The results confirm that {step.hop.phrase} is {answer}. I ask for it without naming it. "
+            f"</think>\n<question> {step.question} </question>"]
+
+
 def verifier_reply(chain: list[Hop], answer: str) -> str:
     """SSP's RAG Solver reply: reasoning within 50 words, then 'Answer:' (SSP App. D)."""
     return f"The question asks for {chain[-1].phrase}, and the materials name it. Answer: {answer}"
@@ -166,12 +221,17 @@ class DemoBuilder:
     def encode_text(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def build(self, records: list[dict[str, Any]], roles: Sequence[str], rng: random.Random) -> tuple[
-            list[Demo], Counter]:
-        """Demos of ``roles`` for each record (one per role per record); returns them and the drop reasons."""
+    def build(self, records: list[dict[str, Any]], roles: Sequence[str], rng: random.Random,
+              pool: Sequence[dict[str, Any]] | None = None) -> tuple[list[Demo], Counter]:
+        """Demos of ``roles`` for each record (one per role per record); returns them and the drop reasons.
+
+        ``pool``: the records whose gold-chain edges the SSP demos may use as associated concepts
+        (default: ``records``).
+        """
         plans = [searched_hops(hops(r), self.max_searches) for r in records]
         queries = sorted({hop.query for plan in plans for searched in plan.values() for hop in searched})
         found = dict(zip(queries, self.search(queries), strict=True)) if queries else {}
+        backsteps = self.backsteps(records, pool or records, rng) if "proposer_ssp" in roles else {}
         demos, dropped = [], Counter()
         for index, record in enumerate(records):
             full_chain = hops(record)
@@ -179,7 +239,12 @@ class DemoBuilder:
             proposer = plans[index]["proposer"]
             proposer_docs = [found[hop.query] for hop in proposer]
             for role in roles:
-                if role in ("proposer_kg", "proposer_ssp"):
+                if role == "proposer_ssp":
+                    demo = self.ssp_demo(record, backsteps.get(index), dropped)
+                    if demo is not None:
+                        demos.append(demo)
+                    continue
+                if role == "proposer_kg":
                     reason = self.proposer_reason(proposer, proposer_docs, question, str(record["answer"]))
                     if reason is not None:
                         dropped[f"{role}:{reason}"] += 1
@@ -195,11 +260,72 @@ class DemoBuilder:
                                        question, others, rng))
         return demos, dropped
 
+    def backsteps(self, records: list[dict[str, Any]], pool: Sequence[dict[str, Any]],
+                  rng: random.Random) -> dict[int, tuple[Backstep, list[list[Document]]]]:
+        """Per record index, an SSP demo's plan and its two searches' documents (absent: nothing grounded).
+
+        Candidates are the pool's edges into the answer whose head the answer's search results name;
+        the record's own last hop comes first, the rest in a seeded order. The first candidate whose
+        check search names the answer wins.
+        """
+        into = edges_into(pool)
+        answers = sorted({entity_name(str(r["answer"])) for r in records})
+        answer_docs = dict(zip(answers, self.search(answers), strict=True)) if answers else {}
+        candidates: dict[int, list[tuple[Hop, str]]] = {}  # (hop into the answer, relation label)
+        for index, record in enumerate(records):
+            answer = entity_name(str(record["answer"]))
+            own = (hops(record)[-1].head, str(record["relations"][-1]["label"]))
+            others = [edge for edge in into.get(answer, []) if edge != own]
+            rng.shuffle(others)
+            text = " ".join(f"{d.title} {d.text}" for d in answer_docs[answer]).casefold()
+            candidates[index] = [(one_hop(head, label, answer), label) for head, label in [own, *others]
+                                 if head.casefold() in text]
+        queries = sorted({hop.query for edges in candidates.values() for hop, _ in edges})
+        found = dict(zip(queries, self.search(queries), strict=True)) if queries else {}
+        plans = {}
+        for index, record in enumerate(records):
+            answer = entity_name(str(record["answer"]))
+            description = str(record["path"][-1].get("description") or "")
+            for hop, label in candidates[index]:
+                if names_answer(found[hop.query], answer):
+                    plans[index] = (Backstep(hop, ssp_question(hop.head, label, description)),
+                                    [answer_docs[answer], found[hop.query]])
+                    break
+        return plans
+
+    def ssp_demo(self, record: dict[str, Any], plan: tuple[Backstep, list[list[Document]]] | None,
+                 dropped: Counter) -> Demo | None:
+        """The SSP Proposer's demo (answer-only prompt), or None with the reason counted in ``dropped``."""
+        if plan is None:
+            dropped["proposer_ssp:no_grounded_edge"] += 1
+            return None
+        step, docs = plan
+        answer = str(record["answer"])
+        queries = [entity_name(answer), step.hop.query]
+        reason = self.filter_reason(queries, docs, step.question, answer)
+        if reason is not None:
+            dropped[f"proposer_ssp:{reason}"] += 1
+            return None
+        demo = Demo("proposer_ssp", str(record["id"]))
+        messages = ssp_proposer_messages(answer, int(record.get("num_hops") or len(record["relations"])))
+        demo.segments.append(Segment(self.encode_prompt(messages), False))
+        turns = ssp_turns(entity_name(answer), step)
+        for turn, block in zip(turns[:-1], docs, strict=True):
+            demo.segments.append(Segment(self.encode_text(turn), True))
+            demo.segments.append(Segment(self.encode_text(
+                information_block(self.format_documents(block), self.information_format)), False))
+        demo.segments.append(Segment(self.encode_text(turns[-1]), True))
+        return demo
+
     def proposer_reason(self, searched: list[Hop], docs: list[list[Document]], question: str,
                         answer: str) -> str | None:
         """The self-play rule filter's verdict on the demo's question and searches (None: it passes)."""
-        turns = [Turn(text="", start=0, end=0, action="search", search_queries=[hop.query], documents=list(block))
-                 for hop, block in zip(searched, docs, strict=True)]
+        return self.filter_reason([hop.query for hop in searched], docs, question, answer)
+
+    def filter_reason(self, queries: list[str], docs: list[list[Document]], question: str,
+                      answer: str) -> str | None:
+        turns = [Turn(text="", start=0, end=0, action="search", search_queries=[query], documents=list(block))
+                 for query, block in zip(queries, docs, strict=True)]
         trajectory = Trajectory(role="proposer", prompt_ids=[], response_ids=[], loss_mask=[], turns=turns,
                                 question=question)
         return rule_filter(trajectory, answer, self.rules)
@@ -218,12 +344,7 @@ class DemoBuilder:
             demo.segments.append(Segment([*self.encode_text(verifier_reply(chain, answer)),
                                           self.tokenizer.eos_token_id], True))
             return demo
-        if role == "solver":
-            messages = solver_messages(question, self.question_format)
-        elif role == "proposer_kg":
-            messages = kg_proposer_messages(record)
-        else:
-            messages = ssp_proposer_messages(answer, int(record.get("num_hops") or len(record["relations"])))
+        messages = solver_messages(question, self.question_format) if role == "solver" else kg_proposer_messages(record)
         demo.segments.append(Segment(self.encode_prompt(messages), False))
         for k, block in enumerate(docs):
             demo.segments.append(Segment(self.encode_text(search_turn(searched, k)), True))

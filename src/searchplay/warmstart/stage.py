@@ -107,7 +107,8 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
                           max_searches=cfg.max_searches, noisy_docs=params.selfplay.noisy_docs,
                           question_format=params.agent.question_format,
                           information_format=params.agent.information_format)
-    demos, dropped = builder.build(demo_records, ROLES, rng)
+    check_ids = {str(r["id"]) for r in check_records}
+    demos, dropped = builder.build(demo_records, ROLES, rng, pool=[r for r in records if str(r["id"]) not in check_ids])
     if not demos:
         raise WarmstartError(f"no demo survived the rule filter ({dict(dropped)}); check the KG pool")
     per_role = Counter(d.role for d in demos)
