@@ -117,6 +117,15 @@ def _token_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def token_f1(prediction: str, gold: str, scheme: str = "squad") -> float:
+    """Plain SQuAD token F1 of two strings after normalization, with no yes/no special case (EVE Eq. 21).
+
+    >>> round(token_f1("the capital is Paris", "Paris capital city"), 3)
+    0.667
+    """
+    return _token_f1(normalize_answer(prediction, scheme).split(), normalize_answer(gold, scheme).split())
+
+
 def f1_score(prediction: str | None, golden_answers: str | Iterable[str], scheme: str = "squad") -> float:
     """SQuAD token-level F1 between the prediction and the best-matching gold answer.
 

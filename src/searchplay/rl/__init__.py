@@ -9,6 +9,7 @@ from searchplay.rl.advantages import (
     gdcr_step_advantages,
     get_advantage_estimator,
     group_advantages,
+    hop_grouped_advantages,
     reinforce_advantages,
     sapo_advantages,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "gdcr_step_advantages",
     "get_advantage_estimator",
     "group_advantages",
+    "hop_grouped_advantages",
     "reinforce_advantages",
     "sapo_advantages",
 ]
