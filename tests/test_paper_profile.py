@@ -55,6 +55,15 @@ PAPER_DEFAULTS = [
     ("selfplay.gdcr_k", 2.0, "GDCR paper §3.2: decay k = 2"),
     ("selfplay.sapo_lambda", 0.5, "GDCR paper §3.4 / Table 5: lambda = 0.5"),
     ("selfplay.gdcr_components", "both", "GDCR Eq. 12: newly cited plus newly retrieved"),
+    ("eve.lambda_v", 0.5, "EVE Eq. 17: lambda_V = 0.5"),
+    ("eve.lambda_b", 0.1, "EVE Eq. 17: lambda_B = 0.1"),
+    ("eve.lambda_e", 0.3, "EVE Eq. 19 / App. C: lambda_E = 0.3"),
+    ("eve.l_max", 256, "EVE Eq. 15: L_max = 256 Proposer tokens"),
+    ("eve.verifier_samples", 5, "EVE §3.1 / App. C: m = 5 per condition"),
+    ("eve.phase_a_iterations", 50, "EVE App. C: 50 Phase A steps (then 50 Phase B)"),
+    ("eve.handoff_samples", 5, "EVE App. C: five samples per prompt, valid triples kept"),
+    ("eve.hop_weights", [4, 3, 2, 1], "EVE §4.1 / Dr. Zero: hop counts 1-4 in the ratio 4:3:2:1"),
+    ("eve.document_tokens", 256, "Dr. Zero's data preparation: documents cut to 256 tokens"),
 ]
 
 # Where the SSP paper and the SSP code disagree, the profile picks one; the decision records which and why.

@@ -206,7 +206,7 @@ class JudgeConfig(Section):
     concurrency: int = Field(8, ge=1, description="concurrent endpoint requests in judge_many")
 
 
-Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr"]
+Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr", "eve"]
 
 
 class SelfplayConfig(Section):
@@ -352,6 +352,41 @@ class WarmstartConfig(Section):
     seed: int = Field(0)
 
 
+class EveConfig(Section):
+    """EVE-Agent (Arai & Ichikawa 2026; notes/eve.md): the ``eve`` variant's rewards, verifier and two phases."""
+
+    lambda_v: float = Field(0.5, description="lambda_V on the evidence verifier V-hat (Eq. 17); 0 with lambda_b 0 "
+                            "is Dr. Zero (Eq. 18)")
+    lambda_b: float = Field(0.1, description="lambda_B on the brevity bonus B(e) (Eq. 17)")
+    lambda_e: float = Field(0.3, ge=0, description="lambda_E on the Solver's evidence F1 (Eq. 19)")
+    l_max: int = Field(256, ge=1, description="L_max of B(e), in Proposer tokens (Eq. 15)")
+    verifier_samples: int = Field(5, ge=1, description="m: single-turn, search-free answers per condition (Eq. 14)")
+    verifier: Literal["sample", "logprob"] = Field(
+        "sample", description="V-hat from m sampled answers with and without the evidence (the paper's runs), or "
+        "the teacher-forced probability of the answer under each prompt (the paper's unused variant)")
+    verifier_temperature: float = Field(1.0, ge=0, description="verifier decoding temperature (paper: unstated; "
+                                        "the rollouts' 1.0 so the m samples differ)")
+    verifier_max_tokens: int = Field(48, ge=1, description="tokens per verifier answer (paper: unstated)")
+    phase_a_iterations: int | None = Field(None, ge=1, description="Phase A (Proposer) iterations; the rest of "
+                                           "selfplay.iterations is Phase B (Solver). None: half, rounded up "
+                                           "(paper: 50 + 50 steps)")
+    hop_weights: list[float] = Field(default_factory=lambda: [4.0, 3.0, 2.0, 1.0],
+                                     description="pmf of the hop count h = 1, 2, ... per source document (4:3:2:1)")
+    document_tokens: int = Field(256, ge=16, description="source documents are cut to this many policy tokens "
+                                 "(Dr. Zero's data preparation)")
+    handoff_documents: int = Field(8, ge=1, description="held-out source documents the frozen Proposer turns into "
+                                   "the Phase B Solver set")
+    handoff_samples: int = Field(5, ge=1, description="Proposer samples per hand-off document; the valid one with "
+                                 "the best format score is kept (Dr. Zero's generation script; App. C: five)")
+    handoff_share: float = Field(0.2, gt=0, lt=1, description="share of the corpus held out for the hand-off "
+                                 "(Dr. Zero: 1/5 of the prompt file); Phase A never sees it")
+    require_verbatim: bool = Field(False, description="treat a non-verbatim evidence span as invalid (paper: no "
+                                   "check; false logs the verbatim rate only)")
+    save_proposer: bool = Field(True, description="write the Phase A Proposer's weights to <checkpoint_dir>/eve/"
+                                "proposer before Phase B starts from the initial weights")
+    seed: int = Field(0)
+
+
 class PipelineConfig(Section):
     variants: dict[str, list[str]] = Field(
         default_factory=lambda: {"ssp": ["selfplay.seed_answers", "selfplay.ssp_search_turns"],
@@ -390,6 +425,7 @@ class Params(Section):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     selfplay: SelfplayConfig = Field(default_factory=SelfplayConfig)
     warmstart: WarmstartConfig = Field(default_factory=WarmstartConfig)
+    eve: EveConfig = Field(default_factory=EveConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)

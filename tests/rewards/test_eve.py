@@ -103,3 +103,57 @@ def test_verbatim_check_strict_and_relaxed():
     assert is_verbatim("Art Museum in Paris!", sources, relaxed=True)
     assert not is_verbatim("", sources) and not is_verbatim(None, sources)
     assert not is_verbatim("museum in Paris is the capital", sources)  # spans two sources: not contiguous
+
+
+# --- the registry entries the 'eve' variant names ----------------------------------------------------------
+
+
+def _params(**eve):
+    from searchplay.config import Params
+
+    params = Params()
+    for key, value in eve.items():
+        setattr(params.eve, key, value)
+    return params
+
+
+def test_registered_proposer_reward_is_eq16_on_the_worked_example():
+    from searchplay.rewards import PROPOSER_REWARDS, ProposerOutcome
+
+    # F_fmt 1, k = 2 of n = 5 (R_DZ 0.75), V-hat 0.6, |e| = 64 (B 0.75): 0.5 + 0.75 + 0.3 + 0.075
+    outcome = ProposerOutcome(valid=True, solver_correct=[True, True, False, False, False], format_score=1.0,
+                              verifier=0.6, evidence_tokens=64)
+    assert PROPOSER_REWARDS["eve"](outcome, _params()) == pytest.approx(1.625)
+    assert PROPOSER_REWARDS["eve"](outcome, _params(lambda_v=0.0, lambda_b=0.0)) == pytest.approx(1.25)  # Dr. Zero
+    no_evidence = ProposerOutcome(valid=True, solver_correct=[True] * 5, format_score=0.75)
+    assert PROPOSER_REWARDS["eve"](no_evidence, _params()) == pytest.approx(0.375)  # U2: V = B = 0; all right: 0
+    assert PROPOSER_REWARDS["eve"](ProposerOutcome(valid=False, format_score=0.0), _params()) == 0.0
+
+
+def test_registered_solver_reward_is_eq19_per_rollout():
+    from searchplay.rewards import SOLVER_REWARDS, SolverGroup
+
+    group = SolverGroup(correct=[True, False, True], valid=[True, True, False],
+                        predictions=["Paris", "Lyon", "Paris"],
+                        predicted_evidence=["Paris is the capital of France", None, "capital of France"],
+                        answer="Paris", evidence="Paris is the capital of France")
+    scored = SOLVER_REWARDS["eve"](group, _params())
+    # 1 + 0.3 x 1; a wrong answer without evidence 0; an invalid rollout keeps only its evidence term
+    assert scored.rewards == pytest.approx([1.3, 0.0, 0.3 * token_f1_of("capital of France")])
+    with pytest.raises(ValueError, match="gold evidence"):
+        SOLVER_REWARDS["eve"](SolverGroup(correct=[True], valid=[True]), _params())
+
+
+def token_f1_of(prediction: str) -> float:
+    from searchplay.answers import token_f1
+
+    return token_f1(prediction, "Paris is the capital of France")
+
+
+def test_hrpo_estimator_standardizes_within_hop_groups_and_broadcasts_over_model_tokens():
+    from searchplay.rl import ADVANTAGE_ESTIMATORS
+
+    advantages = ADVANTAGE_ESTIMATORS["hrpo"]([1.0, 0.0, 0.5], [[1, 0, 1], [1], [1, 1]], _params(), hops=[1, 1, 2])
+    assert [[round(a, 4) for a in adv] for adv in advantages] == [[0.7071, 0.0, 0.7071], [-0.7071], [0.5, 0.5]]
+    with pytest.raises(ValueError, match="hop count"):
+        ADVANTAGE_ESTIMATORS["hrpo"]([1.0], [[1]], _params())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-QUESTION_SOURCES = ["fresh", "replay", "replicate"]
+QUESTION_SOURCES = ["fresh", "replay", "replicate", "eve"]
 
 
 def question_pool_expectations() -> list[Any]:
@@ -29,10 +29,39 @@ def question_pool_expectations() -> list[Any]:
     ]
 
 
+def eve_question_expectations() -> list[Any]:
+    """EVE's validity filter (q and a non-empty, Norm(a) not inside Norm(q); EVE §3.1): no length rule."""
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToMatchRegex(column="question", regex=r"\S"),
+        gxe.ExpectColumnValuesToMatchRegex(column="answer", regex=r"\S"),
+        gxe.ExpectColumnValuesToBeInSet(column="eve_answer_in_question", value_set=[False]),
+        gxe.ExpectColumnValuesToBeBetween(column="solver_accuracy", min_value=0.0, max_value=1.0),
+    ]
+
+
 def validate_question_pool(rows: list[dict[str, Any]], name: str = "selfplay_question_pool"):
-    """Validate one iteration's Solver questions; raises ``DataQualityError`` naming rows and rules."""
+    """Validate one iteration's Solver questions; raises ``DataQualityError`` naming rows and rules.
+
+    Rows of source 'eve' (the EVE variant) are held to EVE's validity filter; the others to SSP's rule filter.
+    """
     if not rows:
         return None  # an iteration without a valid question is legal (and common with a 135M model)
+    eve = [row for row in rows if row.get("source") == "eve"]
+    if eve:
+        import pandas as pd
+
+        from searchplay.quality import validate_dataframe
+        from searchplay.rewards.eve import eve_valid
+
+        frame = pd.DataFrame(eve)
+        frame["eve_answer_in_question"] = [not eve_valid(str(q), str(a)) for q, a in
+                                           zip(frame["question"], frame["answer"], strict=True)]
+        validate_dataframe(frame, eve_question_expectations(), f"{name}_eve")
+        rows = [row for row in rows if row.get("source") != "eve"]
+        if not rows:
+            return None
     import pandas as pd
 
     from searchplay.quality import validate_dataframe

@@ -7,6 +7,7 @@ from searchplay.rewards.eve import (
     eve_proposer_reward,
     eve_solver_reward,
     evidence_verifier,
+    is_verbatim,
 )
 from searchplay.rewards.gdcr import contribution_scores, gdcr_step_rewards, subgraph_triples
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
@@ -45,6 +46,7 @@ __all__ = [
     "gdcr_step_rewards",
     "get_proposer_reward",
     "get_solver_reward",
+    "is_verbatim",
     "mean_coverage_by_outcome",
     "proposer_reward",
     "subgraph_triples",

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from searchplay.answers import token_f1
 from searchplay.rewards.coverage import waypoint_coverage
+from searchplay.rewards.eve import brevity_bonus, drzero_difficulty, eve_proposer_reward, eve_solver_reward
 from searchplay.rewards.gdcr import contribution_scores, corrupt_graph, gdcr_step_rewards
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
 
@@ -80,6 +82,9 @@ class ProposerOutcome:
     solver_correct: list[bool] = field(default_factory=list)
     question: str = ""
     answer: str = ""
+    format_score: float = 0.0  # EVE: Dr. Zero's F_fmt (Eq. 9)
+    verifier: float | None = None  # EVE: V-hat (Eq. 14); None when not measured (no evidence)
+    evidence_tokens: int | None = None  # EVE: |e| in Proposer tokens (Eq. 15); None without evidence
 
 
 SolverRewardFn = Callable[[SolverGroup, "Params"], SolverRewards]
@@ -136,9 +141,43 @@ def proposer_ssp(outcome: ProposerOutcome, params: Params) -> float:
     return proposer_reward(outcome.solver_correct, valid=outcome.valid)
 
 
+def proposer_eve(outcome: ProposerOutcome, params: Params) -> float:
+    """EVE's R_pro = 1/2 F_fmt + R_DZ + lambda_V V-hat + lambda_B B(e) (EVE Eqs. 2, 9, 14-17).
+
+    Invalid rollouts get 1/2 F_fmt (= 0). A valid one without evidence gets V = B = 0 (notes/eve.md U2).
+    R_DZ needs at least two Solver answers; with fewer it is 0.
+    """
+    if not outcome.valid:
+        return 0.5 * outcome.format_score
+    cfg = params.eve
+    n = len(outcome.solver_correct)
+    difficulty = drzero_difficulty(sum(outcome.solver_correct), n) if n >= 2 else 0.0
+    measured = outcome.verifier is not None and outcome.evidence_tokens is not None
+    verifier = outcome.verifier if measured else 0.0
+    brevity = brevity_bonus(outcome.evidence_tokens, cfg.l_max) if measured else 0.0
+    return eve_proposer_reward(outcome.format_score, difficulty, verifier, brevity, cfg.lambda_v, cfg.lambda_b)
+
+
+def solver_eve(group: SolverGroup, params: Params) -> SolverRewards:
+    """EVE's R_sol = 1{EM(a-hat, a)} + lambda_E F1(Norm(e-hat), Norm(e)) per rollout (EVE Eqs. 19-21).
+
+    ``predictions`` are the rollouts' answers (an invalid rollout's counts as missing: R_correct = 0, the
+    Search-R1 convention); ``predicted_evidence`` their ``<evidence>`` spans. The raw F1 is kept in
+    ``details['evidence_f1']``.
+    """
+    if group.evidence is None:
+        raise ValueError("the EVE Solver reward needs the question's gold evidence (the Proposer's span)")
+    evidence = group.predicted_evidence or [None] * group.size
+    answers = group.predictions or [None] * group.size
+    rewards = [eve_solver_reward(a if z else None, e, group.answer, group.evidence, params.eve.lambda_e)
+               for a, e, z in zip(answers, evidence, group.valid, strict=True)]
+    return SolverRewards(rewards, details={"evidence_f1": [token_f1(e, group.evidence) if e else 0.0
+                                                           for e in evidence]})
+
+
 SOLVER_REWARDS: dict[str, SolverRewardFn] = {"binary": solver_binary, "wcr": solver_wcr, "gdcr": solver_gdcr,
-                                             "wcr_gdcr": solver_wcr_gdcr}
-PROPOSER_REWARDS: dict[str, ProposerRewardFn] = {"ssp": proposer_ssp}
+                                             "wcr_gdcr": solver_wcr_gdcr, "eve": solver_eve}
+PROPOSER_REWARDS: dict[str, ProposerRewardFn] = {"ssp": proposer_ssp, "eve": proposer_eve}
 
 
 def get_solver_reward(name: str) -> SolverRewardFn:

@@ -170,11 +170,19 @@ def sapo(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: 
     return broadcast_steps_to_tokens(steps, token_steps, loss_masks)
 
 
-# fn(rewards, loss_masks, params, *, step_rewards=None, token_steps=None) -> per-token advantages.
+def hrpo(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: Params, *,
+         hops: Sequence[int] | None = None, **_step_info) -> list[list[float]]:
+    """HRPO per-token advantages for the batch of Proposer trajectories, one per source document (EVE Eq. 5)."""
+    if hops is None:
+        raise ValueError("the 'hrpo' estimator needs the hop count of every sample (EVE's Proposer step gives them)")
+    return broadcast_to_tokens(hop_grouped_advantages(rewards, hops, eps=params.selfplay.adv_eps), loss_masks)
+
+
+# fn(rewards, loss_masks, params, *, step_rewards=None, token_steps=None, hops=None) -> per-token advantages.
 # "grpo" takes one question's group; "reinforce" the step's Proposer batch. The step-level "sapo"
 # (GDCR paper Eq. 13-14) reads step_rewards (per sample, per turn) and token_steps (turn index of each
-# response token) from the keyword arguments.
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo, "reinforce": reinforce, "sapo": sapo}
+# response token) from the keyword arguments; EVE's "hrpo" (Eq. 5) reads each Proposer sample's hop count.
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo, "reinforce": reinforce, "sapo": sapo, "hrpo": hrpo}
 
 
 def get_advantage_estimator(name: str) -> AdvantageFn:

@@ -11,7 +11,8 @@ def register(app: typer.Typer) -> None:
     @app.command("selfplay")
     def selfplay(
         ctx: typer.Context,
-        variant: str = typer.Option(None, "--variant", help="ssp | kg | kg_wcr | ssp_kg_answers (default: params)"),
+        variant: str = typer.Option(None, "--variant", help="ssp | kg | kg_wcr | ssp_kg_answers | gdcr | "
+                                    "kg_wcr_gdcr | eve (default: params)"),
         iterations: int = typer.Option(None, "--iterations", min=1, help="total self-play steps (default: params)"),
         resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint of this variant"),
     ) -> None:

@@ -27,15 +27,29 @@ from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
+from searchplay.selfplay.eve import run_eve_step
 from searchplay.selfplay.replay import ReplayBuffer
-from searchplay.selfplay.seeds import Seed, SeedCursor, distinct_answers, load_answer_seeds, load_kg_seeds, shuffled
-from searchplay.selfplay.step import LoopState, Runtime, run_step
+from searchplay.selfplay.seeds import (
+    Seed,
+    SeedCursor,
+    distinct_answers,
+    load_answer_seeds,
+    load_document_seeds,
+    load_kg_seeds,
+    shuffled,
+)
+from searchplay.selfplay.step import LoopState, Runtime, StepResult, run_step
 from searchplay.selfplay.variants import Variant, get_variant
 
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 MODEL_DIR = "model"  # inside each checkpoint: HF model folder + trainer state (PolicyTrainer.save)
+PROPOSER_DIR = "proposer"  # EVE: the Phase A Proposer's weights, beside the variant's checkpoints
+
+# Variant.step -> one self-play iteration: SSP Alg. 1 (both roles every step), or EVE's two phases.
+STEP_FUNCTIONS: dict[str, Callable[[Runtime, Variant, Params, LoopState], StepResult]] = {
+    "joint": run_step, "eve": run_eve_step}
 
 
 class SelfplayError(RuntimeError):
@@ -49,6 +63,8 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     """The variant's seeds: KG subgraph records (curriculum order, evaluation held-out removed), or SSP
     answers from ``selfplay.seed_answers`` (else the KG pool's distinct answers), in a seeded random order
     (docs/decisions/selfplay.md)."""
+    if variant.seeds == "documents":
+        return document_seeds(params, "proposer")
     if variant.seeds != "answers":
         return load_kg_seeds(params.kg.out_dir, split="selfplay")
     if params.selfplay.seed_answers:
@@ -58,8 +74,21 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     return shuffled(answers, params.selfplay.seed)
 
 
-def build_runtime(params: Params) -> Runtime:
-    """The real runtime: trainer (policy + reference), rollout backend, verifier, search tool, judge."""
+def document_seeds(params: Params, shard: str) -> list[Seed]:
+    """EVE's source documents of one corpus shard ('proposer' for Phase A, 'handoff' for the Solver set),
+    cut to ``eve.document_tokens`` policy tokens."""
+    from searchplay.assets import resolve
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    cfg = params.eve
+    tokenizer = load_tokenizer(resolve(initial_policy(params)))
+    return load_document_seeds(params.corpus.out, shard, cfg.handoff_share, cfg.hop_weights, cfg.seed, tokenizer,
+                               cfg.document_tokens)
+
+
+def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
+    """The real runtime: trainer (policy + reference), rollout backend, verifier, search tool, judge; for a
+    variant with ``frozen_solver`` also a frozen backend of the initial weights and the EVE hand-off hooks."""
     from dataclasses import replace
 
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
@@ -88,9 +117,31 @@ def build_runtime(params: Params) -> Runtime:
     def fmt(docs: Any) -> str:
         return format_documents(docs, backend.tokenizer, params.search.max_doc_tokens)
 
-    return Runtime(backend=backend, verifier=verifier, judge=judge, trainer=trainer, rollouts=rollouts,
-                   solver_config=solver_config, proposer_config=proposer_config,
-                   encode=lambda messages: encode_prompt(backend.tokenizer, messages), format_documents=fmt)
+    runtime = Runtime(backend=backend, verifier=verifier, judge=judge, trainer=trainer, rollouts=rollouts,
+                      solver_config=solver_config, proposer_config=proposer_config,
+                      encode=lambda messages: encode_prompt(backend.tokenizer, messages), format_documents=fmt)
+    if variant is not None and variant.frozen_solver:
+        frozen = verifier if verifier is not backend else load_backend(start, params)
+        runtime.frozen = frozen
+        runtime.frozen_rollouts = lambda ids, role, config: run_rollouts(frozen, search_tool, ids, role, config,
+                                                                         top_k=top_k)
+        runtime.handoff_documents = lambda: document_seeds(params, "handoff")[: params.eve.handoff_documents]
+        runtime.reset_policy = lambda: restart_from_initial(runtime, params, start, variant)
+    return runtime
+
+
+def restart_from_initial(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
+    """EVE's hand-off: keep the Phase A Proposer's weights (``eve.save_proposer``), then a fresh trainer from the
+    initial weights (the Solver's initialization, EVE §3.4), and the rollout backend on them."""
+    from searchplay.rl import PolicyTrainer
+
+    if params.eve.save_proposer:
+        folder = Path(params.selfplay.checkpoint_dir) / variant.name / PROPOSER_DIR
+        runtime.trainer.unwrapped_model.save_pretrained(folder)
+        runtime.backend.tokenizer.save_pretrained(folder)
+        log.info("saved the Phase A Proposer to %s", folder)
+    runtime.trainer = PolicyTrainer(start, params)
+    runtime.backend.update_weights(runtime.trainer.model)
 
 
 # --- checkpoint state ------------------------------------------------------------------------------------
@@ -112,7 +163,7 @@ def loop_state_dict(state: LoopState, variant: Variant, params: Params, mlflow_r
             "cursor": state.cursor.position, "num_seeds": len(state.cursor.seeds),
             "first_seed_id": state.cursor.seeds[0].seed_id, "replay": state.replay.to_state(),
             "rng": _rng_state(state.rng), "history": state.history, "params_digest": params.digest(),
-            "mlflow_run_id": mlflow_run_id, "questions": questions or []}
+            "mlflow_run_id": mlflow_run_id, "questions": questions or [], "extra": state.extra}
 
 
 def restore(state: LoopState, checkpoint: Path, variant: Variant) -> dict[str, Any]:
@@ -128,6 +179,7 @@ def restore(state: LoopState, checkpoint: Path, variant: Variant) -> dict[str, A
     state.replay = ReplayBuffer.from_state(saved["replay"])
     _set_rng_state(state.rng, saved["rng"])
     state.history = list(saved["history"])
+    state.extra = dict(saved.get("extra", {}))
     return saved
 
 
@@ -212,7 +264,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     for path in manager.remove_partials():
         log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
-    runtime = runtime or build_runtime(params)
+    runtime = runtime or build_runtime(params, variant)
     reports = Path(cfg.reports_dir) / variant.name
     previous_run = continued = None
     logged: set[int] = set()
@@ -246,7 +298,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             _log_iteration(row, int(row["iteration"]))
         for iteration in range(state.iteration + 1, iterations + 1):
             tic = time.perf_counter()
-            result = run_step(runtime, variant, params, state)
+            result = STEP_FUNCTIONS[variant.step](runtime, variant, params, state)
             state.iteration = iteration
             row = {"iteration": float(iteration), **result.metrics,
                    "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}

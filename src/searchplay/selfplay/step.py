@@ -58,6 +58,11 @@ class Runtime:
     proposer_config: Any  # the same with the Proposer temperature
     encode: Callable[[list[dict]], list[int]]  # chat messages -> prompt token ids
     format_documents: Callable[[Sequence[Document]], str]  # Search-R1 document block
+    # variants whose Solver stays at the initial weights for a while (EVE's Phase A) or that restart from them
+    frozen: Any = None  # PolicyBackend with the initial weights, never updated
+    frozen_rollouts: Rollouts | None = None  # run_rollouts bound to ``frozen``
+    reset_policy: Callable[[], None] | None = None  # trainer and backend back to the initial weights
+    handoff_documents: Callable[[], list[Seed]] | None = None  # EVE's held-out source documents
 
 
 @dataclass
@@ -69,6 +74,7 @@ class LoopState:
     replay: ReplayBuffer
     rng: random.Random
     history: list[dict[str, float]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # a variant's own state (EVE: phase plan, Solver set)
 
 
 @dataclass

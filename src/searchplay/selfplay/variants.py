@@ -3,7 +3,7 @@
 A variant is: where its seeds come from, how its Proposer prompt is built, and the NAMES of its Solver
 reward (``searchplay.rewards.SOLVER_REWARDS``), Solver advantage estimator and Proposer advantage
 estimator (``searchplay.rl.ADVANTAGE_ESTIMATORS``). GDCR/SAPO is such an entry (a step-level reward and
-advantage); EVE will be another (DESIGN.md table).
+advantage); EVE is another, with its own step function (two phases) named by ``Variant.step``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from searchplay.agent.eve_prompts import eve_proposer_messages
 from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
 from searchplay.selfplay.seeds import Seed
 
 Messages = list[dict[str, str]]
-SeedSource = Literal["kg", "answers"]
+SeedSource = Literal["kg", "answers", "documents"]
 
 
 def ssp_proposer(seed: Seed) -> Messages:
@@ -31,7 +32,15 @@ def kg_proposer(seed: Seed) -> Messages:
     return kg_proposer_messages(seed.record)
 
 
-PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer}
+def eve_proposer(seed: Seed) -> Messages:
+    """EVE Proposer: a source document and its hop count h, asking for (q, a, e) (EVE Eq. 8, Alg. 1)."""
+    if seed.record is None or "document" not in seed.record:
+        raise ValueError(f"seed {seed.seed_id!r} has no source document; the EVE Proposer needs document seeds")
+    return eve_proposer_messages(seed.record["document"], seed.num_hops or 1)
+
+
+PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer,
+                                                           "eve": eve_proposer}
 
 
 @dataclass(frozen=True)
@@ -39,13 +48,16 @@ class Variant:
     """One method of the DESIGN.md table, as names into the prompt, reward and advantage registries."""
 
     name: str
-    seeds: SeedSource  # 'kg': subgraph records; 'answers': selfplay.seed_answers, else the KG answers
+    seeds: SeedSource  # 'kg': subgraph records; 'answers': selfplay.seed_answers, else the KG answers;
+    # 'documents': corpus passages with a hop count (EVE)
     proposer_prompt: str  # key of PROPOSER_PROMPTS
     solver_reward: str  # key of searchplay.rewards.SOLVER_REWARDS
     solver_advantage: str = "grpo"  # key of searchplay.rl.ADVANTAGE_ESTIMATORS (SSP Table 4)
     proposer_advantage: str = "reinforce"  # SSP Table 4: REINFORCE, 1 sample per seed
     proposer_reward: str = "ssp"  # key of searchplay.rewards.PROPOSER_REWARDS: 1 - mean(c_i), 0 if invalid
     heldout_analysis: bool = False  # after training: step-level graph progress vs success on kg_heldout (GDCR RQ1)
+    step: str = "joint"  # key of searchplay.selfplay.loop.STEP_FUNCTIONS: 'joint' (SSP Alg. 1) or 'eve' (two phases)
+    frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (EVE's Phase A Solver)
     description: str = ""
 
     def proposer_messages(self, seed: Seed) -> Messages:
@@ -65,6 +77,10 @@ VARIANTS: dict[str, Variant] = {
     "kg_wcr_gdcr": Variant("kg_wcr_gdcr", seeds="kg", proposer_prompt="kg", solver_reward="wcr_gdcr",
                            solver_advantage="sapo", heldout_analysis=True,
                            description="WCR outcome reward as SAPO's A_o, plus GDCR step rewards (decisions: rl.md)"),
+    "eve": Variant("eve", seeds="documents", proposer_prompt="eve", solver_reward="eve", proposer_reward="eve",
+                   proposer_advantage="hrpo", step="eve", frozen_solver=True,
+                   description="EVE-Agent: (q, a, e) from source documents, R_pro with the evidence verifier and "
+                               "HRPO (Phase A), then the Solver on EM + evidence F1 (Phase B) (EVE §3)"),
     "ssp_kg_answers": Variant("ssp_kg_answers", seeds="kg", proposer_prompt="ssp", solver_reward="binary",
                               description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
 }

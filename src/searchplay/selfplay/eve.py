@@ -1,0 +1,453 @@
+"""EVE-Agent's two phases as one self-play step function (Arai & Ichikawa 2026, §3.4; App. E, Algs. 1-2).
+
+Phase A (the first ``eve.phase_a_iterations``): one Proposer rollout per source document with its hop
+count h -> the (q, a, e) triple, Dr. Zero's validity filter and format score (Eq. 9) -> n Solver rollouts
+WITH search by the Solver frozen at its initialization -> R_DZ (Eq. 2) -> the evidence verifier V-hat
+from m single-turn, search-free answers with (q, e) and m with q alone (Eqs. 10-14) -> brevity B(e)
+(Eq. 15) -> R_pro (Eq. 16) -> HRPO advantages within hop groups (Eq. 5) -> a Proposer-only update.
+
+Hand-off (before the first Phase B iteration): the trained Proposer, frozen, writes the Solver set on
+the held-out document shard (``eve.handoff_samples`` per document, the valid one with the best format
+score kept, its e the gold evidence); then the policy goes back to the initial weights, because EVE's
+Solver is a separate model that Phase A never trained.
+
+Phase B: G Solver rollouts with search per set question, the Solver quoting ``<evidence>`` before its
+``<answer>`` -> R_sol = EM + lambda_E F1(e-hat, e) (Eqs. 19-21) -> GRPO (Eq. 7) -> a Solver-only update.
+
+The rewards and advantages come from the registries (``PROPOSER_REWARDS['eve']``, ``SOLVER_REWARDS['eve']``,
+``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from searchplay.agent.eve_prompts import (
+    eve_solver_messages,
+    extract_evidence,
+    extract_last_answer,
+    verifier_answer,
+    verifier_messages,
+)
+from searchplay.agent.prompts import solver_messages
+from searchplay.agent.trajectory import Trajectory
+from searchplay.answers import exact_match, normalize_answer, token_f1
+from searchplay.config import Params
+from searchplay.llm.backend import SamplingParams
+from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, is_verbatim
+from searchplay.rewards.eve import drzero_format_score, evidence_verifier
+from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
+from searchplay.rl.trainer import combine_stats
+from searchplay.selfplay import metrics as m
+from searchplay.selfplay.seeds import Seed
+from searchplay.selfplay.step import (
+    LoopState,
+    Runtime,
+    StepResult,
+    distance_from_start,
+    propose,
+    rollout_valid,
+    update_policy,
+    weight_delta,
+    weight_fingerprint,
+)
+from searchplay.selfplay.variants import Variant
+
+log = logging.getLogger(__name__)
+
+_THINK_FIRST = re.compile(r"^\s*<think>(.*?)</think>", re.DOTALL)  # Dr. Zero's planning-turn test (App. D)
+LEAK_TOKENS = 8  # notes/eve.md U3: spans this short, or equal to the answer, are counted as answer leaks
+
+
+# --- the Proposer's triple --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Triple:
+    """What one EVE Proposer rollout produced, and how the filters and the format score read it."""
+
+    question: str
+    answer: str
+    evidence: str
+    format_score: float  # F_fmt (Eq. 9); 0 = invalid
+    verbatim: bool  # e a contiguous span of d or a returned snippet, whitespace collapsed
+    verbatim_relaxed: bool  # the same after Norm()
+    evidence_tokens: int  # |e| in Proposer tokens (Eq. 15)
+    hops: int
+    valid: bool
+
+    @property
+    def leaks_answer(self) -> bool:
+        """Norm(e) == Norm(a), or a span shorter than ``LEAK_TOKENS`` that holds a (notes/eve.md U3)."""
+        e, a = normalize_answer(self.evidence), normalize_answer(self.answer)
+        return bool(e) and (e == a or (self.evidence_tokens < LEAK_TOKENS and a in e))
+
+
+def model_text(trajectory: Trajectory) -> str:
+    """Everything the model wrote, turn after turn (no prompt, no ``<information>``)."""
+    return "\n".join(turn.text for turn in trajectory.turns)
+
+
+def returned_snippets(trajectory: Trajectory) -> list[str]:
+    """The rollout's retrieved passages as text, ``title\\ntext`` (the verbatim check's and F_ans's Sigma)."""
+    return [f"{doc.title}\n{doc.text}" for doc in trajectory.documents]
+
+
+def read_triple(trajectory: Trajectory, seed: Seed, tokenizer: Any, require_verbatim: bool = False) -> Triple:
+    """(q, a, e) of a Proposer rollout with Dr. Zero's F_fmt (Eq. 9, App. D) and the verbatim check (§3.1).
+
+    q is the rollout's ``<question>``; a and e the last ``<answer>`` and ``<evidence>`` spans it wrote.
+    Valid: F_fmt > 0 (q and a non-empty, Norm(a) not in Norm(q)), and with ``require_verbatim`` a verbatim e.
+    """
+    text = model_text(trajectory)
+    question = (trajectory.question or "").strip()
+    answer = (extract_last_answer(text) or "").strip()
+    evidence = (extract_evidence(text) or "").strip()
+    document = str((seed.record or {}).get("document", ""))
+    snippets = returned_snippets(trajectory)
+    searches = [turn for turn in trajectory.turns if turn.action == "search"]
+    answered = [turn for turn in searches if turn.documents and turn.search_error is None]
+    hops = int(seed.num_hops or 1)
+    score = drzero_format_score(question, answer, assistant_turns=len(trajectory.turns),
+                                think_turns=sum(bool(_THINK_FIRST.match(t.text)) for t in trajectory.turns),
+                                tool_calls=len(searches), tool_responses=len(answered), hops=hops,
+                                source_document=document, responses_text=snippets)
+    sources = [document, *snippets]
+    verbatim = is_verbatim(evidence, sources)
+    tokens = len(tokenizer.encode(evidence, add_special_tokens=False)) if evidence else 0
+    valid = score > 0 and (verbatim or not require_verbatim)
+    return Triple(question, answer, evidence, score, verbatim, is_verbatim(evidence, sources, relaxed=True),
+                  tokens, hops, valid)
+
+
+# --- the evidence verifier --------------------------------------------------------------------------------
+
+
+def verify_evidence(backend: Any, encode: Any, triples: list[Triple], params: Params, seed: int
+                    ) -> list[tuple[list[bool], list[bool]]]:
+    """For each triple, m answers given (q, e) and m given q alone, single turn, no search (Eqs. 12-13).
+
+    One batched ``generate`` call holds all 2m x len(triples) prompts (the paper: the 2m decodes run beside
+    the Solver rollouts and cost little). ``eve.verifier: logprob`` replaces the samples by the probability
+    of a under each prompt, teacher-forced (see ``answer_probabilities``); the pair then holds one float each.
+    """
+    if not triples:
+        return []
+    cfg = params.eve
+    if cfg.verifier == "logprob":
+        return answer_probabilities(backend, encode, triples)
+    size = cfg.verifier_samples
+    prompts = []
+    for triple in triples:
+        prompts += [encode(verifier_messages(triple.question, triple.evidence))] * size
+        prompts += [encode(verifier_messages(triple.question, None))] * size
+    sampling = SamplingParams(max_new_tokens=cfg.verifier_max_tokens, temperature=cfg.verifier_temperature,
+                              stop=("</answer>",), seed=seed)
+    replies = [verifier_answer(c.text) for c in backend.generate(prompts, sampling)]
+    out = []
+    for k, triple in enumerate(triples):
+        block = replies[2 * size * k: 2 * size * (k + 1)]
+        out.append(([bool(exact_match(r, triple.answer)) for r in block[:size]],
+                    [bool(exact_match(r, triple.answer)) for r in block[size:]]))
+    return out
+
+
+def answer_probabilities(backend: Any, encode: Any, triples: list[Triple]) -> list[tuple[list[float], list[float]]]:
+    """pi(a | q, e) and pi(a | q): the teacher-forced probability of ``<answer> a </answer>`` after each
+    verifier prompt, from the backend's HF model (the paper's implemented-but-unused verifier variant)."""
+    import torch
+
+    model = getattr(backend, "model", None)
+    if model is None:
+        raise ValueError("eve.verifier 'logprob' needs a transformers backend (its .model scores the answer)")
+    tokenizer = backend.tokenizer
+    out = []
+    for triple in triples:
+        target = tokenizer.encode(f"<answer> {triple.answer} </answer>", add_special_tokens=False)
+        probabilities = []
+        for evidence in (triple.evidence, None):
+            prompt = list(encode(verifier_messages(triple.question, evidence)))
+            ids = torch.tensor([prompt + target], device=model.device)
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+            logprob = torch.log_softmax(logits, -1).gather(1, torch.tensor(target, device=model.device)[:, None])
+            probabilities.append(math.exp(float(logprob.sum())))
+        out.append(([probabilities[0]], [probabilities[1]]))
+    return out
+
+
+def verifier_score(pair: tuple[list[Any], list[Any]]) -> float:
+    """V-hat from one triple's two conditions: the EM-rate difference (Eq. 14), or p(a|q,e) - p(a|q)."""
+    plus, minus = pair
+    if plus and isinstance(plus[0], float):
+        return round(sum(plus) / len(plus) - sum(minus) / len(minus), 12)
+    return evidence_verifier(plus, minus)
+
+
+# --- phase A ----------------------------------------------------------------------------------------------
+
+
+def phase_a_iterations(params: Params) -> int:
+    """Iterations of Phase A: ``eve.phase_a_iterations``, else half of ``selfplay.iterations``, rounded up."""
+    given = params.eve.phase_a_iterations
+    return given if given is not None else math.ceil(params.selfplay.iterations / 2)
+
+
+def frozen_solve(runtime: Runtime, questions: list[str], group_size: int) -> list[list[Trajectory]]:
+    """n Solver rollouts per question WITH search, by the Solver frozen at initialization (EVE Alg. 1)."""
+    if not questions:
+        return []
+    rollouts = runtime.frozen_rollouts or runtime.rollouts
+    style = runtime.solver_config.question_format
+    prompts = [runtime.encode(solver_messages(q, style)) for q in questions for _ in range(group_size)]
+    flat = rollouts(prompts, "solver", runtime.solver_config)
+    return [flat[k * group_size:(k + 1) * group_size] for k in range(len(questions))]
+
+
+def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
+    """One Phase A iteration (EVE Alg. 1): Proposer rewards R_pro, HRPO advantages, a Proposer-only update."""
+    cfg = params.selfplay
+    clock: Counter = Counter()
+    tokenizer = runtime.backend.tokenizer
+    tic = time.perf_counter()
+    proposals = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size))
+    clock["propose"] += time.perf_counter() - tic
+    triples = [read_triple(p.trajectory, p.seed, tokenizer, params.eve.require_verbatim) for p in proposals]
+    valid = [k for k, t in enumerate(triples) if t.valid]
+
+    tic = time.perf_counter()
+    groups = frozen_solve(runtime, [triples[k].question for k in valid], cfg.group_size)
+    clock["solve"] += time.perf_counter() - tic
+    correct = {k: [bool(exact_match(t.answer, triples[k].answer)) for t in group]
+               for k, group in zip(valid, groups, strict=True)}
+
+    tic = time.perf_counter()
+    checked = [k for k in valid if triples[k].evidence]  # notes/eve.md U2: no evidence -> V = B = 0
+    verifier = runtime.frozen or runtime.verifier
+    pairs = dict(zip(checked, verify_evidence(verifier, runtime.encode, [triples[k] for k in checked], params,
+                                              state.rng.randrange(2**31)), strict=True))
+    clock["verify"] += time.perf_counter() - tic
+    v_hat = {k: verifier_score(pair) for k, pair in pairs.items()}
+
+    rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
+        valid=t.valid, solver_correct=correct.get(k, []), question=t.question, answer=t.answer,
+        format_score=t.format_score, verifier=v_hat.get(k), evidence_tokens=t.evidence_tokens if k in v_hat else None),
+        params) for k, t in enumerate(triples)]
+    masks = [p.trajectory.loss_mask for p in proposals]
+    advantages = ADVANTAGE_ESTIMATORS[variant.proposer_advantage](rewards, masks, params,
+                                                                  hops=[t.hops for t in triples])
+    samples = [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask, adv,
+                              "proposer") for p, adv in zip(proposals, advantages, strict=True)]
+    update = train(runtime, samples, [], cfg, clock)
+
+    hop_groups: dict[int, list[float]] = {}  # HRPO's groups: the batch's Proposer samples of one hop count
+    for triple, adv in zip(triples, advantages, strict=True):
+        hop_groups.setdefault(triple.hops, []).extend(adv)
+    solver_trajs = [t for g in groups for t in g]
+    with_evidence = [t for t in triples if t.valid and t.evidence]
+    metrics = {
+        "eve/phase": 1.0,
+        "proposer/proposals": float(len(proposals)),
+        "proposer/reward_mean": m.mean(rewards),
+        "proposer/format_score_mean": m.mean([t.format_score for t in triples]),
+        "proposer/difficulty_mean": m.mean([_difficulty(c) for c in correct.values()]),
+        "filter/valid_rate_rule": m.rate(len(valid), len(proposals)),
+        "format/proposer_valid_rate": m.mean([float(p.trajectory.question is not None) for p in proposals]),
+        "evidence/presence_rate": m.rate(len(with_evidence), len(valid)),
+        "evidence/verbatim_rate": m.rate(sum(t.verbatim for t in with_evidence), len(with_evidence)),
+        "evidence/verbatim_rate_relaxed": m.rate(sum(t.verbatim_relaxed for t in with_evidence), len(with_evidence)),
+        "evidence/tokens_mean": m.mean([float(t.evidence_tokens) for t in with_evidence]),
+        "evidence/answer_leak_rate": m.rate(sum(t.leaks_answer for t in with_evidence), len(with_evidence)),
+        "verifier/questions": float(len(v_hat)),
+        "verifier/v_mean": m.mean(list(v_hat.values())),
+        "verifier/v_nonzero": float(sum(abs(v) > 1e-12 for v in v_hat.values())),
+        "verifier/p_with_evidence": m.mean([_rate(p[0]) for p in pairs.values()]),
+        "verifier/p_without_evidence": m.mean([_rate(p[1]) for p in pairs.values()]),
+        "solver/accuracy": m.mean([float(c) for cs in correct.values() for c in cs]),
+        "solver/rollouts": float(len(solver_trajs)),
+        "batch/questions": float(len(valid)),
+        "train/groups": float(len(hop_groups)),
+        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(list(hop_groups.values()))),
+        "rollout/searches_proposer": m.mean([p.trajectory.num_searches for p in proposals]),
+        "rollout/response_tokens_proposer": m.mean([p.trajectory.generated_token_count for p in proposals]),
+        **update, **_times(clock),
+    }
+    samples_log = {"proposer": [{"seed_id": p.seed.seed_id, "hops": t.hops, "question": t.question,
+                                 "answer": t.answer, "evidence": t.evidence, "format_score": t.format_score,
+                                 "verbatim": t.verbatim, "v_hat": v_hat.get(k), "reward": r,
+                                 "response": model_text(p.trajectory)}
+                                for k, (p, t, r) in enumerate(zip(proposals, triples, rewards, strict=True))
+                                ][: cfg.sample_trajectories]}
+    questions = [{"question": triples[k].question, "answer": triples[k].answer, "seed_id": proposals[k].seed.seed_id,
+                  "source": "eve", "evidence": triples[k].evidence, "v_hat": v_hat.get(k),
+                  "solver_accuracy": sum(correct[k]) / len(correct[k]) if correct[k] else 0.0} for k in valid]
+    return StepResult(metrics, samples_log, questions)
+
+
+def _difficulty(correct: list[bool]) -> float:
+    from searchplay.rewards.eve import drzero_difficulty
+
+    return drzero_difficulty(sum(correct), len(correct)) if len(correct) >= 2 else 0.0
+
+
+def _rate(values: list[Any]) -> float:
+    return sum(float(v) for v in values) / len(values) if values else m.NAN
+
+
+# --- hand-off ---------------------------------------------------------------------------------------------
+
+
+def hand_off(runtime: Runtime, variant: Variant, params: Params, state: LoopState,
+             documents: list[Seed]) -> list[dict[str, Any]]:
+    """The frozen Phase A Proposer writes the Phase B set on held-out documents (EVE §3.4, App. C).
+
+    ``eve.handoff_samples`` rollouts per document; the valid triple with evidence and the best F_fmt is kept
+    (Dr. Zero's generation script), its e becoming the gold evidence. Each kept triple carries its V-hat under
+    the initial Solver, so the set's evidence quality is on record.
+    """
+    cfg = params.eve
+    tokenizer = runtime.backend.tokenizer
+    seeds = [doc for doc in documents for _ in range(cfg.handoff_samples)]
+    proposals = propose(runtime, variant, seeds)
+    best: dict[str, tuple[Triple, Seed]] = {}
+    for proposal in proposals:
+        triple = read_triple(proposal.trajectory, proposal.seed, tokenizer, cfg.require_verbatim)
+        kept = best.get(proposal.seed.seed_id)
+        if triple.valid and triple.evidence and (kept is None or triple.format_score > kept[0].format_score):
+            best[proposal.seed.seed_id] = (triple, proposal.seed)
+    chosen = list(best.values())
+    verifier = runtime.frozen or runtime.verifier
+    pairs = verify_evidence(verifier, runtime.encode, [t for t, _ in chosen], params, state.rng.randrange(2**31))
+    rows = [{"question": t.question, "answer": t.answer, "evidence": t.evidence, "seed_id": seed.seed_id,
+             "hops": t.hops, "verbatim": t.verbatim, "v_hat": verifier_score(pair)}
+            for (t, seed), pair in zip(chosen, pairs, strict=True)]
+    log.info("hand-off: %d Proposer samples on %d held-out documents gave %d set questions", len(proposals),
+             len(documents), len(rows))
+    return rows
+
+
+# --- phase B ----------------------------------------------------------------------------------------------
+
+
+def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
+    """One Phase B iteration (EVE Alg. 2): Solver rollouts on set questions, R_sol, GRPO, a Solver-only update."""
+    cfg = params.selfplay
+    clock: Counter = Counter()
+    pool = state.extra.get("solver_set", [])
+    if not pool:
+        log.warning("EVE Phase B: the hand-off set is empty (the Phase A Proposer wrote no valid triple with "
+                    "evidence); nothing to train this iteration")
+        return StepResult({"eve/phase": 2.0, "handoff/set_size": 0.0, "batch/questions": 0.0,
+                           "batch/solver_update_skipped": 1.0, "train/weights_changed": 0.0,
+                           "train/weight_delta_max": 0.0}, {"solver": []}, [])
+    start = int(state.extra.get("set_position", 0))
+    items = [pool[(start + k) % len(pool)] for k in range(cfg.batch_size)]
+    state.extra["set_position"] = start + len(items)
+
+    tic = time.perf_counter()
+    prompts = [runtime.encode(eve_solver_messages(item["question"])) for item in items for _ in range(cfg.group_size)]
+    flat = runtime.rollouts(prompts, "solver", runtime.solver_config)
+    groups = [flat[k * cfg.group_size:(k + 1) * cfg.group_size] for k in range(len(items))]
+    clock["solve"] += time.perf_counter() - tic
+
+    samples, group_advs, rewards, f1s, present, verbatim, correct_all = [], [], [], [], [], [], []
+    for item, group in zip(items, groups, strict=True):
+        predicted = [extract_evidence(model_text(t)) for t in group]
+        correct = [bool(t.answer is not None and exact_match(t.answer, item["answer"])) for t in group]
+        scored = SOLVER_REWARDS[variant.solver_reward](SolverGroup(
+            correct=correct, valid=[rollout_valid(t) for t in group], predictions=[t.answer for t in group],
+            predicted_evidence=predicted, answer_tag_counts=[t.answer_tag_count for t in group],
+            question=item["question"], answer=item["answer"], evidence=item["evidence"]), params)
+        advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](scored.rewards, [t.loss_mask for t in group],
+                                                                    params)
+        samples += [TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
+                    for t, adv in zip(group, advantages, strict=True)]
+        group_advs.append([a for adv in advantages for a in adv])
+        rewards += scored.rewards
+        correct_all += correct
+        f1s += [token_f1(e, item["evidence"]) if e else 0.0 for e in predicted]
+        present += [bool(e) for e in predicted]
+        verbatim += [is_verbatim(e, returned_snippets(t)) for e, t in zip(predicted, group, strict=True) if e]
+    update = train(runtime, [], samples, cfg, clock)
+    v_hats = [item["v_hat"] for item in items if item.get("v_hat") is not None]
+    metrics = {
+        "eve/phase": 2.0,
+        "handoff/set_size": float(len(pool)),
+        "batch/questions": float(len(items)),
+        "solver/reward_mean": m.mean(rewards),
+        "solver/accuracy": m.mean([float(c) for c in correct_all]),
+        "solver/rollouts": float(len(flat)),
+        "solver/evidence_presence_rate": m.mean([float(p) for p in present]),
+        "solver/evidence_f1_mean": m.mean(f1s),
+        "evidence/verbatim_rate": m.rate(sum(verbatim), len(verbatim)),
+        "verifier/v_mean": m.mean(v_hats),
+        "verifier/v_nonzero": float(sum(abs(v) > 1e-12 for v in v_hats)),
+        "format/solver_valid_rate": m.mean([float(rollout_valid(t)) for t in flat]),
+        "rollout/searches_solver": m.mean([t.num_searches for t in flat]),
+        "rollout/response_tokens_solver": m.mean([t.generated_token_count for t in flat]),
+        "train/groups": float(len(groups)),
+        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(group_advs)),
+        **update, **_times(clock),
+    }
+    samples_log = {"solver": [{"question": item["question"], "answer": item["answer"],
+                               "gold_evidence": item["evidence"], "prediction": t.answer,
+                               "evidence": extract_evidence(model_text(t)), "response": model_text(t)}
+                              for item, group in zip(items, groups, strict=True) for t in group
+                              ][: cfg.sample_trajectories]}
+    size = cfg.group_size
+    questions = [{"question": item["question"], "answer": item["answer"], "seed_id": item["seed_id"],
+                  "source": "eve", "evidence": item["evidence"], "v_hat": item.get("v_hat"),
+                  "solver_accuracy": m.mean([float(c) for c in correct_all[k * size:(k + 1) * size]])}
+                 for k, item in enumerate(items)]
+    return StepResult(metrics, samples_log, questions)
+
+
+# --- shared -----------------------------------------------------------------------------------------------
+
+
+def train(runtime: Runtime, proposer: list[TrainingSample], solver: list[TrainingSample], cfg: Any,
+          clock: Counter) -> dict[str, float]:
+    """One role's update (the other list is empty), the rollout backend re-synced; the weight-change metrics."""
+    tic = time.perf_counter()
+    before = weight_fingerprint(runtime.trainer.model)
+    role_stats = update_policy(runtime.trainer, proposer, solver, cfg) if (proposer or solver) else {}
+    runtime.backend.update_weights(runtime.trainer.model)
+    delta = weight_delta(before, runtime.trainer.model)
+    clock["update"] += time.perf_counter() - tic
+    out = {"train/samples_proposer": float(len(proposer)), "train/samples_solver": float(len(solver)),
+           "batch/solver_update_skipped": float(not solver), "train/weights_changed": float(delta > 0),
+           "train/weight_delta_max": delta, "train/weight_delta_l2_from_start": distance_from_start(runtime.trainer)}
+    stats = combine_stats(list(role_stats.values())) if role_stats else {}
+    out.update({f"train/{k}": float(v) for k, v in stats.items() if isinstance(v, int | float)})
+    for role, values in role_stats.items():
+        out.update({f"train/{role}/{k}": float(values[k]) for k in ("grad_norm", "optimizer_steps", "pg_loss")})
+    return out
+
+
+def _times(clock: Counter) -> dict[str, float]:
+    return {f"time/{name}_s": float(clock[name]) for name in ("propose", "solve", "verify", "update")}
+
+
+def run_eve_step(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
+    """EVE's step for iteration ``state.iteration + 1``: Phase A, or (after the hand-off) Phase B."""
+    planned = int(state.extra.setdefault("phase_a_iterations", phase_a_iterations(params)))
+    if state.iteration < planned:
+        return run_phase_a(runtime, variant, params, state)
+    if "solver_set" not in state.extra:
+        tic = time.perf_counter()
+        if runtime.handoff_documents is None or runtime.reset_policy is None:
+            raise ValueError("EVE's hand-off needs runtime.handoff_documents and runtime.reset_policy "
+                             "(build_runtime gives both for the 'eve' variant)")
+        state.extra["solver_set"] = hand_off(runtime, variant, params, state, runtime.handoff_documents())
+        runtime.reset_policy()  # EVE's Solver starts from the initial weights, not from the trained Proposer
+        state.extra["handoff_s"] = time.perf_counter() - tic
+    result = run_phase_b(runtime, variant, params, state)
+    if "handoff_s" in state.extra:
+        result.metrics["time/handoff_s"] = float(state.extra.pop("handoff_s"))
+    return result
