@@ -333,6 +333,9 @@ class WarmstartConfig(Section):
                                 "verifier), at most one per warm-start subgraph")
     max_per_answer: int = Field(2, ge=1, description="demos per distinct answer (balances 'Europe'-heavy pools)")
     max_searches: int = Field(2, ge=1, description="searches per Proposer/Solver demo (the first hops of the path)")
+    eve_demos: bool = Field(False, description="also demos of EVE's formats (Proposer (q, a, e), evidence-quoting "
+                            "Solver, single-turn verifier), trained in turn with the others; needed before the "
+                            "`eve` variant can run on a model that does not follow them")
     steps: int = Field(36, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
                        "alternate), one Solver demo and one verifier demo")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from searchplay.selfplay.eve import read_triple, run_eve_step, verifier_score, verify_evidence
+from searchplay.selfplay.eve import run_eve_step, seed_triple, verifier_score, verify_evidence
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor, document_shard, load_document_seeds
 from searchplay.selfplay.step import LoopState, propose
@@ -68,19 +68,19 @@ def test_the_triple_holds_question_answer_evidence_and_a_full_format_score(world
     _, _, runtime, state = world(mode)
     proposals = propose(runtime, get_variant("eve"), state.cursor.next_batch(4))
     for proposal in proposals:
-        triple = read_triple(proposal.trajectory, proposal.seed, runtime.backend.tokenizer)
+        triple = seed_triple(proposal, runtime.backend.tokenizer, False)
         assert triple.valid and triple.format_score == 1.0  # think, tool (h - 1 searches) and answer all 1
         assert triple.answer.startswith("Town") and triple.question.endswith("stand today?")
         assert triple.verbatim is verbatim and bool(triple.evidence) is has_evidence
         assert proposal.trajectory.num_searches == proposal.seed.num_hops - 1
-    strict = read_triple(proposals[0].trajectory, proposals[0].seed, runtime.backend.tokenizer, require_verbatim=True)
+    strict = seed_triple(proposals[0], runtime.backend.tokenizer, require_verbatim=True)
     assert strict.valid is verbatim
 
 
 def test_the_verifier_measures_what_the_evidence_adds(world):
     params, backend, runtime, state = world()
     proposals = propose(runtime, get_variant("eve"), state.cursor.next_batch(2))
-    triples = [read_triple(p.trajectory, p.seed, runtime.backend.tokenizer) for p in proposals]
+    triples = [seed_triple(p, runtime.backend.tokenizer, False) for p in proposals]
     pairs = verify_evidence(backend, runtime.encode, triples, params, seed=0)
     assert [len(plus) for plus, _ in pairs] == [3, 3] and all(all(plus) for plus, _ in pairs)
     # without evidence the scripted verifier is right on every 3rd call only: 1 of the 3 per triple
@@ -145,7 +145,7 @@ def test_the_logprob_verifier_is_the_difference_of_teacher_forced_answer_probabi
 
     params, backend, runtime, state = world(verifier="logprob")
     proposals = propose(runtime, get_variant("eve"), state.cursor.next_batch(2))
-    triples = [read_triple(p.trajectory, p.seed, runtime.backend.tokenizer) for p in proposals]
+    triples = [seed_triple(p, runtime.backend.tokenizer, False) for p in proposals]
     scorer = SimpleNamespace(model=AutoModelForCausalLM.from_pretrained(tiny_model_dir), tokenizer=backend.tokenizer)
     pairs = verify_evidence(scorer, runtime.encode, triples, params, seed=0)
     assert pairs == answer_probabilities(scorer, runtime.encode, triples)  # deterministic, no sampling

@@ -22,26 +22,19 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-from searchplay.agent.eve_prompts import (
-    eve_solver_messages,
-    extract_evidence,
-    extract_last_answer,
-    verifier_answer,
-    verifier_messages,
-)
+from searchplay.agent.eve_output import Triple, model_text, read_triple, returned_snippets
+from searchplay.agent.eve_prompts import eve_solver_messages, extract_evidence, verifier_answer, verifier_messages
 from searchplay.agent.prompts import solver_messages
 from searchplay.agent.trajectory import Trajectory
-from searchplay.answers import exact_match, normalize_answer, token_f1
+from searchplay.answers import exact_match, token_f1
 from searchplay.config import Params
 from searchplay.llm.backend import SamplingParams
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, is_verbatim
-from searchplay.rewards.eve import drzero_format_score, evidence_verifier
+from searchplay.rewards.eve import evidence_verifier
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
@@ -61,69 +54,11 @@ from searchplay.selfplay.variants import Variant
 
 log = logging.getLogger(__name__)
 
-_THINK_FIRST = re.compile(r"^\s*<think>(.*?)</think>", re.DOTALL)  # Dr. Zero's planning-turn test (App. D)
-LEAK_TOKENS = 8  # notes/eve.md U3: spans this short, or equal to the answer, are counted as answer leaks
-
-
-# --- the Proposer's triple --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Triple:
-    """What one EVE Proposer rollout produced, and how the filters and the format score read it."""
-
-    question: str
-    answer: str
-    evidence: str
-    format_score: float  # F_fmt (Eq. 9); 0 = invalid
-    verbatim: bool  # e a contiguous span of d or a returned snippet, whitespace collapsed
-    verbatim_relaxed: bool  # the same after Norm()
-    evidence_tokens: int  # |e| in Proposer tokens (Eq. 15)
-    hops: int
-    valid: bool
-
-    @property
-    def leaks_answer(self) -> bool:
-        """Norm(e) == Norm(a), or a span shorter than ``LEAK_TOKENS`` that holds a (notes/eve.md U3)."""
-        e, a = normalize_answer(self.evidence), normalize_answer(self.answer)
-        return bool(e) and (e == a or (self.evidence_tokens < LEAK_TOKENS and a in e))
-
-
-def model_text(trajectory: Trajectory) -> str:
-    """Everything the model wrote, turn after turn (no prompt, no ``<information>``)."""
-    return "\n".join(turn.text for turn in trajectory.turns)
-
-
-def returned_snippets(trajectory: Trajectory) -> list[str]:
-    """The rollout's retrieved passages as text, ``title\\ntext`` (the verbatim check's and F_ans's Sigma)."""
-    return [f"{doc.title}\n{doc.text}" for doc in trajectory.documents]
-
-
-def read_triple(trajectory: Trajectory, seed: Seed, tokenizer: Any, require_verbatim: bool = False) -> Triple:
-    """(q, a, e) of a Proposer rollout with Dr. Zero's F_fmt (Eq. 9, App. D) and the verbatim check (§3.1).
-
-    q is the rollout's ``<question>``; a and e the last ``<answer>`` and ``<evidence>`` spans it wrote.
-    Valid: F_fmt > 0 (q and a non-empty, Norm(a) not in Norm(q)), and with ``require_verbatim`` a verbatim e.
-    """
-    text = model_text(trajectory)
-    question = (trajectory.question or "").strip()
-    answer = (extract_last_answer(text) or "").strip()
-    evidence = (extract_evidence(text) or "").strip()
-    document = str((seed.record or {}).get("document", ""))
-    snippets = returned_snippets(trajectory)
-    searches = [turn for turn in trajectory.turns if turn.action == "search"]
-    answered = [turn for turn in searches if turn.documents and turn.search_error is None]
-    hops = int(seed.num_hops or 1)
-    score = drzero_format_score(question, answer, assistant_turns=len(trajectory.turns),
-                                think_turns=sum(bool(_THINK_FIRST.match(t.text)) for t in trajectory.turns),
-                                tool_calls=len(searches), tool_responses=len(answered), hops=hops,
-                                source_document=document, responses_text=snippets)
-    sources = [document, *snippets]
-    verbatim = is_verbatim(evidence, sources)
-    tokens = len(tokenizer.encode(evidence, add_special_tokens=False)) if evidence else 0
-    valid = score > 0 and (verbatim or not require_verbatim)
-    return Triple(question, answer, evidence, score, verbatim, is_verbatim(evidence, sources, relaxed=True),
-                  tokens, hops, valid)
+def seed_triple(proposal: Any, tokenizer: Any, require_verbatim: bool) -> Triple:
+    """The triple of a Proposer rollout on a document seed (its ``record['document']`` and hop count)."""
+    seed = proposal.seed
+    return read_triple(proposal.trajectory, str((seed.record or {}).get("document", "")), int(seed.num_hops or 1),
+                       tokenizer, require_verbatim)
 
 
 # --- the evidence verifier --------------------------------------------------------------------------------
@@ -218,7 +153,7 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     tic = time.perf_counter()
     proposals = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size))
     clock["propose"] += time.perf_counter() - tic
-    triples = [read_triple(p.trajectory, p.seed, tokenizer, params.eve.require_verbatim) for p in proposals]
+    triples = [seed_triple(p, tokenizer, params.eve.require_verbatim) for p in proposals]
     valid = [k for k, t in enumerate(triples) if t.valid]
 
     tic = time.perf_counter()
@@ -317,7 +252,7 @@ def hand_off(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     proposals = propose(runtime, variant, seeds)
     best: dict[str, tuple[Triple, Seed]] = {}
     for proposal in proposals:
-        triple = read_triple(proposal.trajectory, proposal.seed, tokenizer, cfg.require_verbatim)
+        triple = seed_triple(proposal, tokenizer, cfg.require_verbatim)
         kept = best.get(proposal.seed.seed_id)
         if triple.valid and triple.evidence and (kept is None or triple.format_score > kept[0].format_score):
             best[proposal.seed.seed_id] = (triple, proposal.seed)

@@ -34,6 +34,7 @@ from searchplay.policy import warmstart_model_dir
 from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
 from searchplay.warmstart.demos import ROLES, Demo, DemoBuilder, partition
+from searchplay.warmstart.eve_demos import EVE_ROLES, build_eve_demos
 
 log = logging.getLogger(__name__)
 
@@ -58,21 +59,28 @@ def warmstart_records(params: Params) -> list[dict[str, Any]]:
 
 
 def schedule(demos: list[Demo], steps: int) -> list[list[Demo]]:
-    """The demos of each optimizer step: one Proposer demo (KG and SSP prompt families alternate), one
-    Solver demo and one verifier demo, each role cycling through its own demos in order."""
-    by_role = {role: [d for d in demos if d.role == role] for role in ROLES}
-    proposers = [role for role in ("proposer_kg", "proposer_ssp") if by_role[role]]
+    """The demos of each optimizer step: one Proposer demo (the KG, SSP and, with EVE demos, EVE prompt
+    families in turn), one Solver demo and one verifier demo (with EVE demos, the plain and the EVE form
+    alternate), each role cycling through its own demos in order."""
+    by_role = {role: [d for d in demos if d.role == role] for role in (*ROLES, *EVE_ROLES)}
+    proposers = [role for role in ("proposer_kg", "proposer_ssp", "proposer_eve") if by_role[role]]
+    solvers = [role for role in ("solver", "solver_eve") if by_role[role]]
+    verifiers = [role for role in ("verifier", "verifier_eve") if by_role[role]]
     cursors: Counter = Counter()
     plan = []
     for step in range(steps):
-        roles = ([proposers[step % len(proposers)]] if proposers else []) + [
-            r for r in ("solver", "verifier") if by_role[r]]
+        roles = [family[step % len(family)] for family in (proposers, solvers, verifiers) if family]
         batch = []
         for role in roles:
             batch.append(by_role[role][cursors[role] % len(by_role[role])])
             cursors[role] += 1
         plan.append(batch)
     return plan
+
+
+def roles_of(params: Params) -> tuple[str, ...]:
+    """The demo roles the stage builds: every self-play role, and EVE's with ``warmstart.eve_demos``."""
+    return (*ROLES, *EVE_ROLES) if params.warmstart.eve_demos else ROLES
 
 
 def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True, track: bool = True) -> dict[str, Any]:
@@ -109,6 +117,10 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
                           information_format=params.agent.information_format)
     check_ids = {str(r["id"]) for r in check_records}
     demos, dropped = builder.build(demo_records, ROLES, rng, pool=[r for r in records if str(r["id"]) not in check_ids])
+    if cfg.eve_demos:
+        eve_demos, eve_dropped = build_eve_demos(builder, demo_records, EVE_ROLES, rng)
+        demos += eve_demos
+        dropped += eve_dropped
     if not demos:
         raise WarmstartError(f"no demo survived the rule filter ({dict(dropped)}); check the KG pool")
     per_role = Counter(d.role for d in demos)
@@ -133,7 +145,7 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
         "enabled": True, "method": cfg.method, "steps": cfg.steps, "lr": cfg.lr,
         **rates, **{f"{k}_base": v for k, v in base_rates.items()},
         "check_prompts": len(check_records),
-        "demos": len(demos), **{f"demos_{role}": per_role.get(role, 0) for role in ROLES},
+        "demos": len(demos), **{f"demos_{role}": per_role.get(role, 0) for role in roles_of(params)},
         "demos_dropped": sum(dropped.values()), "demo_subgraphs": len(demo_records),
         "tokens": sum(row["tokens"] for row in history),
         "trained_tokens": sum(row["trained_tokens"] for row in history),
@@ -266,7 +278,7 @@ def check_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]]
 def decoded_demos(demos: list[Demo], tokenizer: Any, per_role: int = 2) -> list[dict[str, Any]]:
     """The first ``per_role`` demos of each role as text, trained spans marked, for a reader to check."""
     out = []
-    for role in ROLES:
+    for role in (*ROLES, *EVE_ROLES):
         for demo in [d for d in demos if d.role == role][:per_role]:
             out.append({"role": role, "subgraph_id": demo.subgraph_id, "tokens": demo.num_tokens,
                         "trained_tokens": demo.num_trained,
