@@ -316,6 +316,9 @@ class EvaluateConfig(Section):
     normalization: Literal["squad", "unicode"] = Field(
         "squad", description="answer normalization of EM/F1/sub-EM: 'squad' = FlashRAG's evaluator exactly, "
         "'unicode' = with Unicode folding, whole-token sub-EM, empty never matches (searchplay.answers)")
+    evidence: bool = Field(False, description="EVE's evidence metrics: the Solver prompt asks for an <evidence> "
+                           "span before the answer, scored as evidence presence, evidence score (judge, or a gold "
+                           "answer inside the span without one) and joint EM-and-evidence (EVE App. H)")
     paper_reference_model: str = Field("Qwen2.5-7B-Instruct", description="papers' row shown when the evaluated "
                                        "model has none of its own (labelled as a different model)")
 

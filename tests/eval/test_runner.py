@@ -214,3 +214,44 @@ def test_batches_span_benchmarks_and_each_file_gets_its_own_records(tmp_path, mo
     assert list(read_finished(tmp_path / "nq.jsonl")) == ["q0", "q1", "q2"]
     assert list(read_finished(tmp_path / "triviaqa.jsonl")) == ["t0", "t1", "t2"]
     assert [r["id"] for r in records[tmp_path / "triviaqa.jsonl"]] == ["t0", "t1", "t2"]
+
+
+@pytest.mark.slow
+def test_evidence_mode_asks_for_evidence_and_scores_presence_support_and_joint(tmp_path, smollm2_path):
+    """``evaluate.evidence``: the EVE Solver prompt, and EVE's evidence metrics from the exact-match judge."""
+    from searchplay.eval.scoring import benchmark_scores
+    from searchplay.llm.backend import Completion
+    from searchplay.llm.judge import Judge
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(str(smollm2_path))
+    replies = ["<evidence>The answer is 42 of course.</evidence><answer>42</answer>",  # right, supported
+               "<evidence>Nothing useful here.</evidence><answer>42</answer>",  # right, unsupported
+               "<answer>7</answer>"]  # wrong, no evidence
+
+    class EvidenceBackend:
+        def __init__(self):
+            self.tokenizer, self.prompts = tokenizer, []
+
+        def generate(self, prompts, sampling):
+            self.prompts += [tokenizer.decode(p) for p in prompts]
+            texts = [replies[k % 3] for k in range(len(prompts))]
+            return [Completion(list(tokenizer(t, add_special_tokens=False)["input_ids"]), t, "stop", "</answer>")
+                    for t in texts]
+
+        def update_weights(self, model):
+            pass
+
+    backend = EvidenceBackend()
+    items = [QAItem(id=f"q{k}", question=f"question {k}?", golden_answers=["42"], benchmark="nq") for k in range(3)]
+    records = run_benchmark(items, tmp_path / "nq.jsonl", backend=backend, search_tool=None, judge=Judge(),
+                            config=runner.rollout_config(Params()), model="m", batch_size=3, evidence=True)
+    assert all("<evidence>" in prompt for prompt in backend.prompts)
+    assert [r["evidence_present"] for r in records] == [True, True, False]
+    assert [r["evidence_supported"] for r in records] == [True, False, False]
+    assert [r["joint_correct"] for r in records] == [True, False, False]
+    scores = benchmark_scores(records)
+    assert scores["evidence_presence"] == pytest.approx(200 / 3) and scores["joint_acc"] == pytest.approx(100 / 3)
+    plain = run_benchmark(items, tmp_path / "plain.jsonl", backend=EvidenceBackend(), search_tool=None, judge=Judge(),
+                          config=runner.rollout_config(Params()), model="m", batch_size=3)
+    assert "evidence_present" not in plain[0] and "evidence_presence" not in benchmark_scores(plain)

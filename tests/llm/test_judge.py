@@ -156,3 +156,35 @@ def test_make_judge_openai_needs_endpoint_and_model():
         make_judge(JudgeConfig(backend="openai", model="m"))
     judge = make_judge(JudgeConfig(backend="openai", endpoint="http://judge.test/v1", model="m", cache_path=None))
     assert judge.name == "m"
+
+
+class ScriptedEvidenceLLM:
+    """Replies in order; an Exception instance stands for a failed call."""
+
+    name = "scripted-llm"
+
+    def __init__(self, replies):
+        self.replies, self.conversations = list(replies), []
+
+    def complete_many(self, conversations):
+        self.conversations += conversations
+        return [self.replies.pop(0) for _ in conversations]
+
+
+def test_evidence_judgement_without_an_llm_looks_for_a_gold_answer_in_the_span():
+    from searchplay.llm.judge import Judge
+
+    verdicts = Judge().judge_evidence_many([("Q?", "Paris is the capital.", ["paris"]),
+                                            ("Q?", "Lyon is big.", ["Paris"]), ("Q?", None, ["Paris"])])
+    assert [(v.correct, v.method) for v in verdicts] == [(True, "exact"), (False, "exact"), (False, "exact")]
+
+
+def test_evidence_judgement_with_an_llm_reads_yes_no_and_fails_closed():
+    from searchplay.llm.judge import Judge
+
+    llm = ScriptedEvidenceLLM(["YES", "No, it does not.", "perhaps", RuntimeError("down")])
+    items = [("Q?", f"span {k}", ["Paris", "City of Light"]) for k in range(4)] + [("Q?", " ", ["Paris"])]
+    verdicts = Judge(llm=llm).judge_evidence_many(items)
+    assert [(v.correct, v.method) for v in verdicts] == [(True, "llm"), (False, "llm"), (False, "error"),
+                                                         (False, "error"), (False, "exact")]
+    assert len(llm.conversations) == 4 and "Paris; City of Light" in llm.conversations[0][0]["content"]

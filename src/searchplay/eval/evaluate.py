@@ -203,7 +203,8 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     answered = run_benchmarks({paths[name]: items for name, items in sampled.items()}, backend=backend,
                               search_tool=search_tool, judge=judge, config=config, model=model,
                               model_revision=revision, batch_size=cfg.batch_size, top_k=params.search.top_k,
-                              times=times, on_batch=bar.update, settings=settings, normalization=cfg.normalization)
+                              times=times, on_batch=bar.update, settings=settings, normalization=cfg.normalization,
+                              evidence=cfg.evidence)
     for name, path in paths.items():
         write_jsonl(path, answered[path])  # exactly the sampled questions, in sample order
         per_benchmark[name] = benchmark_scores(answered[path])
@@ -244,6 +245,8 @@ def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> st
     basis = {**{k: run.get(k) for k in keys}, "rollout": rollout, "search_mode": params.search.mode,
              "rollout_dtype": params.agent.rollout_dtype, "judge_backend": params.judge.backend,
              "judge_temperature": params.judge.temperature}
+    if params.evaluate.evidence:  # another prompt and more scores; absent when off, so older fingerprints hold
+        basis["evidence"] = True
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -113,13 +113,17 @@ def _judge_items(items: Sequence[QAItem], predictions: Sequence[str | None]) -> 
     return [(item.question, prediction, item.golden_answers) for item, prediction in pairs]
 
 
-def solve_batch(items: Sequence[QAItem], backend: Any, search_tool: Any, config: Any, top_k: int) -> list[Any]:
-    """One batched multi-turn Solver rollout per question (all advance together)."""
+def solve_batch(items: Sequence[QAItem], backend: Any, search_tool: Any, config: Any, top_k: int,
+                evidence: bool = False) -> list[Any]:
+    """One batched multi-turn Solver rollout per question (all advance together); ``evidence``: EVE's Solver
+    prompt, which asks for an ``<evidence>`` span before the answer (EVE App. H: every system gets it)."""
+    from searchplay.agent.eve_prompts import eve_solver_messages
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.rollout import encode_prompt, run_rollouts
 
     style = getattr(config, "question_format", "plain")
-    prompts = [encode_prompt(backend.tokenizer, solver_messages(item.question, style)) for item in items]
+    prompts = [encode_prompt(backend.tokenizer, eve_solver_messages(item.question) if evidence
+                             else solver_messages(item.question, style)) for item in items]
     return run_rollouts(backend, search_tool, prompts, "solver", config, top_k=top_k)
 
 
@@ -129,6 +133,19 @@ def full_output(trajectory: Any, tokenizer: Any) -> str:
     Decoded from the token ids kept by the rollout (special tokens included), never rebuilt from parts.
     """
     return tokenizer.decode(trajectory.response_ids, skip_special_tokens=False)
+
+
+def evidence_scores(trajectory: Any, verdict: Any, evidence_verdict: Any) -> dict[str, Any]:
+    """EVE's per-question evidence scores (App. H): the quoted span, its presence, whether it supports a gold
+    answer (``Judge.judge_evidence_many``) and the joint answer-correct-and-supported."""
+    from searchplay.agent.eve_output import model_text
+    from searchplay.agent.eve_prompts import extract_evidence
+
+    span = extract_evidence(model_text(trajectory)) or ""
+    supported = bool(evidence_verdict.correct) and evidence_verdict.method != "error"
+    return {"evidence": span, "evidence_present": bool(span), "evidence_supported": supported,
+            "evidence_judge_method": evidence_verdict.method,
+            "joint_correct": supported and bool(verdict.correct) and verdict.method != "error"}
 
 
 def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str, output: str = "",
@@ -156,7 +173,7 @@ def run_benchmark(items: Sequence[QAItem], predictions_path: str | Path, **optio
 def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_tool: Any, judge: Any, config: Any,
                    model: str, batch_size: int, top_k: int = 3, times: StageTimes | None = None,
                    on_batch: Callable[[int], None] | None = None, model_revision: str | None = None,
-                   settings: str = "", normalization: str = "squad") -> dict[Path, list[dict]]:
+                   settings: str = "", normalization: str = "squad", evidence: bool = False) -> dict[Path, list[dict]]:
     """Answer and score every item not already in its predictions file (``work``: file -> items) under the
     same ``settings`` fingerprint (model, decoding, judge, metric options); returns each file's records in
     item order.
@@ -175,14 +192,23 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
         chunk = todo[start:start + batch_size]
         batch = [item for _, item in chunk]
         retrieval_before, clock = times.retrieval, time.perf_counter()
-        trajectories = solve_batch(batch, backend, timed_tool, config, top_k)
+        trajectories = solve_batch(batch, backend, timed_tool, config, top_k, evidence)
         outputs = [full_output(trajectory, backend.tokenizer) for trajectory in trajectories]
         times.generation += time.perf_counter() - clock - (times.retrieval - retrieval_before)
         clock = time.perf_counter()
         verdicts = judge.judge_many(_judge_items(batch, [t.answer for t in trajectories]))
-        times.judging += time.perf_counter() - clock
         records = [prediction_record(item, trajectory, verdict, model, output, model_revision, settings, normalization)
                    for item, trajectory, verdict, output in zip(batch, trajectories, verdicts, outputs, strict=True)]
+        if evidence:
+            from searchplay.agent.eve_output import model_text
+            from searchplay.agent.eve_prompts import extract_evidence
+
+            spans = [extract_evidence(model_text(t)) for t in trajectories]
+            supports = judge.judge_evidence_many([(item.question, span, item.golden_answers)
+                                                  for item, span in zip(batch, spans, strict=True)])
+            for record, trajectory, verdict, support in zip(records, trajectories, verdicts, supports, strict=True):
+                record.update(evidence_scores(trajectory, verdict, support))
+        times.judging += time.perf_counter() - clock
         for path in dict.fromkeys(path for path, _ in chunk):
             _append(path, [record for (owner, _), record in zip(chunk, records, strict=True) if owner == path])
         for (path, _), record in zip(chunk, records, strict=True):

@@ -64,7 +64,26 @@ def benchmark_scores(records: Sequence[dict[str, Any]]) -> dict[str, float]:
         "judged_by_llm": sum(r["judge_method"] == "llm" for r in records),
         "valid_rate": 100 * mean(float(r.get("valid", True)) for r in records),
         "mean_searches": mean(float(r.get("num_searches", 0)) for r in records),
+        **evidence_metrics(records),
     }
+
+
+def evidence_metrics(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """EVE's evidence metrics x100 (App. H), where the records carry them (``evaluate.evidence``): evidence
+    presence, evidence score (the span supports a gold answer) and joint (answer correct AND supported).
+
+    >>> evidence_metrics([{"evidence_present": True, "evidence_supported": True, "joint_correct": False},
+    ...                   {"evidence_present": False, "evidence_supported": False, "joint_correct": False}])
+    {'evidence_presence': 50.0, 'evidence_score': 50.0, 'joint_acc': 0.0}
+    >>> evidence_metrics([{"em": 1.0}])
+    {}
+    """
+    scored = [r for r in records if "evidence_present" in r]
+    if not scored:
+        return {}
+    return {"evidence_presence": 100 * mean(float(r["evidence_present"]) for r in scored),
+            "evidence_score": 100 * mean(float(r["evidence_supported"]) for r in scored),
+            "joint_acc": 100 * mean(float(r["joint_correct"]) for r in scored)}
 
 
 def majority_baseline_em(items: Sequence[QAItem], answer: str | None) -> float:

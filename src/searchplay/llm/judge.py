@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from searchplay.answers import exact_match
+from searchplay.answers import exact_match, normalize_answer
 
 if TYPE_CHECKING:
     from searchplay.config import JudgeConfig
@@ -115,6 +115,40 @@ def parse_verdict(reply: str) -> bool | None:
     return None
 
 
+# EVE's evidence judgement (App. H: a binary GPT-4.1 verdict on whether the question paired with the span
+# recovers the gold answer). The paper prints no prompt; this follows notes/eve.md §10.3(e) in our words.
+EVIDENCE_TEMPLATE = """You are judging whether a piece of evidence supports an answer.
+Question: {question}
+Gold answer (any of): {golds}
+Evidence: {evidence}
+Is the question, paired with this evidence, sufficient to recover the gold answer? The evidence must itself \
+state or directly entail the gold answer (together with the question); do not use outside knowledge.
+Reply with exactly one word: YES or NO."""
+
+_YES_NO = re.compile(r"\b(yes|no)\b")
+
+
+def parse_yes_no(reply: str) -> bool | None:
+    """True for a reply whose first YES/NO word is YES, False for NO, None (a judge error) without one.
+
+    >>> parse_yes_no("YES."), parse_yes_no("<think>hmm</think> no"), parse_yes_no("maybe")
+    (True, False, None)
+    """
+    match = _YES_NO.search(_REASONING.sub("", reply).lower())
+    return None if match is None else match.group(1) == "yes"
+
+
+def evidence_names_gold(evidence: str, golden_answers: Sequence[str], scheme: str = "squad") -> bool:
+    """The judge-free stand-in for the evidence judgement: a normalized gold answer inside the normalized span.
+
+    >>> evidence_names_gold("Paris is the capital of France.", ["paris"]), evidence_names_gold("", ["Paris"])
+    (True, False)
+    """
+    span = f" {normalize_answer(evidence, scheme)} "
+    return bool(span.strip()) and any(f" {normalize_answer(g, scheme)} " in span for g in golden_answers
+                                      if normalize_answer(g, scheme))
+
+
 class JudgeLLM(Protocol):
     """Replies to many chat conversations; an item is the reply text or the exception that prevented it."""
 
@@ -191,6 +225,34 @@ class Judge:
         done = [v for v in verdicts if v is not None]
         self.counts.update(v.method for v in done)
         return done
+
+    def judge_evidence_many(self, items: Sequence[tuple[str, str | None, Sequence[str]]]) -> list[Verdict]:
+        """Does each (question, evidence, golds)'s span support a gold answer? (EVE's evidence score, App. H)
+
+        An empty span is not correct without a call. Without an LLM the verdict is ``evidence_names_gold``
+        (method 'exact'); with one, the YES/NO reply to ``EVIDENCE_TEMPLATE``, failing closed as answers do.
+        """
+        verdicts: list[Verdict | None] = [None] * len(items)
+        pending = []
+        for i, (_question, evidence, golds) in enumerate(items):
+            if not (evidence or "").strip():
+                verdicts[i] = Verdict(False, "exact", self.name)
+            elif self.llm is None:
+                verdicts[i] = Verdict(evidence_names_gold(evidence or "", list(golds), self.normalization), "exact",
+                                      self.name)
+            else:
+                pending.append(i)
+        if pending:
+            conversations = [[{"role": "user", "content": EVIDENCE_TEMPLATE.format(
+                question=items[i][0], golds=GOLD_SEPARATOR.join(items[i][2]), evidence=items[i][1])}]
+                for i in pending]
+            assert self.llm is not None
+            for i, reply in zip(pending, self.llm.complete_many(conversations), strict=True):
+                parsed = None if isinstance(reply, Exception) else parse_yes_no(reply)
+                verdicts[i] = (Verdict(parsed, "llm", self.name, reply=reply) if parsed is not None else
+                               Verdict(False, "error", self.name, reply=None if isinstance(reply, Exception) else reply,
+                                       error=str(reply) if isinstance(reply, Exception) else "unparseable reply"))
+        return [v for v in verdicts if v is not None]
 
     def _llm_verdicts(self, items: Sequence[JudgeItem]) -> list[Verdict]:
         if not items:
