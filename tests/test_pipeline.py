@@ -21,12 +21,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+# The quick pipeline takes ~12-15 min on an idle 2-core machine and more than 30 under load (measured: a
+# suite run beside other work timed out at pytest's default 1800 s); the margin keeps CI from failing on speed.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 BIN = Path(sys.executable).parent
 
 
-def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 1800) -> str:
+def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 3300) -> str:
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{output[-6000:]}"
