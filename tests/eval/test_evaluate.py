@@ -19,7 +19,7 @@ from searchplay.eval.report import compare_variants, paper_rows
 @pytest.fixture
 def scripted(monkeypatch, fake_trajectory):
     """A Solver that answers every question with its first golden answer on even positions."""
-    def solve(items, backend, search_tool, config, top_k):
+    def solve(items, backend, search_tool, config, top_k, evidence=False):
         return [fake_trajectory(item.golden_answers[0] if i % 2 == 0 else "no idea") for i, item in enumerate(items)]
     monkeypatch.setattr(runner, "solve_batch", solve)
     monkeypatch.setattr(stage, "rollout_config", lambda params: None)

@@ -21,7 +21,7 @@ class Crash(RuntimeError):
 
 def scripted_solver(trajectory, asked, crash_after=None):
     """Stands in for the rollout: answers 'What is i?' with i; raises once ``crash_after`` questions were asked."""
-    def solve(items, backend, search_tool, config, top_k):
+    def solve(items, backend, search_tool, config, top_k, evidence=False):
         if crash_after is not None and len(asked) + len(items) > crash_after:
             raise Crash("backend died")
         asked.extend(item.id for item in items)

@@ -47,9 +47,15 @@ STATE_VERSION = 1
 MODEL_DIR = "model"  # inside each checkpoint: HF model folder + trainer state (PolicyTrainer.save)
 PROPOSER_DIR = "proposer"  # EVE: the Phase A Proposer's weights, beside the variant's checkpoints
 
-# Variant.step -> one self-play iteration: SSP Alg. 1 (both roles every step), or EVE's two phases.
-STEP_FUNCTIONS: dict[str, Callable[[Runtime, Variant, Params, LoopState], StepResult]] = {
-    "joint": run_step, "eve": run_eve_step}
+StepFunction = Callable[[Runtime, Variant, Params, LoopState], StepResult]
+
+
+def step_function(variant: Variant) -> StepFunction:
+    """``Variant.step`` -> one self-play iteration: SSP Alg. 1 (both roles every step), or EVE's two phases."""
+    steps: dict[str, StepFunction] = {"joint": run_step, "eve": run_eve_step}
+    if variant.step not in steps:
+        raise SelfplayError(f"variant {variant.name!r} names the step {variant.step!r}; known: {sorted(steps)}")
+    return steps[variant.step]
 
 
 class SelfplayError(RuntimeError):
@@ -298,7 +304,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             _log_iteration(row, int(row["iteration"]))
         for iteration in range(state.iteration + 1, iterations + 1):
             tic = time.perf_counter()
-            result = STEP_FUNCTIONS[variant.step](runtime, variant, params, state)
+            result = step_function(variant)(runtime, variant, params, state)
             state.iteration = iteration
             row = {"iteration": float(iteration), **result.metrics,
                    "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}

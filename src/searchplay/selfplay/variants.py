@@ -56,7 +56,7 @@ class Variant:
     proposer_advantage: str = "reinforce"  # SSP Table 4: REINFORCE, 1 sample per seed
     proposer_reward: str = "ssp"  # key of searchplay.rewards.PROPOSER_REWARDS: 1 - mean(c_i), 0 if invalid
     heldout_analysis: bool = False  # after training: step-level graph progress vs success on kg_heldout (GDCR RQ1)
-    step: str = "joint"  # key of searchplay.selfplay.loop.STEP_FUNCTIONS: 'joint' (SSP Alg. 1) or 'eve' (two phases)
+    step: str = "joint"  # searchplay.selfplay.loop.step_function: 'joint' (SSP Alg. 1) or 'eve' (two phases)
     frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (EVE's Phase A Solver)
     description: str = ""
 
