@@ -73,8 +73,8 @@ def test_every_params_key_a_stage_names_is_written_in_params_yaml(repo_root):
     named = set()
     for stage in yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"].values():
         named |= {key for key in stage.get("do", stage).get("params", []) if "${" not in key}
-    for keys in params.pipeline.variants.values():
-        named |= set(keys)
+    for entry in params.pipeline.variants.values():
+        named |= set(entry.params)
     assert sorted(key for key in named if not present(key)) == []
 
 
@@ -83,7 +83,7 @@ def test_selfplay_stage_tracks_every_selfplay_knob(repo_root):
     params = load_params(repo_root / "params.yaml")
     stage = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]["selfplay"]["do"]
     shared = {key for key in stage["params"] if key.startswith("selfplay.")}
-    per_variant = {key for keys in params.pipeline.variants.values() for key in keys}
+    per_variant = {key for entry in params.pipeline.variants.values() for key in entry.params}
     every = {f"selfplay.{name}" for name in params.selfplay.model_dump()} - {"selfplay.variant"}
     assert every - shared - per_variant == set()
     assert not shared & per_variant

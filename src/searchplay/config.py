@@ -341,6 +341,10 @@ class WarmstartConfig(Section):
                             "`eve` variant can run on a model that does not follow them")
     steps: int = Field(36, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
                        "alternate), one Solver demo and one verifier demo")
+    eve_steps: int = Field(24, ge=1, description="steps of the warmstart_eve stage (`searchplay warmstart --eve`): "
+                           "the shared warm-start continued on EVE's formats, for the `eve` variant only")
+    eve_out_dir: str = Field("checkpoints/warmstart_eve", description="the EVE warm-start's model/ folder")
+    eve_reports_dir: str = Field("reports/warmstart_eve", description="the EVE warm-start's reports")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")
     warmup_steps: int = Field(3, ge=0, description="linear learning-rate warm-up steps")
     weight_decay: float = Field(0.0, ge=0)
@@ -376,6 +380,9 @@ class EveConfig(Section):
     phase_a_iterations: int | None = Field(None, ge=1, description="Phase A (Proposer) iterations; the rest of "
                                            "selfplay.iterations is Phase B (Solver). None: half, rounded up "
                                            "(paper: 50 + 50 steps)")
+    phase_b_iterations: int | None = Field(None, ge=1, description="Phase B (Solver) iterations of a Phase B run "
+                                           "(`--phase b`, the pipeline's selfplay@eve). None: the rest of "
+                                           "selfplay.iterations, at least 1")
     hop_weights: list[float] = Field(default_factory=lambda: [4.0, 3.0, 2.0, 1.0],
                                      description="pmf of the hop count h = 1, 2, ... per source document (4:3:2:1)")
     document_tokens: int = Field(256, ge=16, description="source documents are cut to this many policy tokens "
@@ -393,12 +400,35 @@ class EveConfig(Section):
     seed: int = Field(0)
 
 
+class PipelineVariant(Section):
+    """One variant's entry in ``pipeline.variants``: what its ``selfplay@<variant>`` stage reads beyond the
+    shared inputs (dvc.yaml interpolates every field, so each entry names all three)."""
+
+    params: list[str] = Field(description="the two params keys only this variant reads (repeat one if it has a "
+                              "single key); DVC then re-runs only the variants a change affects")
+    start: str = Field(description="the stage output its self-play starts from: checkpoints/warmstart, or for a "
+                       "two-phase variant the first phase's folder (eve: checkpoints/eve_phase_a)")
+    phase: Literal["all", "b"] = Field(description="`selfplay --phase`: all, or b for a two-phase variant whose "
+                                       "Phase A is its own stage (eve)")
+
+    @model_validator(mode="after")
+    def _two_keys(self) -> PipelineVariant:
+        if len(self.params) != 2:
+            raise ValueError(f"params: list exactly two params keys (dvc.yaml reads params[0] and params[1]); got "
+                             f"{self.params}")
+        return self
+
+
+def _variant(first: str, second: str) -> PipelineVariant:
+    return PipelineVariant(params=[first, second], start="checkpoints/warmstart", phase="all")
+
+
 class PipelineConfig(Section):
-    variants: dict[str, list[str]] = Field(
-        default_factory=lambda: {"ssp": ["selfplay.seed_answers", "selfplay.ssp_search_turns"],
-                                 "kg_wcr": ["selfplay.wcr_alpha", "selfplay.wcr_casefold"]},
-        description="variants `dvc repro` trains and evaluates, each mapped to the two params keys that only it "
-                    "reads (repeat one if it has a single key); DVC then re-runs only the variants a change affects",
+    variants: dict[str, PipelineVariant] = Field(
+        default_factory=lambda: {"ssp": _variant("selfplay.seed_answers", "selfplay.ssp_search_turns"),
+                                 "kg_wcr": _variant("selfplay.wcr_alpha", "selfplay.wcr_casefold")},
+        description="variants `dvc repro` trains and evaluates, each with the params keys only it reads, the "
+                    "output its self-play starts from and its `selfplay --phase`",
     )
     quick: str = Field("params.quick.yaml", description="overrides applied by `searchplay pipeline --quick`")
     register_model: bool = Field(True, description="register each evaluated model in the MLflow registry")
@@ -409,9 +439,6 @@ class PipelineConfig(Section):
         unknown = sorted(set(self.variants) - allowed)
         if unknown:
             raise ValueError(f"unknown variants {unknown}; allowed: {sorted(allowed)}")
-        wrong = sorted(name for name, keys in self.variants.items() if len(keys) != 2)
-        if wrong:
-            raise ValueError(f"variants {wrong}: list exactly two params keys (dvc.yaml reads item[0] and item[1])")
         return self
 
 

@@ -28,16 +28,25 @@ def is_model_dir(folder: Path) -> bool:
     return (folder / "config.json").is_file()
 
 
-def initial_policy(params: Any) -> str:
+def initial_policy(params: Any, warmstart: str = "shared") -> str:
     """The weights self-play starts from: the warm-start checkpoint when ``warmstart.enabled``, else
-    ``models.policy`` (the papers' setting: instruct models that already follow the tags)."""
+    ``models.policy`` (the papers' setting: instruct models that already follow the tags).
+
+    ``warmstart='eve'``: the EVE warm-start (``warmstart.eve_out_dir``), the shared one continued on EVE's
+    formats, which only the ``eve`` variant starts from (``Variant.warmstart``).
+    """
     if not params.warmstart.enabled:
         return params.models.policy
-    folder = warmstart_model_dir(params)
+    if warmstart not in WARMSTARTS:
+        raise PolicyError(f"unknown warm-start {warmstart!r}; known: {sorted(WARMSTARTS)}")
+    folder = Path(getattr(params.warmstart, WARMSTARTS[warmstart][0])) / MODEL_DIR
     if not is_model_dir(folder):
-        raise PolicyError(f"warmstart.enabled is true but {folder} holds no model; run `searchplay warmstart` "
+        raise PolicyError(f"warmstart.enabled is true but {folder} holds no model; run `{WARMSTARTS[warmstart][1]}` "
                           "first (or set warmstart.enabled=false to start from models.policy)")
     return str(folder)
+
+
+WARMSTARTS = {"shared": ("out_dir", "searchplay warmstart"), "eve": ("eve_out_dir", "searchplay warmstart --eve")}
 
 
 def complete_checkpoints(root: str | Path) -> list[tuple[int, Path]]:

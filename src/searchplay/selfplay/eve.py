@@ -24,6 +24,7 @@ import logging
 import math
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from searchplay.agent.eve_output import Triple, model_text, read_triple, returned_snippets
@@ -32,6 +33,7 @@ from searchplay.agent.prompts import solver_messages
 from searchplay.agent.trajectory import Trajectory
 from searchplay.answers import exact_match, token_f1
 from searchplay.config import Params
+from searchplay.io import read_jsonl, write_json, write_jsonl
 from searchplay.llm.backend import SamplingParams
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, is_verbatim
 from searchplay.rewards.eve import evidence_verifier
@@ -125,13 +127,86 @@ def verifier_score(pair: tuple[list[Any], list[Any]]) -> float:
     return evidence_verifier(plus, minus)
 
 
-# --- phase A ----------------------------------------------------------------------------------------------
+# --- the phases as runs (each a DVC stage) ----------------------------------------------------------------
+
+SOLVER_SET = "solver_set.jsonl"  # the hand-off set, in the Phase A run's checkpoint folder (Phase B's input)
+HANDOFF_REPORT = "handoff.json"  # its summary, in the Phase A run's reports folder
+
+
+class HandoffError(RuntimeError):
+    """Phase B cannot start: no hand-off set; the message names the command that writes it."""
 
 
 def phase_a_iterations(params: Params) -> int:
     """Iterations of Phase A: ``eve.phase_a_iterations``, else half of ``selfplay.iterations``, rounded up."""
     given = params.eve.phase_a_iterations
     return given if given is not None else math.ceil(params.selfplay.iterations / 2)
+
+
+def phase_b_iterations(params: Params) -> int:
+    """Iterations of Phase B: ``eve.phase_b_iterations``, else the rest of ``selfplay.iterations`` (at least 1)."""
+    given = params.eve.phase_b_iterations
+    return given if given is not None else max(1, params.selfplay.iterations - phase_a_iterations(params))
+
+
+def phase_run_name(variant: str, phase: str) -> str:
+    """The checkpoint, report and MLflow run name of one run: ``<variant>_phase_a`` for Phase A alone; the
+    variant's own name for Phase B alone and for both phases, since Phase B's Solver is what is evaluated."""
+    return f"{variant}_phase_a" if phase == "a" else variant
+
+
+def solver_set_path(params: Params, variant: str) -> Path:
+    return Path(params.selfplay.checkpoint_dir) / phase_run_name(variant, "a") / SOLVER_SET
+
+
+def start_phase(state: LoopState, params: Params, phase: str, variant: str = "eve") -> None:
+    """Pin a new run to one phase: Phase A only, or Phase B with the hand-off set of the Phase A run."""
+    if phase == "a":
+        state.extra["phase"] = "a"
+        return
+    if phase != "b":
+        raise ValueError(f"unknown phase {phase!r}; 'a', 'b' or 'all'")
+    path = solver_set_path(params, variant)
+    if not path.is_file():
+        raise HandoffError(f"{path} not found: Phase B trains on the Phase A Proposer's hand-off set; run "
+                           f"`searchplay selfplay --variant {variant} --phase a` first")
+    state.extra.update(phase="b", phase_a_iterations=0, solver_set=read_jsonl(path))
+
+
+def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path,
+                   reports: Path) -> list[dict[str, Any]]:
+    """After Phase A's last iteration: the trained Proposer writes the hand-off set (once; a resumed run whose
+    set exists keeps it) into the run's checkpoint folder, and its summary into ``handoff.json``."""
+    import mlflow
+
+    path = root / SOLVER_SET
+    if path.is_file():
+        return read_jsonl(path)
+    if runtime.handoff_documents is None:
+        raise HandoffError("the hand-off needs runtime.handoff_documents (build_runtime gives it for 'eve')")
+    tic = time.perf_counter()
+    documents = runtime.handoff_documents()
+    rows = hand_off(runtime, variant, params, state, documents)
+    summary = handoff_summary(rows, len(documents), time.perf_counter() - tic)
+    write_json(reports / HANDOFF_REPORT, {k: v if math.isfinite(v) else None for k, v in summary.items()})
+    write_jsonl(path, rows)
+    if mlflow.active_run() is not None:
+        mlflow.log_metrics({k: v for k, v in summary.items() if math.isfinite(v)})
+    if not rows:
+        log.warning("hand-off: no valid triple with evidence from %d documents; Phase B will have nothing to train",
+                    len(documents))
+    return rows
+
+
+def handoff_summary(rows: list[dict[str, Any]], documents: int, seconds: float) -> dict[str, float]:
+    v_hats = [float(row["v_hat"]) for row in rows]
+    return {"handoff/documents": float(documents), "handoff/set_size": float(len(rows)),
+            "handoff/verbatim_rate": m.rate(sum(bool(row["verbatim"]) for row in rows), len(rows)),
+            "handoff/v_mean": m.mean(v_hats), "handoff/v_nonzero": float(sum(abs(v) > 1e-12 for v in v_hats)),
+            "time/handoff_s": seconds}
+
+
+# --- phase A ----------------------------------------------------------------------------------------------
 
 
 def frozen_solve(runtime: Runtime, questions: list[str], group_size: int) -> list[list[Trajectory]]:
@@ -370,9 +445,12 @@ def _times(clock: Counter) -> dict[str, float]:
 
 
 def run_eve_step(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
-    """EVE's step for iteration ``state.iteration + 1``: Phase A, or (after the hand-off) Phase B."""
+    """EVE's step for iteration ``state.iteration + 1``: Phase A, or (after the hand-off) Phase B.
+
+    A run of one phase (``start_phase``) stays in it: Phase A's run never hands off, Phase B's starts with the set.
+    """
     planned = int(state.extra.setdefault("phase_a_iterations", phase_a_iterations(params)))
-    if state.iteration < planned:
+    if state.extra.get("phase") == "a" or state.iteration < planned:
         return run_phase_a(runtime, variant, params, state)
     if "solver_set" not in state.extra:
         tic = time.perf_counter()

@@ -27,7 +27,7 @@ from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
-from searchplay.selfplay.eve import run_eve_step
+from searchplay.selfplay.eve import finish_phase_a, phase_run_name, run_eve_step, start_phase
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import (
     Seed,
@@ -104,7 +104,8 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     from searchplay.retrieval import format_documents, load_search_tool
     from searchplay.rl import PolicyTrainer
 
-    start = initial_policy(params)  # the warm-start checkpoint, or models.policy with warmstart.enabled=false
+    # the variant's warm-start checkpoint, or models.policy with warmstart.enabled=false
+    start = initial_policy(params, variant.warmstart if variant is not None else "shared")
     log.info("self-play starts from %s", start)
     trainer = PolicyTrainer(start, params)
     backend = load_backend(start, params)
@@ -254,15 +255,24 @@ def restore_question_rows(path: Path, iteration: int, questions: list[dict[str, 
 
 def run_selfplay(params: Params, variant_name: str, iterations: int, resume: bool = False,
                  runtime: Runtime | None = None,
-                 on_iteration: Callable[[int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
-    """Train ``iterations`` self-play steps in total (a resumed run continues up to the same total)."""
+                 on_iteration: Callable[[int, dict[str, float]], None] | None = None,
+                 phase: str = "all") -> list[dict[str, float]]:
+    """Train ``iterations`` self-play steps in total (a resumed run continues up to the same total).
+
+    ``phase``: 'all' trains every phase the variant has in one run; for a two-phase variant (EVE) 'a' trains
+    Phase A and writes the hand-off set, 'b' trains Phase B from that set (each a DVC stage), with their own
+    checkpoints, reports and MLflow run named by ``searchplay.selfplay.eve.phase_run_name``.
+    """
     import mlflow
 
     from searchplay.tracking import start_run
 
     variant = get_variant(variant_name)
     cfg = params.selfplay
-    manager = CheckpointManager(Path(cfg.checkpoint_dir) / variant.name, cfg.keep_checkpoints)
+    if phase != "all" and variant.step != "eve":
+        raise SelfplayError(f"--phase {phase} applies to a two-phase variant (eve); {variant.name!r} has one phase")
+    run_name = phase_run_name(variant.name, phase)
+    manager = CheckpointManager(Path(cfg.checkpoint_dir) / run_name, cfg.keep_checkpoints)
     latest = manager.latest()
     if latest is not None and not resume:
         raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
@@ -270,8 +280,10 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     for path in manager.remove_partials():
         log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
+    if phase != "all":
+        start_phase(state, params, phase)
     runtime = runtime or build_runtime(params, variant)
-    reports = Path(cfg.reports_dir) / variant.name
+    reports = Path(cfg.reports_dir) / run_name
     previous_run = continued = None
     logged: set[int] = set()
     if resume and latest is not None:
@@ -285,7 +297,8 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             log.info("put iteration %d's questions back into %s (lost by a kill)", state.iteration, QUESTION_POOL)
     elif resume:
         log.info("--resume: no checkpoint under %s; starting from iteration 1", manager.root)
-    tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt}
+    tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt,
+            "phase": phase}
     if previous_run and not continued:  # another tracking store, or other params: a new run
         tags["resumed_from_run"] = previous_run
     unlogged = [row for row in state.history if int(row["iteration"]) not in logged]
@@ -294,12 +307,14 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
                  iterations)
         write_reports(reports, state.history)
         if continued and unlogged:
-            with start_run(params, "selfplay", variant.name, tags, run_id=continued):
+            with start_run(params, "selfplay", run_name, tags, run_id=continued):
                 for row in unlogged:
                     _log_iteration(row, int(row["iteration"]))
+        if phase == "a":
+            finish_phase_a(runtime, variant, params, state, manager.root, reports)
         return state.history
 
-    with start_run(params, "selfplay", variant.name, tags, run_id=continued) as run:
+    with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
         for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
             _log_iteration(row, int(row["iteration"]))
         for iteration in range(state.iteration + 1, iterations + 1):
@@ -319,11 +334,13 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             mlflow.log_dict(result.samples, f"samples/iter_{iteration:06d}.json")
             write_reports(reports, state.history)
             write_question_pool(reports / QUESTION_POOL, iteration, result.questions)
-            print(progress_line(iteration, iterations, row, variant.name), flush=True)
+            print(progress_line(iteration, iterations, row, run_name), flush=True)
             if on_iteration is not None:
                 on_iteration(iteration, row)
         if variant.heldout_analysis:
             heldout_analysis(runtime, params, reports)
+        if phase == "a":
+            finish_phase_a(runtime, variant, params, state, manager.root, reports)
     return state.history
 
 

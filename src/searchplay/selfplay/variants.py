@@ -58,6 +58,7 @@ class Variant:
     heldout_analysis: bool = False  # after training: step-level graph progress vs success on kg_heldout (GDCR RQ1)
     step: str = "joint"  # searchplay.selfplay.loop.step_function: 'joint' (SSP Alg. 1) or 'eve' (two phases)
     frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (EVE's Phase A Solver)
+    warmstart: str = "shared"  # searchplay.policy.initial_policy: the shared warm-start, or EVE's continuation
     description: str = ""
 
     def proposer_messages(self, seed: Seed) -> Messages:
@@ -78,7 +79,7 @@ VARIANTS: dict[str, Variant] = {
                            solver_advantage="sapo", heldout_analysis=True,
                            description="WCR outcome reward as SAPO's A_o, plus GDCR step rewards (decisions: rl.md)"),
     "eve": Variant("eve", seeds="documents", proposer_prompt="eve", solver_reward="eve", proposer_reward="eve",
-                   proposer_advantage="hrpo", step="eve", frozen_solver=True,
+                   proposer_advantage="hrpo", step="eve", frozen_solver=True, warmstart="eve",
                    description="EVE-Agent: (q, a, e) from source documents, R_pro with the evidence verifier and "
                                "HRPO (Phase A), then the Solver on EM + evidence F1 (Phase B) (EVE §3)"),
     "ssp_kg_answers": Variant("ssp_kg_answers", seeds="kg", proposer_prompt="ssp", solver_reward="binary",

@@ -10,12 +10,18 @@ def warmstart_command(
     steps: int | None = typer.Option(None, "--steps", min=1, help="optimizer steps (default: warmstart.steps)"),
     method: str | None = typer.Option(None, "--method", help="full | lora (default: warmstart.method)"),
     track: bool = typer.Option(True, "--track/--no-track", help="log an MLflow run"),
+    eve: bool = typer.Option(False, "--eve", help="the warmstart_eve stage: continue the warm-start on EVE's "
+                             "formats (warmstart.eve_steps) for the `eve` variant"),
 ) -> None:
     """Format warm-start: SFT on demos of every role from the warm-start KG split (before self-play)."""
     from searchplay.cliutil import console, exit_code_for, get_params
     from searchplay.warmstart.stage import WarmstartError, run_warmstart
 
-    params = get_params(ctx, **{"warmstart.steps": steps, "warmstart.method": method})
+    params = get_params(ctx, **{"warmstart.eve_steps" if eve else "warmstart.steps": steps,
+                                "warmstart.method": method})
+    if eve:
+        eve_command(params, track)
+        return
     try:
         metrics = run_warmstart(params, track=track)
     except WarmstartError as exc:
@@ -31,6 +37,26 @@ def warmstart_command(
         console.print(f"  {key:22s} base {metrics[key + '_base']:.2f} -> warm-start {metrics[key]:.2f} "
                       f"(n={metrics['check_prompts']})")
     console.print(f"model: {params.warmstart.out_dir}/model; report: {params.warmstart.reports_dir}/metrics.json")
+
+
+def eve_command(params: object, track: bool) -> None:
+    from searchplay.cliutil import console, exit_code_for
+    from searchplay.warmstart.eve_stage import EVE_RATES, run_eve_warmstart
+    from searchplay.warmstart.stage import WarmstartError
+
+    try:
+        metrics = run_eve_warmstart(params, track=track)  # type: ignore[arg-type]
+    except WarmstartError as exc:
+        console.print(f"[red]warm-start error:[/red] {exc}")
+        raise typer.Exit(exit_code_for(exc)) from None
+    console.print(f"EVE warm-start: {metrics['steps']} steps from the warm-start, {int(metrics['trained_tokens']):,} "
+                  f"trained tokens, loss {metrics['loss_first']:.3f} -> {metrics['loss_last']:.3f} in "
+                  f"{metrics['time_train_s']:.0f} s")
+    for key, _ in EVE_RATES:
+        console.print(f"  {key:28s} warm-start {metrics.get(key + '_before', float('nan')):.2f} -> EVE warm-start "
+                      f"{metrics.get(key, float('nan')):.2f} (n={int(metrics.get('eve_check_prompts', 0))})")
+    console.print(f"model: {params.warmstart.eve_out_dir}/model; report: "  # type: ignore[attr-defined]
+                  f"{params.warmstart.eve_reports_dir}/metrics.json")  # type: ignore[attr-defined]
 
 
 def register(app: typer.Typer) -> None:

@@ -98,23 +98,18 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
     started = time.perf_counter()
 
     from searchplay.assets import resolve
-    from searchplay.llm.tokenizer import encode_prompt, load_tokenizer
+    from searchplay.llm.tokenizer import load_tokenizer
     from searchplay.retrieval import format_documents, load_search_tool
 
     records = warmstart_records(params)
     demo_records, check_records = partition(records, cfg.eval_prompts, cfg.max_per_answer, cfg.demos_per_role, rng)
     tokenizer = load_tokenizer(params.models.policy)
     search_tool = search_tool or load_search_tool(params)
-    top_k = params.search.top_k
 
     def fmt(docs: Any) -> str:
         return format_documents(docs, tokenizer, params.search.max_doc_tokens)
 
-    builder = DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
-                          lambda queries: search_tool.search(queries, top_k=top_k), fmt,
-                          max_searches=cfg.max_searches, noisy_docs=params.selfplay.noisy_docs,
-                          question_format=params.agent.question_format,
-                          information_format=params.agent.information_format)
+    builder = demo_builder(params, tokenizer, search_tool, fmt)
     check_ids = {str(r["id"]) for r in check_records}
     demos, dropped = builder.build(demo_records, ROLES, rng, pool=[r for r in records if str(r["id"]) not in check_ids])
     if cfg.eve_demos:
@@ -159,6 +154,18 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
     if track:
         log_to_mlflow(params, metrics, history, reports)
     return metrics
+
+
+def demo_builder(params: Params, tokenizer: Any, search_tool: Any, fmt: Any) -> DemoBuilder:
+    """The demo builder over the real search tool, with the self-play protocol's formats."""
+    from searchplay.llm.tokenizer import encode_prompt
+
+    top_k = params.search.top_k
+    return DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
+                       lambda queries: search_tool.search(queries, top_k=top_k), fmt,
+                       max_searches=params.warmstart.max_searches, noisy_docs=params.selfplay.noisy_docs,
+                       question_format=params.agent.question_format,
+                       information_format=params.agent.information_format)
 
 
 def write_disabled(params: Params) -> dict[str, Any]:
@@ -287,8 +294,14 @@ def decoded_demos(demos: list[Demo], tokenizer: Any, per_role: int = 2) -> list[
     return out
 
 
+RATES = (("proposer_valid_rate", "Proposer\npasses filter"), ("solver_answer_rate", "Solver\ncloses <answer>"),
+         ("verifier_format_rate", "verifier\n'Answer:'"), ("solver_em", "Solver EM"))
+BEFORE = ("_base", "base model")  # the suffix of the rates before training in metrics.json, and its label
+
+
 def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str, float]],
-                  samples: dict[str, Any]) -> None:
+                  samples: dict[str, Any], rates: tuple[tuple[str, str], ...] = RATES,
+                  before: tuple[str, str] = BEFORE, after: str = "warm-start") -> None:
     write_json(folder / "metrics.json", metrics)
     write_json(folder / "samples.json", samples)
     buffer = io.StringIO()
@@ -297,11 +310,13 @@ def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str,
     writer.writerows(history)
     with atomic_write(folder / "history.csv") as handle:
         handle.write(buffer.getvalue())
-    plot_loss(history, metrics, folder / "loss.png")
+    plot_loss(history, metrics, folder / "loss.png", rates, before, after)
 
 
-def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Path) -> None:
-    """Loss per step beside the validity rates before and after, one figure."""
+def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Path,
+              rates: tuple[tuple[str, str], ...] = RATES, before: tuple[str, str] = BEFORE,
+              after: str = "warm-start") -> None:
+    """Loss per step beside the validity rates (``rates``: metric key, bar label) before and after, one figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -311,18 +326,18 @@ def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Pa
     left.plot([r["step"] for r in history], [r["loss"] for r in history], marker=".", color="tab:blue")
     left.set_xlabel("optimizer step")
     left.set_ylabel("NLL per trained token")
-    left.set_title(f"warm-start SFT ({metrics['method']}, {int(metrics['trained_tokens']):,} trained of "
+    left.set_title(f"{after} SFT ({metrics['method']}, {int(metrics['trained_tokens']):,} trained of "
                    f"{int(metrics['tokens']):,} tokens)", fontsize=9)
     left.grid(alpha=0.3)
-    keys = ["proposer_valid_rate", "solver_answer_rate", "verifier_format_rate", "solver_em"]
-    names = ["Proposer\npasses filter", "Solver\ncloses <answer>", "verifier\n'Answer:'", "Solver EM"]
+    keys = [key for key, _ in rates]
     xs = range(len(keys))
-    series = ((-0.2, "_base", "base model", "tab:gray"), (0.2, "", "warm-start", "tab:green"))
+    series = ((-0.2, before[0], before[1], "tab:gray"), (0.2, "", after, "tab:green"))
     for shift, suffix, label, color in series:
-        bars = right.bar([x + shift for x in xs], [metrics[k + suffix] for k in keys], width=0.4, label=label,
-                         color=color)
+        values = [metrics.get(k + suffix, math.nan) for k in keys]
+        bars = right.bar([x + shift for x in xs], [0.0 if math.isnan(v) else v for v in values], width=0.4,
+                         label=label, color=color)
         right.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)  # a 0.00 bar is otherwise invisible
-    right.set_xticks(list(xs), names, fontsize=8)
+    right.set_xticks(list(xs), [name for _, name in rates], fontsize=8)
     right.set_ylim(0, 1.15)
     right.set_title(f"format validity on {metrics['check_prompts']} held-out prompts per role", fontsize=9)
     right.legend(fontsize=8, loc="upper left")
@@ -334,15 +349,16 @@ def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Pa
     partial.replace(path)
 
 
-def log_to_mlflow(params: Params, metrics: dict[str, Any], history: list[dict[str, float]], reports: Path) -> None:
+def log_to_mlflow(params: Params, metrics: dict[str, Any], history: list[dict[str, float]], reports: Path,
+                  run_name: str = "warmstart") -> None:
     import mlflow
 
     from searchplay.tracking import start_run
 
-    with start_run(params, "warmstart", "warmstart", {"method": params.warmstart.method}):
+    with start_run(params, "warmstart", run_name, {"method": params.warmstart.method}):
         for row in history:
             mlflow.log_metrics({f"train/{k}": v for k, v in row.items() if k != "step" and math.isfinite(v)},
                                step=int(row["step"]))
         mlflow.log_metrics({k: float(v) for k, v in metrics.items()
                             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)})
-        mlflow.log_artifacts(str(reports), artifact_path="warmstart")
+        mlflow.log_artifacts(str(reports), artifact_path=run_name)
