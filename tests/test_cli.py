@@ -151,3 +151,12 @@ def test_a_set_into_a_value_exits_2_with_one_line(tmp_path, monkeypatch):
                    "configuration error", "selfplay.iterations is the value 2", "shorten the key")
     one_line_error(["--set", "selfplay=1", "--set", "selfplay.iterations=3", "assets", "--check"],
                    "configuration error", "drop a --set selfplay=...")
+
+
+def test_selfplay_phase_is_all_a_or_b_and_b_needs_the_phase_a_set(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["selfplay", "--variant", "eve", "--phase", "c"])
+    assert result.exit_code == 2 and "--phase 'c'" in result.output
+    result = CliRunner().invoke(app, ["--set", "warmstart.enabled=false", "selfplay", "--variant", "eve", "--phase",
+                                      "b"])
+    assert result.exit_code == 1 and "--variant eve --phase a" in " ".join(result.output.split())

@@ -99,3 +99,17 @@ def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
             for key in (entry if isinstance(entry, dict) else [entry])]
     assert any(key == "search" for key in deps)
     assert not [key for key in deps if key == "serve" or str(key).startswith("serve.")]
+
+
+def test_a_pipeline_variant_names_two_keys_a_start_and_a_phase(tmp_path):
+    entry = {"params": ["selfplay.wcr_alpha", "selfplay.wcr_casefold"], "start": "checkpoints/warmstart",
+             "phase": "all"}
+    params = load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": entry}})
+    assert params.pipeline.variants["kg_wcr"].start == "checkpoints/warmstart"
+    with pytest.raises(ConfigError, match="exactly two params keys"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": {**entry, "params": ["eve"]}}})
+    with pytest.raises(ConfigError, match="start"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": {"params": entry["params"],
+                                                                                "phase": "all"}}})
+    with pytest.raises(ConfigError, match="unknown variants"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}})

@@ -28,3 +28,25 @@ def test_latest_model_dir_is_the_newest_complete_checkpoint(tmp_path):
 def test_a_checkpoint_without_a_loadable_model_gives_none(tmp_path):
     make_checkpoint(tmp_path, 1, model=False)
     assert latest_model_dir(tmp_path, "kg_wcr") is None
+
+
+def test_initial_policy_is_the_variants_warm_start(tmp_path):
+    import pytest
+
+    from searchplay.config import load_params
+    from searchplay.policy import PolicyError, initial_policy
+
+    params = load_params(tmp_path / "absent.yaml", {"warmstart.out_dir": str(tmp_path / "ws"),
+                                                   "warmstart.eve_out_dir": str(tmp_path / "ws_eve")})
+    for folder in ("ws", "ws_eve"):
+        (tmp_path / folder / "model").mkdir(parents=True)
+        (tmp_path / folder / "model" / "config.json").write_text("{}")
+    assert initial_policy(params) == str(tmp_path / "ws" / "model")
+    assert initial_policy(params, "eve") == str(tmp_path / "ws_eve" / "model")
+    (tmp_path / "ws_eve" / "model" / "config.json").unlink()
+    with pytest.raises(PolicyError, match="searchplay warmstart --eve"):
+        initial_policy(params, "eve")
+    with pytest.raises(PolicyError, match="unknown warm-start"):
+        initial_policy(params, "other")
+    params.warmstart.enabled = False
+    assert initial_policy(params, "eve") == params.models.policy

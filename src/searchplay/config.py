@@ -395,6 +395,14 @@ class EveConfig(Section):
                                  "(Dr. Zero: 1/5 of the prompt file); Phase A never sees it")
     require_verbatim: bool = Field(False, description="treat a non-verbatim evidence span as invalid (paper: no "
                                    "check; false logs the verbatim rate only)")
+    selector: bool = Field(False, description="Phase A draws its source documents with the corpus selector (two "
+                           "UCB1 bandits over document clusters and task types, App. F) instead of uniformly "
+                           "(Alg. 1; the paper's runs)")
+    selector_k0: int = Field(10, ge=1, description="K_0: initial clusters (Eq. 22)")
+    selector_alpha: float = Field(0.0, ge=0, description="alpha of K_t = K_0 + floor(alpha t) (paper: not given; "
+                                  "0 keeps the clusters fixed)")
+    selector_beta: float = Field(1.0, gt=0, description="UCB exploration weight beta (Eq. 30)")
+    selector_lambda_u: float = Field(0.5, ge=0, description="utility weight lambda_u (Eq. 33)")
     save_proposer: bool = Field(True, description="write the Phase A Proposer's weights to <checkpoint_dir>/eve/"
                                 "proposer before Phase B starts from the initial weights")
     seed: int = Field(0)

@@ -154,3 +154,123 @@ def test_the_logprob_verifier_is_the_difference_of_teacher_forced_answer_probabi
         assert verifier_score((plus, minus)) == pytest.approx(plus[0] - minus[0])
     with pytest.raises(ValueError, match="transformers backend"):
         answer_probabilities(backend, runtime.encode, triples)
+
+
+@pytest.mark.slow
+def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, trainer, tmp_path, monkeypatch,
+                                                                     tiny_model_dir):
+    """The pipeline's stages: `--phase a` (eve_phase_a) writes the set beside its checkpoints; `--phase b`
+    (selfplay@eve) trains on it from the initial weights, in checkpoints/eve; a resumed Phase A keeps its set."""
+    from searchplay.selfplay.loop import run_selfplay
+
+    monkeypatch.chdir(tmp_path)
+    params, _, runtime, _ = world(trainer=trainer, model_dir=tiny_model_dir)
+    params.eve.document_tokens = 64
+    resets = []
+    runtime.reset_policy = lambda: resets.append(True)
+    runtime.handoff_documents = lambda: load_document_seeds(params.corpus.out, "handoff", params.eve.handoff_share,
+                                                            params.eve.hop_weights)[:3]
+    history_a = run_selfplay(params, "eve", 2, runtime=runtime, phase="a")
+    assert [row["eve/phase"] for row in history_a] == [1.0, 1.0] and not resets  # stays in Phase A past half
+    set_path = tmp_path / "checkpoints" / "eve_phase_a" / "solver_set.jsonl"
+    rows = [json.loads(line) for line in set_path.read_text().splitlines()]
+    handoff = json.loads((tmp_path / "reports" / "eve_phase_a" / "handoff.json").read_text())
+    assert len(rows) == 3 == handoff["handoff/set_size"] and handoff["handoff/verbatim_rate"] == 1.0
+    assert handoff["handoff/v_nonzero"] >= 1 and all(row["evidence"] for row in rows)
+    assert (tmp_path / "reports" / "eve_phase_a" / "history.csv").is_file()
+    assert not (tmp_path / "checkpoints" / "eve").exists()
+
+    before = set_path.read_text()
+    run_selfplay(params, "eve", 2, runtime=runtime, resume=True, phase="a")  # nothing to train, set kept
+    assert set_path.read_text() == before
+
+    history_b = run_selfplay(params, "eve", 1, runtime=runtime, phase="b")
+    assert [row["eve/phase"] for row in history_b] == [2.0] and not resets  # a Phase B run starts from M0
+    assert history_b[0]["handoff/set_size"] == 3 and history_b[0]["train/samples_solver"] == 12
+    assert history_b[0]["train/weights_changed"] == 1.0 and history_b[0]["verifier/v_nonzero"] >= 1
+    assert (tmp_path / "checkpoints" / "eve").is_dir() and (tmp_path / "reports" / "eve" / "history.csv").is_file()
+
+
+def test_phase_b_without_a_hand_off_set_names_the_command_that_writes_it(tmp_path):
+    from searchplay.selfplay.eve import HandoffError, phase_state
+
+    params = eve_params(tmp_path)
+    with pytest.raises(HandoffError, match="--variant eve --phase a"):
+        phase_state(params, "b")
+    assert phase_state(params, "a") == {"phase": "a"}
+    set_path = tmp_path / "checkpoints" / "eve_phase_a" / "solver_set.jsonl"
+    set_path.parent.mkdir(parents=True)
+    set_path.write_text(json.dumps({"question": "q", "answer": "a", "evidence": "e"}) + "\n")
+    assert phase_state(params, "b") == {"phase": "b", "phase_a_iterations": 0,
+                                        "solver_set": [{"question": "q", "answer": "a", "evidence": "e"}]}
+
+
+def test_a_phase_applies_to_a_two_phase_variant_only(tmp_path):
+    from searchplay.selfplay.loop import SelfplayError, run_selfplay
+
+    params = eve_params(tmp_path)
+    with pytest.raises(SelfplayError, match="two-phase"):
+        run_selfplay(params, "kg_wcr", 1, phase="a")
+
+
+@pytest.mark.parametrize(("iterations", "given_a", "given_b", "expected"),
+                         [(2, None, None, (1, 1)), (1, None, None, (1, 1)), (5, None, None, (3, 2)),
+                          (4, 1, None, (1, 3)), (4, None, 7, (2, 7))])
+def test_phase_iterations_split_selfplay_iterations(tmp_path, iterations, given_a, given_b, expected):
+    from searchplay.selfplay.eve import phase_a_iterations, phase_b_iterations, phase_run_name
+
+    params = eve_params(tmp_path, phase_a_iterations=given_a, phase_b_iterations=given_b)
+    params.selfplay.iterations = iterations
+    assert (phase_a_iterations(params), phase_b_iterations(params)) == expected
+    assert [phase_run_name("eve", p) for p in ("a", "b", "all")] == ["eve_phase_a", "eve", "eve"]
+
+
+class HashEmbedder:
+    """A test fake for ``build_index``: a fixed 8-d vector per passage from its text's hash (no model)."""
+
+    name, dimension, e5_prefixes = "test-hash", 8, False
+
+    def encode_passages(self, passages, show_progress=False):
+        import numpy as np
+
+        rows = [np.random.default_rng(abs(hash(p)) % 2**32).normal(size=8) for p in passages]
+        return np.array(rows, dtype=np.float32)
+
+
+def test_the_corpus_selector_picks_phase_a_documents_and_learns_from_the_triples(world, tmp_path):
+    """eve.selector: the picks carry a task-type line into the Proposer prompt, the valid triples feed both
+    bandits, and the selector's state rides in the checkpoint (state.extra) so a resumed run restores it."""
+    from searchplay.retrieval.index import build_index
+    from searchplay.selfplay.corpus_selector import TASK_TYPES
+    from searchplay.selfplay.eve import phase_a_seeds, selector_feedback
+
+    params, _, runtime, state = world(selector=True, selector_k0=3)
+    params.index.dir = str(tmp_path / "index")
+    build_index(params.corpus.out, params.index.dir, params.index.table, HashEmbedder(), ann_threshold=1_000_000,
+                fts=False, show_progress=False)
+    seeds, picks = phase_a_seeds(runtime, params, state)
+    proposals = propose(runtime, get_variant("eve"), seeds)
+    triples = [seed_triple(p, runtime.backend.tokenizer, False) for p in proposals]
+    correct = {k: [True, False] for k in range(4)}
+    m = selector_feedback(runtime, state, picks, list(enumerate(triples)), [1.0] * 4, correct)
+    assert m["selector/clusters"] == 3 and m["selector/feedback_rows"] == 4 and 0 < m["selector/run_reward"] <= 1
+    saved = state.extra["selector"]
+    assert sum(saved["cluster_bandit"]["counts"]) == 3 + 4  # a virtual pull per arm, one per fed-back triple
+    assert sum(saved["task_bandit"]["counts"]) == len(TASK_TYPES) + 4
+    state.iteration = 1
+    seeds, picks = phase_a_seeds(runtime, params, state)
+    assert len(seeds) == 4 and all(seed.record["task_type"] in TASK_TYPES for seed in seeds)
+    prompt = get_variant("eve").proposer_messages(seeds[0])[1]["content"]
+    assert prompt.endswith(seeds[0].record["task_line"]) and prompt.splitlines()[-1].startswith("Question type:")
+    runtime.selector = None  # a resumed run: rebuilt from the checkpoint's state, same picks
+    again, picks_again = phase_a_seeds(runtime, params, state)
+    assert picks_again == picks and [s.seed_id for s in again] == [s.seed_id for s in seeds]
+
+
+def test_without_the_selector_phase_a_draws_documents_in_the_seeded_order(world):
+    from searchplay.selfplay.eve import phase_a_seeds
+
+    params, _, runtime, state = world()
+    order = [seed.seed_id for seed in state.cursor.seeds[:4]]
+    seeds, picks = phase_a_seeds(runtime, params, state)
+    assert picks is None and [s.seed_id for s in seeds] == order and "task_line" not in seeds[0].record

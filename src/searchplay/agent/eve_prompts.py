@@ -45,8 +45,9 @@ EVE_PROPOSER_USER = """\
 Create a question and answer with n = {hops} hops, with its evidence, starting from the following source document: {document}"""
 
 
-def eve_proposer_messages(document: str, hops: int) -> list[dict[str, str]]:
-    """The EVE Proposer prompt for source document d and prescribed hop count h (EVE Eq. 8, Alg. 1).
+def eve_proposer_messages(document: str, hops: int, task_line: str | None = None) -> list[dict[str, str]]:
+    """The EVE Proposer prompt for source document d and prescribed hop count h (EVE Eq. 8, Alg. 1);
+    ``task_line``: the corpus selector's question-type line, appended (App. F; notes/eve.md U10).
 
     >>> eve_proposer_messages("(Title: Paris)\\nParis is the capital of France.", 2)[1]["content"].startswith(
     ...     "Create a question and answer with n = 2 hops")
@@ -56,8 +57,9 @@ def eve_proposer_messages(document: str, hops: int) -> list[dict[str, str]]:
         raise ValueError(f"eve_proposer_messages: the hop count must be >= 1, got {hops}")
     if not document.strip():
         raise ValueError("eve_proposer_messages: the source document is empty")
+    user = EVE_PROPOSER_USER.format(hops=hops, document=document.strip())
     return [{"role": "system", "content": EVE_PROPOSER_SYSTEM},
-            {"role": "user", "content": EVE_PROPOSER_USER.format(hops=hops, document=document.strip())}]
+            {"role": "user", "content": f"{user}\n{task_line}" if task_line else user}]
 
 
 EVE_SOLVER_EVIDENCE = """\

@@ -24,6 +24,7 @@ import logging
 import math
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -159,18 +160,18 @@ def solver_set_path(params: Params, variant: str) -> Path:
     return Path(params.selfplay.checkpoint_dir) / phase_run_name(variant, "a") / SOLVER_SET
 
 
-def start_phase(state: LoopState, params: Params, phase: str, variant: str = "eve") -> None:
-    """Pin a new run to one phase: Phase A only, or Phase B with the hand-off set of the Phase A run."""
+def phase_state(params: Params, phase: str, variant: str = "eve") -> dict[str, Any]:
+    """The loop state that pins a new run to one phase (``LoopState.extra``): Phase A only, or Phase B with
+    the hand-off set of the Phase A run (checked before anything loads, so a missing set fails at once)."""
     if phase == "a":
-        state.extra["phase"] = "a"
-        return
+        return {"phase": "a"}
     if phase != "b":
         raise ValueError(f"unknown phase {phase!r}; 'a', 'b' or 'all'")
     path = solver_set_path(params, variant)
     if not path.is_file():
         raise HandoffError(f"{path} not found: Phase B trains on the Phase A Proposer's hand-off set; run "
                            f"`searchplay selfplay --variant {variant} --phase a` first")
-    state.extra.update(phase="b", phase_a_iterations=0, solver_set=read_jsonl(path))
+    return {"phase": "b", "phase_a_iterations": 0, "solver_set": list(read_jsonl(path))}
 
 
 def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path,
@@ -181,7 +182,7 @@ def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: Lo
 
     path = root / SOLVER_SET
     if path.is_file():
-        return read_jsonl(path)
+        return list(read_jsonl(path))
     if runtime.handoff_documents is None:
         raise HandoffError("the hand-off needs runtime.handoff_documents (build_runtime gives it for 'eve')")
     tic = time.perf_counter()
@@ -226,7 +227,8 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     clock: Counter = Counter()
     tokenizer = runtime.backend.tokenizer
     tic = time.perf_counter()
-    proposals = propose(runtime, variant, state.cursor.next_batch(cfg.batch_size))
+    seeds, picks = phase_a_seeds(runtime, params, state)
+    proposals = propose(runtime, variant, seeds)
     clock["propose"] += time.perf_counter() - tic
     triples = [seed_triple(p, tokenizer, params.eve.require_verbatim) for p in proposals]
     valid = [k for k, t in enumerate(triples) if t.valid]
@@ -255,6 +257,7 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     samples = [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask, adv,
                               "proposer") for p, adv in zip(proposals, advantages, strict=True)]
     update = train(runtime, samples, [], cfg, clock)
+    selected = selector_feedback(runtime, state, picks, [(k, triples[k]) for k in valid], rewards, correct)
 
     hop_groups: dict[int, list[float]] = {}  # HRPO's groups: the batch's Proposer samples of one hop count
     for triple, adv in zip(triples, advantages, strict=True):
@@ -286,7 +289,7 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(list(hop_groups.values()))),
         "rollout/searches_proposer": m.mean([p.trajectory.num_searches for p in proposals]),
         "rollout/response_tokens_proposer": m.mean([p.trajectory.generated_token_count for p in proposals]),
-        **update, **_times(clock),
+        **update, **selected, **_times(clock),
     }
     samples_log = {"proposer": [{"seed_id": p.seed.seed_id, "hops": t.hops, "question": t.question,
                                  "answer": t.answer, "evidence": t.evidence, "format_score": t.format_score,
@@ -298,6 +301,63 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
                   "source": "eve", "evidence": triples[k].evidence, "v_hat": v_hat.get(k),
                   "solver_accuracy": sum(correct[k]) / len(correct[k]) if correct[k] else 0.0} for k in valid]
     return StepResult(metrics, samples_log, questions)
+
+
+def phase_a_seeds(runtime: Runtime, params: Params, state: LoopState) -> tuple[list[Seed], list[tuple] | None]:
+    """This iteration's source documents: the next ``batch_size`` in the seeded uniform order (Alg. 1), or with
+    ``eve.selector`` the corpus selector's picks, each with its question-type line (App. F); the picks too."""
+    size = params.selfplay.batch_size
+    if not params.eve.selector:
+        return state.cursor.next_batch(size), None
+    import numpy as np
+
+    from searchplay.selfplay.corpus_selector import task_type_instruction
+
+    picks = corpus_selector(runtime, params, state).pick(state.iteration, size,
+                                                         np.random.default_rng([params.eve.seed, state.iteration]))
+    seeds = [replace(state.cursor.seeds[index], record={**(state.cursor.seeds[index].record or {}), "cluster": cluster,
+                                                        "task_type": task, "task_line": task_type_instruction(task)})
+             for index, cluster, task in picks]
+    return seeds, picks
+
+
+def corpus_selector(runtime: Runtime, params: Params, state: LoopState) -> Any:
+    """The run's selector over the Phase A shard, from the index's passage vectors; a resumed run restores the
+    checkpoint's (``state.extra['selector']``), so its clusters and bandits continue exactly."""
+    if runtime.selector is None:
+        from searchplay.selfplay.corpus_selector import CorpusSelector, passage_embeddings
+
+        cfg = params.eve
+        ids = [seed.seed_id.removeprefix("doc-") for seed in state.cursor.seeds]
+        vectors = passage_embeddings(params.index.dir, params.index.table, ids)
+        saved = state.extra.get("selector")
+        runtime.selector = (CorpusSelector.from_state(saved, ids, vectors) if saved else
+                            CorpusSelector(ids, vectors, k0=cfg.selector_k0, alpha=cfg.selector_alpha,
+                                           beta=cfg.selector_beta, lambda_u=cfg.selector_lambda_u, seed=cfg.seed))
+    return runtime.selector
+
+
+def selector_feedback(runtime: Runtime, state: LoopState, picks: list[tuple] | None,
+                      valid: list[tuple[int, Triple]], rewards: list[float],
+                      correct: dict[int, list[bool]]) -> dict[str, float]:
+    """Eqs. 32-33 after a Phase A iteration: the valid triples, annotated with their cluster and task type, with
+    R_run from this iteration's mean Proposer reward and the frozen Solver's mean reward (its EM: Phase A's
+    Solver writes no evidence, so Eq. 19's F1 term is 0). Nothing to do without the selector."""
+    if picks is None:
+        return {}
+    from searchplay.selfplay.corpus_selector import SelectorSample, run_summary_reward
+
+    selector = runtime.selector
+    rows = [SelectorSample(picks[k][1], picks[k][2], triple.question, triple.answer) for k, triple in valid]
+    solver = [float(c) for k, _ in valid for c in correct.get(k, [])]
+    run_reward = run_summary_reward(m.mean(rewards), m.mean(solver) if solver else 0.0)
+    if rows:
+        selector.feedback(rows, run_reward)
+    state.extra["selector"] = selector.to_state()
+    return {"selector/clusters": float(selector.num_clusters),
+            "selector/clusters_picked": float(len({cluster for _, cluster, _ in picks})),
+            "selector/task_types_picked": float(len({task for _, _, task in picks})),
+            "selector/feedback_rows": float(len(rows)), "selector/run_reward": run_reward}
 
 
 def _difficulty(correct: list[bool]) -> float:

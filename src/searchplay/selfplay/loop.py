@@ -27,7 +27,7 @@ from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
-from searchplay.selfplay.eve import finish_phase_a, phase_run_name, run_eve_step, start_phase
+from searchplay.selfplay.eve import finish_phase_a, phase_run_name, phase_state, run_eve_step
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import (
     Seed,
@@ -279,9 +279,9 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
                             "continue, or move the folder away to start over")
     for path in manager.remove_partials():
         log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
+    pinned = phase_state(params, phase, variant.name) if phase != "all" else {}
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
-    if phase != "all":
-        start_phase(state, params, phase)
+    state.extra.update(pinned)
     runtime = runtime or build_runtime(params, variant)
     reports = Path(cfg.reports_dir) / run_name
     previous_run = continued = None

@@ -36,7 +36,7 @@ def eve_proposer(seed: Seed) -> Messages:
     """EVE Proposer: a source document and its hop count h, asking for (q, a, e) (EVE Eq. 8, Alg. 1)."""
     if seed.record is None or "document" not in seed.record:
         raise ValueError(f"seed {seed.seed_id!r} has no source document; the EVE Proposer needs document seeds")
-    return eve_proposer_messages(seed.record["document"], seed.num_hops or 1)
+    return eve_proposer_messages(seed.record["document"], seed.num_hops or 1, seed.record.get("task_line"))
 
 
 PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer,
