@@ -70,6 +70,26 @@ def selected_variants(root: Path, variants: list[str] | None) -> list[str]:
     return variants or configured
 
 
+def variant_prerequisites(root: Path, variant: str, done: set[str]) -> list[str]:
+    """The stages between the shared ones and ``selfplay@<variant>``, in run order: the producers of its
+    ``pipeline.variants`` start and their own inputs, back to stages in ``done`` (eve: warmstart_eve,
+    eve_phase_a; a one-phase variant: none)."""
+    from searchplay.config import load_params
+
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    producers = {(out if isinstance(out, str) else next(iter(out))): name for name, body in stages.items()
+                 if "foreach" not in body for out in body.get("outs", [])}
+    order: list[str] = []
+    todo = [load_params(root / "params.yaml").pipeline.variants[variant].start]
+    while todo:
+        name = producers.get(todo.pop())
+        if name is None or name in done or name in order:
+            continue
+        order.insert(0, name)
+        todo += [dep for dep in stages[name].get("deps", []) if isinstance(dep, str)]
+    return order
+
+
 @flow(name="retrain", log_prints=True)
 def retrain(variants: list[str] | None = None, iterations: int | None = None, quick: bool = False,
             root: str = str(REPO_ROOT)) -> dict[str, list[str]]:
@@ -92,6 +112,8 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
         for reference in ("base", "warmstart"):
             ran[f"evaluate_reference@{reference}"] = reproduce_stage(f"evaluate_reference@{reference}", root)
         for variant in chosen:  # one variant at a time: each self-play run uses the whole machine
+            for stage in variant_prerequisites(repo, variant, set(ran)):  # eve: its warm-start and Phase A
+                ran[stage] = reproduce_stage(stage, root)
             ran[f"selfplay@{variant}"] = reproduce_stage(f"selfplay@{variant}", root)
             ran[f"evaluate@{variant}"] = reproduce_stage(f"evaluate@{variant}", root)
         ran["report"] = reproduce_stage("report", root)

@@ -159,3 +159,12 @@ def test_on_demand_evaluation_can_force_a_real_re_run():
     assert inspect.signature(evaluate.fn).parameters["force"].default is False
     assert repro_command("evaluate@ssp")[1:] == ["repro", "--single-item", "evaluate@ssp"]
     assert repro_command("evaluate@ssp", force=True)[1:] == ["repro", "--single-item", "--force", "evaluate@ssp"]
+
+
+def test_the_retrain_flow_runs_a_variants_own_stages_before_its_self_play(repo_root):
+    from flows.retrain import variant_prerequisites
+
+    shared = {"kg", "corpus", "index", "warmstart"}
+    assert variant_prerequisites(repo_root, "eve", shared) == ["warmstart_eve", "eve_phase_a"]
+    assert variant_prerequisites(repo_root, "kg_wcr", shared) == []
+    assert variant_prerequisites(repo_root, "eve", shared | {"warmstart_eve"}) == ["eve_phase_a"]

@@ -77,8 +77,8 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
 
 def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
     repo, output = quick_repo
-    variants = ["ssp", "kg_wcr", "gdcr"]
-    expected = ({"kg", "corpus", "index", "warmstart", "report"}
+    variants = ["ssp", "kg_wcr", "gdcr", "eve"]
+    expected = ({"kg", "corpus", "index", "warmstart", "warmstart_eve", "eve_phase_a", "report"}
                 | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in variants}
                 | {f"evaluate_reference@{m}" for m in ("base", "warmstart")})
     assert stages_that_ran(output) == expected
@@ -92,6 +92,13 @@ def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
     for variant in variants:
         assert (repo / f"reports/selfplay/{variant}/metrics.json").exists()
     assert (repo / "reports/selfplay/gdcr/rq1.md").is_file() and (repo / "reports/selfplay/gdcr/rq1.png").is_file()
+    assert (repo / "checkpoints/warmstart_eve/model/config.json").is_file()
+    assert (repo / "checkpoints/eve_phase_a/solver_set.jsonl").is_file()
+    handoff = json.loads((repo / "reports/selfplay/eve_phase_a/handoff.json").read_text())
+    assert handoff["handoff/documents"] == 2
+    phases = [json.loads((repo / f"reports/selfplay/{run}/metrics.json").read_text())["eve/phase"]
+              for run in ("eve_phase_a", "eve")]
+    assert phases == [1.0, 2.0]
     assert (repo / "reports/compare").is_dir()
     assert (repo / "dvc.lock").exists()
     assert (repo / "mlflow.db").exists()
