@@ -188,6 +188,7 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
     assert [row["eve/phase"] for row in history_b] == [2.0] and not resets  # a Phase B run starts from M0
     assert history_b[0]["handoff/set_size"] == 3 and history_b[0]["train/samples_solver"] == 12
     assert history_b[0]["train/weights_changed"] == 1.0 and history_b[0]["verifier/v_nonzero"] >= 1
+    assert history_b[0]["verifier/v_set_nonzero"] >= 1  # the set's V-hat from hand-off time, beside the current one
     assert (tmp_path / "checkpoints" / "eve").is_dir() and (tmp_path / "reports" / "eve" / "history.csv").is_file()
 
 

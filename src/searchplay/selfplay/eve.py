@@ -12,7 +12,9 @@ score kept, its e the gold evidence); then the policy goes back to the initial w
 Solver is a separate model that Phase A never trained.
 
 Phase B: G Solver rollouts with search per set question, the Solver quoting ``<evidence>`` before its
-``<answer>`` -> R_sol = EM + lambda_E F1(e-hat, e) (Eqs. 19-21) -> GRPO (Eq. 7) -> a Solver-only update.
+``<answer>`` -> R_sol = EM + lambda_E F1(e-hat, e) (Eqs. 19-21) -> GRPO (Eq. 7) -> a Solver-only update. V-hat is logged again under the
+Solver being trained, on the batch's (q, gold e) (``verifier/v_*``; the set's own, from hand-off time, is
+``verifier/v_set_*``): how much the gold evidence helps the current Solver, a Phase B diagnostic.
 
 The rewards and advantages come from the registries (``PROPOSER_REWARDS['eve']``, ``SOLVER_REWARDS['eve']``,
 ``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step``.
@@ -444,6 +446,10 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         f1s += [token_f1(e, item["evidence"]) if e else 0.0 for e in predicted]
         present += [bool(e) for e in predicted]
         verbatim += [is_verbatim(e, returned_snippets(t)) for e, t in zip(predicted, group, strict=True) if e]
+    tic = time.perf_counter()
+    current = [verifier_score(pair) for pair in verify_evidence(
+        runtime.backend, runtime.encode, [set_triple(item) for item in items], params, state.rng.randrange(2**31))]
+    clock["verify"] += time.perf_counter() - tic
     update = train(runtime, [], samples, cfg, clock)
     v_hats = [item["v_hat"] for item in items if item.get("v_hat") is not None]
     metrics = {
@@ -456,8 +462,10 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         "solver/evidence_presence_rate": m.mean([float(p) for p in present]),
         "solver/evidence_f1_mean": m.mean(f1s),
         "evidence/verbatim_rate": m.rate(sum(verbatim), len(verbatim)),
-        "verifier/v_mean": m.mean(v_hats),
-        "verifier/v_nonzero": float(sum(abs(v) > 1e-12 for v in v_hats)),
+        "verifier/v_mean": m.mean(current),
+        "verifier/v_nonzero": float(sum(abs(v) > 1e-12 for v in current)),
+        "verifier/v_set_mean": m.mean(v_hats),
+        "verifier/v_set_nonzero": float(sum(abs(v) > 1e-12 for v in v_hats)),
         "format/solver_valid_rate": m.mean([float(rollout_valid(t)) for t in flat]),
         "rollout/searches_solver": m.mean([t.num_searches for t in flat]),
         "rollout/response_tokens_solver": m.mean([t.generated_token_count for t in flat]),
@@ -476,6 +484,13 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
                   "solver_accuracy": m.mean([float(c) for c in correct_all[k * size:(k + 1) * size]])}
                  for k, item in enumerate(items)]
     return StepResult(metrics, samples_log, questions)
+
+
+def set_triple(item: dict[str, Any]) -> Triple:
+    """A hand-off set row as the triple the verifier reads (its q, a and gold e)."""
+    return Triple(question=item["question"], answer=item["answer"], evidence=item["evidence"], format_score=1.0,
+                  verbatim=bool(item.get("verbatim")), verbatim_relaxed=bool(item.get("verbatim")), evidence_tokens=0,
+                  hops=int(item.get("hops") or 1), valid=True)
 
 
 # --- shared -----------------------------------------------------------------------------------------------
