@@ -54,6 +54,8 @@ def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]
 
     path = Path(path)
     fig, axes = plt.subplots(2, 4, figsize=(16, 6.5))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {variant: palette[k % len(palette)] for k, variant in enumerate(histories)}  # one per run, every panel
     for ax, (column, title) in zip(axes.flat, PANELS, strict=True):
         undefined = 0
         for variant, rows in histories.items():
@@ -61,14 +63,17 @@ def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]
             shown = [(x, y) for x, y in points if math.isfinite(y)]
             undefined += len(points) - len(shown)
             if shown:
-                ax.plot([x for x, _ in shown], [y for _, y in shown], marker="o", label=variant)
+                ax.plot([x for x, _ in shown], [y for _, y in shown], marker="o", label=variant,
+                        color=colors[variant])
         ax.set_title(title + (f"\n({undefined} undefined point(s) not drawn)" if undefined else ""), fontsize=9)
         ax.set_xlabel("iteration", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    axes.flat[0].legend(fontsize=8)
-    fig.suptitle("Self-play, per iteration (reports/selfplay/<variant>/history.csv)", fontsize=10)
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], color=colors[variant], marker="o", label=variant) for variant in histories]
+    fig.legend(handles=handles, loc="upper right", fontsize=8, ncol=len(handles))
+    fig.suptitle("Self-play, per iteration (reports/selfplay/<variant>/history.csv; a two-phase variant's first "
+                 "phase as <variant>_phase_a)", fontsize=10, x=0.3)
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=100)
     plt.close(fig)

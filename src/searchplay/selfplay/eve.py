@@ -12,9 +12,10 @@ score kept, its e the gold evidence); then the policy goes back to the initial w
 Solver is a separate model that Phase A never trained.
 
 Phase B: G Solver rollouts with search per set question, the Solver quoting ``<evidence>`` before its
-``<answer>`` -> R_sol = EM + lambda_E F1(e-hat, e) (Eqs. 19-21) -> GRPO (Eq. 7) -> a Solver-only update. V-hat is logged again under the
-Solver being trained, on the batch's (q, gold e) (``verifier/v_*``; the set's own, from hand-off time, is
-``verifier/v_set_*``): how much the gold evidence helps the current Solver, a Phase B diagnostic.
+``<answer>`` -> R_sol = EM + lambda_E F1(e-hat, e) (Eqs. 19-21) -> GRPO (Eq. 7) -> a Solver-only update.
+V-hat is logged again under the Solver being trained, on the batch's (q, gold e) (``verifier/v_*``; the
+set's own, from hand-off time, is ``verifier/v_set_*``): how much the gold evidence helps the current
+Solver, a Phase B diagnostic.
 
 The rewards and advantages come from the registries (``PROPOSER_REWARDS['eve']``, ``SOLVER_REWARDS['eve']``,
 ``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step``.

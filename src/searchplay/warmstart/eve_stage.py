@@ -126,7 +126,7 @@ def run_eve_warmstart(params: Params, search_tool: Any = None, progress: bool = 
     reports = Path(cfg.reports_dir)
     write_reports(reports, metrics, history, {"before": before_samples, "after": samples,
                                               "demos": decoded_demos(demos, tokenizer)},
-                  rates=EVE_RATES, before=BEFORE, after="EVE warm-start")
+                  rates=EVE_RATES, before=BEFORE, after="EVE warm-start", prompts_key="eve_check_prompts")
     if track:
         log_to_mlflow(ours, metrics, history, reports, run_name="warmstart_eve")
     return metrics

@@ -301,7 +301,8 @@ BEFORE = ("_base", "base model")  # the suffix of the rates before training in m
 
 def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str, float]],
                   samples: dict[str, Any], rates: tuple[tuple[str, str], ...] = RATES,
-                  before: tuple[str, str] = BEFORE, after: str = "warm-start") -> None:
+                  before: tuple[str, str] = BEFORE, after: str = "warm-start",
+                  prompts_key: str = "check_prompts") -> None:
     write_json(folder / "metrics.json", metrics)
     write_json(folder / "samples.json", samples)
     buffer = io.StringIO()
@@ -310,12 +311,12 @@ def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str,
     writer.writerows(history)
     with atomic_write(folder / "history.csv") as handle:
         handle.write(buffer.getvalue())
-    plot_loss(history, metrics, folder / "loss.png", rates, before, after)
+    plot_loss(history, metrics, folder / "loss.png", rates, before, after, prompts_key)
 
 
 def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Path,
               rates: tuple[tuple[str, str], ...] = RATES, before: tuple[str, str] = BEFORE,
-              after: str = "warm-start") -> None:
+              after: str = "warm-start", prompts_key: str = "check_prompts") -> None:
     """Loss per step beside the validity rates (``rates``: metric key, bar label) before and after, one figure."""
     import matplotlib
 
@@ -339,7 +340,8 @@ def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Pa
         right.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)  # a 0.00 bar is otherwise invisible
     right.set_xticks(list(xs), [name for _, name in rates], fontsize=8)
     right.set_ylim(0, 1.15)
-    right.set_title(f"format validity on {metrics['check_prompts']} held-out prompts per role", fontsize=9)
+    prompts = int(metrics.get(prompts_key, metrics["check_prompts"]))
+    right.set_title(f"format validity on {prompts} held-out prompts per role", fontsize=9)
     right.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
