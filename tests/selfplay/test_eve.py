@@ -40,6 +40,17 @@ def world(tmp_path, tokenizer):
     return build
 
 
+def handoff_world(world, trainer, model_dir):
+    """(params, runtime, resets) for whole runs: a real trainer, three hand-off documents, policy resets counted."""
+    params, _, runtime, _ = world(trainer=trainer, model_dir=model_dir)
+    params.eve.document_tokens = 64
+    resets = []
+    runtime.reset_policy = lambda: resets.append(True)
+    runtime.handoff_documents = lambda: load_document_seeds(params.corpus.out, "handoff", params.eve.handoff_share,
+                                                            params.eve.hop_weights)[:3]
+    return params, runtime, resets
+
+
 # --- fast ------------------------------------------------------------------------------------------------
 
 
@@ -112,12 +123,7 @@ def test_run_selfplay_goes_from_phase_a_through_the_hand_off_to_phase_b_and_resu
     from searchplay.selfplay.loop import run_selfplay
 
     monkeypatch.chdir(tmp_path)
-    params, _, runtime, _ = world(trainer=trainer, model_dir=tiny_model_dir)
-    params.eve.document_tokens = 64
-    resets = []
-    runtime.reset_policy = lambda: resets.append(True)
-    runtime.handoff_documents = lambda: load_document_seeds(params.corpus.out, "handoff", params.eve.handoff_share,
-                                                            params.eve.hop_weights)[:3]
+    params, runtime, resets = handoff_world(world, trainer, tiny_model_dir)
     history = run_selfplay(params, "eve", 1, runtime=runtime)
     assert [row["eve/phase"] for row in history] == [1.0] and not resets
 
@@ -164,12 +170,7 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
     from searchplay.selfplay.loop import run_selfplay
 
     monkeypatch.chdir(tmp_path)
-    params, _, runtime, _ = world(trainer=trainer, model_dir=tiny_model_dir)
-    params.eve.document_tokens = 64
-    resets = []
-    runtime.reset_policy = lambda: resets.append(True)
-    runtime.handoff_documents = lambda: load_document_seeds(params.corpus.out, "handoff", params.eve.handoff_share,
-                                                            params.eve.hop_weights)[:3]
+    params, runtime, resets = handoff_world(world, trainer, tiny_model_dir)
     history_a = run_selfplay(params, "eve", 2, runtime=runtime, phase="a")
     assert [row["eve/phase"] for row in history_a] == [1.0, 1.0] and not resets  # stays in Phase A past half
     set_path = tmp_path / "checkpoints" / "eve_phase_a" / "solver_set.jsonl"

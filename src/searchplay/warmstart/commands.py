@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
+
+if TYPE_CHECKING:
+    from searchplay.config import Params
 
 
 def warmstart_command(
@@ -39,13 +44,13 @@ def warmstart_command(
     console.print(f"model: {params.warmstart.out_dir}/model; report: {params.warmstart.reports_dir}/metrics.json")
 
 
-def eve_command(params: object, track: bool) -> None:
+def eve_command(params: Params, track: bool) -> None:
     from searchplay.cliutil import console, exit_code_for
     from searchplay.warmstart.eve_stage import EVE_RATES, run_eve_warmstart
     from searchplay.warmstart.stage import WarmstartError
 
     try:
-        metrics = run_eve_warmstart(params, track=track)  # type: ignore[arg-type]
+        metrics = run_eve_warmstart(params, track=track)
     except WarmstartError as exc:
         console.print(f"[red]warm-start error:[/red] {exc}")
         raise typer.Exit(exit_code_for(exc)) from None
@@ -55,8 +60,8 @@ def eve_command(params: object, track: bool) -> None:
     for key, _ in EVE_RATES:
         console.print(f"  {key:28s} warm-start {metrics.get(key + '_before', float('nan')):.2f} -> EVE warm-start "
                       f"{metrics.get(key, float('nan')):.2f} (n={int(metrics.get('eve_check_prompts', 0))})")
-    console.print(f"model: {params.warmstart.eve_out_dir}/model; report: "  # type: ignore[attr-defined]
-                  f"{params.warmstart.eve_reports_dir}/metrics.json")  # type: ignore[attr-defined]
+    cfg = params.warmstart
+    console.print(f"model: {cfg.eve_out_dir}/model; report: {cfg.eve_reports_dir}/metrics.json")
 
 
 def register(app: typer.Typer) -> None:

@@ -141,10 +141,7 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
         **rates, **{f"{k}_base": v for k, v in base_rates.items()},
         "check_prompts": len(check_records),
         "demos": len(demos), **{f"demos_{role}": per_role.get(role, 0) for role in roles_of(params)},
-        "demos_dropped": sum(dropped.values()), "demo_subgraphs": len(demo_records),
-        "tokens": sum(row["tokens"] for row in history),
-        "trained_tokens": sum(row["trained_tokens"] for row in history),
-        "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"],
+        "demos_dropped": sum(dropped.values()), "demo_subgraphs": len(demo_records), **sft_totals(history),
         "time_train_s": round(train_seconds, 1), "time_check_s": round(check_seconds, 1),
         "time_total_s": round(time.perf_counter() - started, 1),
         "tokens_per_s": sum(row["tokens"] for row in history) / max(train_seconds, 1e-9),
@@ -154,6 +151,13 @@ def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True
     if track:
         log_to_mlflow(params, metrics, history, reports)
     return metrics
+
+
+def sft_totals(history: list[dict[str, float]]) -> dict[str, float]:
+    """Tokens seen and trained over the SFT steps, and the loss of the first and the last step."""
+    return {"tokens": sum(row["tokens"] for row in history),
+            "trained_tokens": sum(row["trained_tokens"] for row in history),
+            "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"]}
 
 
 def demo_builder(params: Params, tokenizer: Any, search_tool: Any, fmt: Any) -> DemoBuilder:
