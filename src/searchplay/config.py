@@ -130,6 +130,8 @@ class IndexConfig(Section):
     refine_factor: int = Field(5, ge=0, description="re-rank this many times top_k exactly (0: off)")
     fts: bool = Field(True, description="also build the native full-text (BM25) index")
     embed_batch_size: int = Field(64, ge=1, description="passages per embedding batch")
+    embedding_cache: str | None = Field("data/cache/embeddings", description="passage vectors kept by text hash "
+                                        "across builds, outside index.dir (None: off; docs/decisions/retrieval.md)")
 
 
 class SearchConfig(Section):

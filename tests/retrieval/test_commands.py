@@ -60,7 +60,8 @@ def bundled_subset(wiki_summaries_path, minilm_path, tmp_path_factory) -> Path:
     subset = [p.to_dict() for i, p in enumerate(passages) if p.title == "Switzerland" or i % SUBSET_STRIDE == 0]
     root = tmp_path_factory.mktemp("bundled")
     write_jsonl(root / "passages.jsonl", subset)
-    run("--set", f"corpus.out={root / 'passages.jsonl'}", "--set", f"index.dir={root / 'index'}", "index", "build")
+    run("--set", f"corpus.out={root / 'passages.jsonl'}", "--set", f"index.dir={root / 'index'}",
+        "--set", f"index.embedding_cache={root / 'cache'}", "index", "build")
     return root / "index"
 
 

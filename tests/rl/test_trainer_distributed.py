@@ -4,28 +4,17 @@ average is the single-process sum, and the statistics are reduced. ``two_process
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.processes import free_port, run
+
 pytestmark = pytest.mark.slow  # two processes start torch, transformers and accelerate (~20 s on 2 cores)
 
 SCRIPT = Path(__file__).with_name("two_process_step.py")
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run(command: list[str]) -> None:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def test_two_process_step_matches_the_single_process_step(tmp_path, tiny_model_path):

@@ -52,10 +52,13 @@ def index_build(
     started = time.perf_counter()
     manifest = build_index(params.corpus.out, config.dir, config.table, Embedder.from_params(params),
                            ann_threshold=config.ann_threshold, ann_type=config.ann_type,
-                           num_partitions=config.num_partitions, fts=config.fts)
+                           num_partitions=config.num_partitions, fts=config.fts,
+                           embedding_cache=config.embedding_cache)
     ann = manifest["ann"]["type"] or "none (exact search)"
     console.print(f"indexed {manifest['rows']} passages into {config.dir} in {time.perf_counter() - started:.0f}s; "
                   f"ANN: {ann}; full-text: {manifest['fts']}")
+    if cache := manifest["embedding_cache"]:
+        console.print(f"embedding cache {cache['dir']}: {cache['hits']} hits, {cache['misses']} misses")
 
 
 def search_command(

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import read_jsonl, write_json
+from searchplay.io import portable_name, read_jsonl, write_json
 from searchplay.retrieval.corpus import join_contents
 
 os.environ.setdefault("LANCEDB_LOG", "error")  # lance warns once per query about _distance otherwise
@@ -107,10 +107,17 @@ def _replace_dir(staging: Path, target: Path) -> None:
 
 def build_index(passages_path: str | Path, index_dir: str | Path, table: str, embedder: Any, *,
                 ann_threshold: int, ann_type: str = "auto", num_partitions: int | None = None,
-                fts: bool = True, show_progress: bool = True) -> dict[str, Any]:
-    """Embed every passage, write the table, add the ANN and FTS indexes; returns the manifest."""
+                fts: bool = True, show_progress: bool = True,
+                embedding_cache: str | Path | None = None) -> dict[str, Any]:
+    """Embed every passage, write the table, add the ANN and FTS indexes; returns the manifest.
+
+    ``embedding_cache`` (a folder outside ``index_dir``; None: off) keeps passage vectors by text hash, so only
+    passages not embedded before by the same embedder are embedded (``embedding_cache.py``).
+    """
     import lancedb
     from tqdm import tqdm
+
+    from searchplay.retrieval.embedding_cache import EmbeddingCache
 
     index_dir = Path(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -118,15 +125,19 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
     shutil.rmtree(staging, ignore_errors=True)
     try:
         db = lancedb.connect(str(staging))
+        cache = EmbeddingCache(embedding_cache, embedder) if embedding_cache is not None else None
         lance_table = None
         progress = tqdm(desc="embedding passages", unit="passage", disable=not show_progress)
         for chunk in _chunks(read_jsonl(passages_path), ADD_CHUNK_ROWS):
-            vectors = embedder.encode_passages([join_contents(p["title"], p["text"]) for p in chunk])
+            texts = [join_contents(p["title"], p["text"]) for p in chunk]
+            vectors = embedder.encode_passages(texts) if cache is None else cache.encode(texts, embedder)
             batch = _arrow_batch(chunk, vectors)
             if lance_table is None:
                 lance_table = db.create_table(table, batch)
             else:
                 lance_table.add(batch)
+            if cache is not None:
+                progress.set_postfix(cache_hits=cache.hits, cache_misses=cache.misses, refresh=False)
             progress.update(len(chunk))
         progress.close()
         if lance_table is None:
@@ -142,7 +153,9 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
         manifest = {"table": table, "rows": rows, "dimension": embedder.dimension, "embedder": embedder.name,
                     "e5_prefixes": embedder.e5_prefixes, "embedder_dtype": getattr(embedder, "dtype", "float32"),
                     "ann": asdict(choice), "fts": fts,
-                    "passages": str(passages_path)}
+                    "passages": str(passages_path),
+                    "embedding_cache": None if cache is None else {"dir": portable_name(embedding_cache),
+                                                                   "hits": cache.hits, "misses": cache.misses}}
         write_json(staging / MANIFEST, manifest)
         _replace_dir(staging, index_dir)
     except BaseException:

@@ -26,6 +26,7 @@ from typing import Any
 
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import CHECKPOINT_STATE, complete_checkpoints
+from searchplay.selfplay.distributed import Processes
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,12 @@ def _fsync_dir(folder: Path) -> None:
 class CheckpointManager:
     """Atomic save, discovery of the newest complete checkpoint, and pruning to the last ``keep``."""
 
-    def __init__(self, root: str | Path, keep: int = 2):
+    def __init__(self, root: str | Path, keep: int = 2, processes: Processes | None = None):
         if keep < 1:
             raise ValueError(f"keep must be >= 1 (the checkpoint a resume needs); got {keep}")
         self.root = Path(root)
         self.keep = keep
+        self.processes = processes or Processes()  # several: ``write`` is collective, the rest is the main's
 
     def complete(self) -> list[tuple[int, Path]]:
         """Complete checkpoints (renamed and holding a readable state.json), oldest first."""
@@ -88,12 +90,18 @@ class CheckpointManager:
     def save(self, iteration: int, state: dict[str, Any], write: Callable[[Path], None]) -> Path:
         """Write a checkpoint for ``iteration``: ``write(folder)`` stores the model and trainer files, then
         ``state`` goes to state.json, then the folder is renamed into place and ``latest`` updated."""
-        self.root.mkdir(parents=True, exist_ok=True)
         final = self.root / checkpoint_name(iteration)
         partial = final.with_name(final.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir()
+        main = self.processes.is_main
+        if main:
+            self.root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+        self.processes.barrier()
         write(partial)
+        if not main:
+            self.processes.barrier()  # wait until the main process has renamed the folder into place
+            return final
         write_json(partial / STATE_FILE, state)
         _fsync_tree(partial)
         if final.exists():  # the same iteration completed before a kill that preceded the pointer update
@@ -106,6 +114,7 @@ class CheckpointManager:
         with atomic_write(self.root / LATEST_FILE) as handle:
             handle.write(final.name + "\n")
         self.prune()
+        self.processes.barrier()
         return final
 
     def prune(self) -> None:

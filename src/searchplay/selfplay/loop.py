@@ -9,6 +9,9 @@ trajectories as an artifact, and rewrites ``reports/selfplay/<variant>/metrics.j
 A resume continues the checkpoint's MLflow run and logs the iterations it lacks (a kill between the
 checkpoint and the MLflow log); the checkpoint also holds its iteration's questions, so the question pool
 gets back the rows such a kill lost.
+
+Under ``accelerate launch`` every process runs this loop on the same data (``searchplay.selfplay.distributed``);
+the main process alone writes checkpoints' state, reports and MLflow, the trainer's save is collective.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
+from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
 from searchplay.selfplay.eve import finish_phase_a, phase_run_name, phase_state, run_eve_step
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import (
@@ -108,11 +112,13 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     start = initial_policy(params, variant.warmstart if variant is not None else "shared")
     log.info("self-play starts from %s", start)
     trainer = PolicyTrainer(start, params)
-    backend = load_backend(start, params)
+    processes = Processes.from_accelerator(trainer.accelerator)  # several under `accelerate launch`
+    backend = sharded(load_backend(start, params), processes)
     backend.update_weights(trainer.model)
     # 'policy': the learning policy answers (SSP §3.2); 'frozen': a copy of the initial weights (SSP code).
-    verifier = backend if params.selfplay.verifier == "policy" else load_backend(start, params)
-    judge = make_judge(params.judge, backend=backend if params.judge.backend == "local" else None)
+    verifier = backend if params.selfplay.verifier == "policy" else sharded(load_backend(start, params), processes)
+    judge = sharded_judge(make_judge(params.judge, backend=backend if params.judge.backend == "local" else None),
+                          processes)
     search_tool = load_search_tool(params)
     solver_config = RolloutConfig.from_params(params)
     proposer_config = replace(solver_config, temperature=params.selfplay.proposer_temperature)
@@ -128,7 +134,7 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
                       solver_config=solver_config, proposer_config=proposer_config,
                       encode=lambda messages: encode_prompt(backend.tokenizer, messages), format_documents=fmt)
     if variant is not None and variant.frozen_solver:
-        frozen = verifier if verifier is not backend else load_backend(start, params)
+        frozen = verifier if verifier is not backend else sharded(load_backend(start, params), processes)
         runtime.frozen = frozen
         runtime.frozen_rollouts = lambda ids, role, config: run_rollouts(frozen, search_tool, ids, role, config,
                                                                          top_k=top_k)
@@ -277,12 +283,21 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     if latest is not None and not resume:
         raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
                             "continue, or move the folder away to start over")
-    for path in manager.remove_partials():
-        log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
     pinned = phase_state(params, phase, variant.name) if phase != "all" else {}
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
     state.extra.update(pinned)
     runtime = runtime or build_runtime(params, variant)
+    processes = Processes.from_accelerator(getattr(runtime.trainer, "accelerator", None))
+    if processes.world > 1 and variant.step == "eve":
+        raise SelfplayError(f"{variant.name!r} runs on one process only (its hand-off set is written by one); "
+                            "launch it without accelerate")
+    manager.processes = processes
+    if processes.is_main:
+        for path in manager.remove_partials():
+            log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
+    processes.barrier()
+    if not processes.is_main:
+        return _follow(runtime, variant, params, state, manager, iterations, resume)
     reports = Path(cfg.reports_dir) / run_name
     previous_run = continued = None
     logged: set[int] = set()
@@ -337,10 +352,32 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             print(progress_line(iteration, iterations, row, run_name), flush=True)
             if on_iteration is not None:
                 on_iteration(iteration, row)
-        if variant.heldout_analysis:
+        if variant.heldout_analysis and processes.world > 1:
+            log.warning("%s: the held-out analysis runs on one process only; skipped under %d processes",
+                        variant.name, processes.world)
+        elif variant.heldout_analysis:
             heldout_analysis(runtime, params, reports)
         if phase == "a":
             finish_phase_a(runtime, variant, params, state, manager.root, reports)
+    return state.history
+
+
+def _follow(runtime: Runtime, variant: Variant, params: Params, state: LoopState, manager: CheckpointManager,
+            iterations: int, resume: bool) -> list[dict[str, float]]:
+    """A non-main process's run: the same steps and collective saves as the main process, nothing else written."""
+    latest = manager.latest()
+    if resume and latest is not None:
+        restore(state, latest, variant)
+        runtime.trainer.load(latest / MODEL_DIR)
+        runtime.backend.update_weights(runtime.trainer.model)
+    for iteration in range(state.iteration + 1, iterations + 1):
+        result = step_function(variant)(runtime, variant, params, state)
+        state.iteration = iteration
+        row = {"iteration": float(iteration), **result.metrics}
+        if params.selfplay.eval_every and (iteration % params.selfplay.eval_every == 0 or iteration == iterations):
+            row.update(held_out_scores(runtime, params))
+        state.history.append(row)
+        manager.save(iteration, {}, lambda folder: save_trainer(runtime, folder))
     return state.history
 
 
