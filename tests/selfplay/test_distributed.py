@@ -106,8 +106,7 @@ def test_two_process_selfplay_iteration_matches_one_process(tmp_path, tokenizer)
     row_one, row_two = one["history"][0], two["history"][0]
     assert row_two["train/groups_nonzero_advantage"] == row_one["train/groups_nonzero_advantage"] >= 1
     for key in ("solver/reward_mean", "proposer/reward_mean", "filter/valid_rate_rule", "train/loss"):
-        if key in row_one:
-            assert row_two[key] == pytest.approx(row_one[key], rel=1e-4, abs=1e-6), key
+        assert row_two[key] == pytest.approx(row_one[key], rel=1e-4, abs=1e-6), key
     for key, weight in one["state"].items():
         assert torch.allclose(two["state"][key], weight, atol=1e-4), key
     from safetensors.torch import load_file

@@ -333,14 +333,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
             _log_iteration(row, int(row["iteration"]))
         for iteration in range(state.iteration + 1, iterations + 1):
-            tic = time.perf_counter()
-            result = step_function(variant)(runtime, variant, params, state)
-            state.iteration = iteration
-            row = {"iteration": float(iteration), **result.metrics,
-                   "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}
-            if cfg.eval_every and (iteration % cfg.eval_every == 0 or iteration == iterations):
-                row.update(held_out_scores(runtime, params))
-            state.history.append(row)
+            result, row = train_iteration(runtime, variant, params, state, iteration, iterations)
             tic = time.perf_counter()
             manager.save(iteration, loop_state_dict(state, variant, params, run.info.run_id, result.questions),
                          lambda folder: save_trainer(runtime, folder))
@@ -371,14 +364,24 @@ def _follow(runtime: Runtime, variant: Variant, params: Params, state: LoopState
         runtime.trainer.load(latest / MODEL_DIR)
         runtime.backend.update_weights(runtime.trainer.model)
     for iteration in range(state.iteration + 1, iterations + 1):
-        result = step_function(variant)(runtime, variant, params, state)
-        state.iteration = iteration
-        row = {"iteration": float(iteration), **result.metrics}
-        if params.selfplay.eval_every and (iteration % params.selfplay.eval_every == 0 or iteration == iterations):
-            row.update(held_out_scores(runtime, params))
-        state.history.append(row)
+        train_iteration(runtime, variant, params, state, iteration, iterations)
         manager.save(iteration, {}, lambda folder: save_trainer(runtime, folder))
     return state.history
+
+
+def train_iteration(runtime: Runtime, variant: Variant, params: Params, state: LoopState, iteration: int,
+                    iterations: int) -> tuple[StepResult, dict[str, float]]:
+    """One step and, every ``selfplay.eval_every``, the held-out scores; the row is appended to the history."""
+    tic = time.perf_counter()
+    result = step_function(variant)(runtime, variant, params, state)
+    state.iteration = iteration
+    row = {"iteration": float(iteration), **result.metrics,
+           "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}
+    every = params.selfplay.eval_every
+    if every and (iteration % every == 0 or iteration == iterations):
+        row.update(held_out_scores(runtime, params))
+    state.history.append(row)
+    return result, row
 
 
 def held_out_scores(runtime: Runtime, params: Params) -> dict[str, float]:
