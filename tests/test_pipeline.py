@@ -2,8 +2,10 @@
 
 One module-scoped fixture runs `dvc repro` once (every stage: KG, corpus, index, self-play and
 evaluation for every variant, report); the tests then check the outputs, that a second `dvc repro`
-does nothing, that changing `selfplay.wcr_alpha` re-runs only kg_wcr's downstream stages, and
-that a Prefect server + process worker runs the `retrain/weekly` deployment to completion.
+does nothing, that changing `selfplay.wcr_alpha` in temporary and queued `dvc exp run` copies re-runs
+only kg_wcr's downstream stages (the copies check the other outputs out of the DVC cache) and that
+`dvc exp apply` brings a point back, and that a Prefect server + process worker runs the
+`retrain/weekly` deployment to completion.
 """
 
 from __future__ import annotations
@@ -110,22 +112,67 @@ def test_second_repro_does_nothing(quick_repo, pipeline_env):
     assert stages_that_ran(output) == set(), output
 
 
-def test_metrics_show_and_diff(quick_repo, pipeline_env):
+def test_metrics_show_lists_the_headline_files_and_a_full_file_on_request(quick_repo, pipeline_env):
     repo, _ = quick_repo
-    output = run([str(BIN / "dvc"), "metrics", "show", "--json"], repo, pipeline_env)
-    assert "reports/eval/kg_wcr/metrics.json" in output
+    shown = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json"], repo, pipeline_env))
+    files = set(shown[""]["data"])  # "": the workspace
+    assert files == {f"reports/eval/{model}/headline.json"
+                     for model in ("base", "warmstart", "ssp", "kg_wcr", "gdcr", "eve")}, files
+    full = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json", "reports/eval/kg_wcr/metrics.json"],
+                          repo, pipeline_env))
+    assert "kg_heldout.em" in full[""]["data"]["reports/eval/kg_wcr/metrics.json"]["data"]
 
 
-def test_changing_wcr_alpha_reruns_only_kg_wcr_downstream(quick_repo, pipeline_env):
+def commit_all(repo: Path, env: dict[str, str], message: str) -> None:
+    git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com"]
+    run([*git, "add", "-A"], repo, env)
+    run([*git, "commit", "-qm", message], repo, env)
+
+
+def experiment_params(repo: Path, env: dict[str, str]) -> dict[str, float]:
+    """``dvc exp show``: experiment name -> its selfplay.wcr_alpha."""
+    shown = json.loads(run([str(BIN / "dvc"), "exp", "show", "--json"], repo, env))
+    found = {}
+    for baseline in shown:
+        for experiment in baseline.get("experiments") or []:
+            for revision in experiment["revs"]:
+                params = revision["data"]["params"]["params.yaml"]["data"]
+                found[revision["name"]] = params["selfplay"]["wcr_alpha"]
+    return found
+
+
+def test_temporary_and_queued_experiments_rerun_only_kg_wcr_downstream(quick_repo, pipeline_env):
+    """`dvc exp run --temp` / `--queue`: the copy checks out unchanged stages' outputs from the DVC cache."""
+    import mlflow
+
     repo, _ = quick_repo
-    output = run([str(BIN / "dvc"), "repro", "--dry"], repo, pipeline_env)  # still nothing to do
-    assert stages_that_ran(output) == set()
-    from dvc.utils.serialize import modify_yaml
-
-    with modify_yaml(repo / "params.yaml") as tree:
-        tree["selfplay"]["wcr_alpha"] = 0.5
-    output = run([str(BIN / "dvc"), "repro"], repo, pipeline_env)
+    dvc = str(BIN / "dvc")
+    commit_all(repo, pipeline_env, "quick run")
+    params_before = (repo / "params.yaml").read_text()
+    output = run([dvc, "exp", "run", "--temp", "--name", "alpha-04", "-S", "selfplay.wcr_alpha=0.4"], repo,
+                 pipeline_env)
     assert stages_that_ran(output) == {"selfplay@kg_wcr", "evaluate@kg_wcr", "report"}, output
+    run([dvc, "exp", "run", "--queue", "--name", "alpha-05", "-S", "selfplay.wcr_alpha=0.5"], repo, pipeline_env)
+    run([dvc, "exp", "run", "--run-all"], repo, pipeline_env)
+    logs = run([dvc, "queue", "logs", "alpha-05"], repo, pipeline_env)
+    assert stages_that_ran(logs) == {"selfplay@kg_wcr", "evaluate@kg_wcr", "report"}, logs
+    assert experiment_params(repo, pipeline_env) == {"alpha-04": 0.4, "alpha-05": 0.5}
+    assert (repo / "params.yaml").read_text() == params_before  # the workspace is left alone
+    assert stages_that_ran(run([dvc, "repro", "--dry"], repo, pipeline_env)) == set()
+    client = mlflow.MlflowClient(f"sqlite:///{repo}/mlflow.db")  # the copies' runs land in the project's store
+    tagged = {run_.data.tags.get("dvc.exp_name") for run_ in client.search_runs(
+        [e.experiment_id for e in client.search_experiments()], max_results=1000)}
+    assert {"alpha-04", "alpha-05"} <= tagged
+
+
+def test_applying_an_experiment_brings_its_outputs_back_from_the_cache(quick_repo, pipeline_env):
+    """`dvc exp apply`: the point's params, reports and checkpoint in the workspace, nothing left to run."""
+    repo, _ = quick_repo
+    dvc = str(BIN / "dvc")
+    run([dvc, "exp", "apply", "alpha-04"], repo, pipeline_env)
+    assert yaml.safe_load((repo / "params.yaml").read_text())["selfplay"]["wcr_alpha"] == 0.4
+    assert (repo / "checkpoints/kg_wcr/latest").is_file()
+    assert stages_that_ran(run([dvc, "repro", "--dry"], repo, pipeline_env)) == set()
 
 
 def free_port() -> int:

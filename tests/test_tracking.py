@@ -177,3 +177,43 @@ def test_only_a_run_of_the_same_params_and_experiment_is_resumable(tmp_path, mon
     assert resumable_run(other, "selfplay", run.info.run_id) is None  # MLflow refuses to change a logged param
     with start_run(params, "selfplay", "kg_wcr", run_id=run.info.run_id) as continued:
         assert continued.info.run_id == run.info.run_id
+
+
+def test_the_default_store_is_relative_outside_dvc_and_at_the_project_root_inside(tmp_path, monkeypatch):
+    from searchplay.tracking import tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    assert tracking_uri(Params()) == "sqlite:///mlflow.db"
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    assert tracking_uri(Params()) == f"sqlite:///{tmp_path.resolve()}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.internal:5000")
+    assert tracking_uri(Params()) == "http://mlflow.internal:5000"
+
+
+@pytest.mark.slow
+def test_a_stage_of_a_temporary_dvc_experiment_logs_to_the_projects_store(tmp_path, monkeypatch):
+    """`dvc exp run --temp` runs a stage in a copy under .dvc/tmp/exps that DVC deletes; DVC_ROOT names the project."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from searchplay.tracking import register_model
+
+    project, copy = tmp_path / "project", tmp_path / "project/.dvc/tmp/exps/tmp123"
+    copy.mkdir(parents=True)
+    monkeypatch.chdir(copy)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("DVC_ROOT", str(project))
+    monkeypatch.setenv("DVC_EXP_NAME", "tipsy-alpha")
+    monkeypatch.setenv("DVC_EXP_BASELINE_REV", "0" * 40)
+    params = Params()
+    with start_run(params, "selfplay", "kg_wcr") as run:
+        mlflow.log_text("{}", "undefined/iter_000001.json")
+    register_model(run.info.run_id, copy / "checkpoints/kg_wcr/model", "kg_wcr", {"judge_accuracy": 0.1}, params)
+    assert (project / "mlflow.db").is_file() and not (copy / "mlflow.db").exists()
+    assert (project / "mlruns").is_dir() and not (copy / "mlruns").exists()
+    client = MlflowClient(f"sqlite:///{project.resolve()}/mlflow.db")
+    stored = client.get_run(run.info.run_id)
+    assert stored.data.tags["dvc.exp_name"] == "tipsy-alpha"
+    assert stored.data.tags["dvc.exp_baseline"] == "0" * 40
+    assert client.get_model_version("searchplay-kg_wcr", "1").tags["dvc.exp_name"] == "tipsy-alpha"

@@ -1,7 +1,10 @@
 """MLflow helpers: experiment per stage, run per variant, flat params, provenance tags.
 
-The tracking store defaults to a sqlite file in the working directory (MLflow's file store is in
-maintenance mode and raises); ``MLFLOW_TRACKING_URI`` or ``tracking.uri`` in params overrides it.
+The tracking store defaults to ``mlflow.db``, a sqlite file (MLflow's file store is in maintenance mode
+and raises), at the DVC project root; ``MLFLOW_TRACKING_URI`` or ``tracking.uri`` in params overrides it.
+A ``dvc exp run --temp`` or ``--queue`` experiment runs its stages in a copy under ``.dvc/tmp/exps`` that
+DVC deletes afterwards; DVC names the project it came from in ``DVC_ROOT``, so those runs (and their
+artifacts) land in the project's store, tagged with the experiment's name (``dvc.exp_name``).
 
 No run stays RUNNING after its process is gone (docs/decisions/selfplay.md, "Run states"): an exception
 ends it FAILED, Ctrl-C or SIGTERM ends it KILLED, and a run whose process was SIGKILLed is ended KILLED
@@ -10,6 +13,7 @@ by the next ``start_run`` of its experiment on the same host (runs are tagged wi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -56,9 +60,38 @@ class EvaluationCoverage:
 
 
 def tracking_uri(params: Params) -> str:
-    import os
+    """``tracking.uri``, else ``MLFLOW_TRACKING_URI``, else ``mlflow.db`` at ``DVC_ROOT`` (set by DVC), else here."""
+    return params.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or _project_default()[0]
 
-    return params.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+def _project_default() -> tuple[str, str | None]:
+    """The default store and, inside a DVC stage, the artifact folder beside it (None: MLflow's default)."""
+    root = os.environ.get("DVC_ROOT")
+    if not root:
+        return DEFAULT_TRACKING_URI, None
+    return f"sqlite:///{Path(root).resolve() / 'mlflow.db'}", (Path(root).resolve() / "mlruns").as_uri()
+
+
+def _set_experiment(name: str) -> Any:
+    """``mlflow.set_experiment``; a new experiment of the default store keeps its artifacts beside the store.
+
+    MLflow's default artifact folder is ``./mlruns`` of the process creating the experiment, which for a
+    stage of a temporary DVC experiment is a copy about to be deleted.
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    uri, artifacts = _project_default()
+    if artifacts and mlflow.get_tracking_uri() == uri and mlflow.get_experiment_by_name(name) is None:
+        with contextlib.suppress(MlflowException):  # created meanwhile by another stage
+            mlflow.create_experiment(name, artifact_location=artifacts)
+    return mlflow.set_experiment(name)
+
+
+def dvc_experiment_tags() -> dict[str, str]:
+    """``dvc.exp_name`` and ``dvc.exp_baseline`` of a stage run by ``dvc exp run`` (empty otherwise)."""
+    names = {"DVC_EXP_NAME": "dvc.exp_name", "DVC_EXP_BASELINE_REV": "dvc.exp_baseline"}
+    return {tag: os.environ[variable] for variable, tag in names.items() if os.environ.get(variable)}
 
 
 def git_commit(cwd: str | Path = ".") -> str:
@@ -114,7 +147,7 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri(params))
-    experiment = mlflow.set_experiment(experiment_name(params, stage))
+    experiment = _set_experiment(experiment_name(params, stage))
     if not nested:
         for stale in end_stale_runs(experiment.experiment_id):
             log.info("MLflow run %s was left RUNNING by a process that is gone; ended it KILLED", stale)
@@ -124,7 +157,7 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
                 mlflow.log_params(flat_params(params))
             mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
                              HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
-                             **dvc_stage_hashes(), **(tags or {})})
+                             **dvc_stage_hashes(), **dvc_experiment_tags(), **(tags or {})})
             yield run
         except (KeyboardInterrupt, Terminated):
             mlflow.end_run(KILLED)  # MLflow's own exit would record FAILED
@@ -204,6 +237,9 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
     evaluated on all seven paper benchmarks takes the ``champion`` alias (MLflow 3 aliases, not the
     deprecated stages) when its ``avg.judge_acc`` is at least the current champion's under the same
     judge; a partial evaluation never does. Returns the version number.
+
+    A version registered from ``dvc exp run --temp``/``--queue`` points into the copy DVC deletes; its
+    ``dvc.exp_name`` tag names the experiment, whose checkpoint ``dvc exp apply <name>`` restores.
     """
     import mlflow
     from mlflow import MlflowClient
@@ -218,7 +254,7 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
         if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
             raise
     tags = {"variant": variant, **{f"score.{k}": f"{v:.4f}" for k, v in scores.items()},
-            **(coverage.tags() if coverage else {})}
+            **(coverage.tags() if coverage else {}), **dvc_experiment_tags()}
     version = client.create_model_version(name, source=str(Path(model_dir).resolve()), run_id=run_id, tags=tags)
     if coverage and coverage.full and CHAMPION_SCORE in scores and _beats_champion(client, name, coverage,
                                                                                    scores[CHAMPION_SCORE]):
