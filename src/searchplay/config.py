@@ -287,7 +287,7 @@ class SelfplayConfig(Section):
     sample_trajectories: int = Field(8, ge=0, description="decoded trajectories per role logged per iteration")
     reports_dir: str = Field("reports/selfplay", description="metrics.json + history.csv per variant below")
     checkpoint_dir: str = Field("checkpoints", description="per-variant checkpoints live below")
-    seed: int = Field(0)
+    seed: int = Field(0, description="seeds the seed order, the loop's RNG and, per iteration, rollout sampling")
 
 
 class EvaluateConfig(Section):

@@ -44,6 +44,7 @@ from searchplay.rewards.eve import evidence_verifier
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
+from searchplay.selfplay.seeding import HANDOFF, seed_sampling
 from searchplay.selfplay.seeds import Seed
 from searchplay.selfplay.step import (
     LoopState,
@@ -190,6 +191,7 @@ def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: Lo
         raise HandoffError("the hand-off needs runtime.handoff_documents (build_runtime gives it for 'eve')")
     tic = time.perf_counter()
     documents = runtime.handoff_documents()
+    seed_sampling(params.selfplay.seed, state.iteration, purpose=HANDOFF)  # a resumed Phase A hands off the same
     rows = hand_off(runtime, variant, params, state, documents)
     summary = handoff_summary(rows, len(documents), time.perf_counter() - tic)
     write_json(reports / HANDOFF_REPORT, {k: v if math.isfinite(v) else None for k, v in summary.items()})

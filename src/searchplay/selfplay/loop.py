@@ -33,6 +33,7 @@ from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
 from searchplay.selfplay.eve import finish_phase_a, phase_run_name, phase_state, run_eve_step
 from searchplay.selfplay.replay import ReplayBuffer
+from searchplay.selfplay.seeding import seed_sampling
 from searchplay.selfplay.seeds import (
     Seed,
     SeedCursor,
@@ -364,14 +365,18 @@ def _follow(runtime: Runtime, variant: Variant, params: Params, state: LoopState
         runtime.trainer.load(latest / MODEL_DIR)
         runtime.backend.update_weights(runtime.trainer.model)
     for iteration in range(state.iteration + 1, iterations + 1):
-        train_iteration(runtime, variant, params, state, iteration, iterations)
+        train_iteration(runtime, variant, params, state, iteration, iterations, rank=manager.processes.rank)
         manager.save(iteration, {}, lambda folder: save_trainer(runtime, folder))
     return state.history
 
 
 def train_iteration(runtime: Runtime, variant: Variant, params: Params, state: LoopState, iteration: int,
-                    iterations: int) -> tuple[StepResult, dict[str, float]]:
-    """One step and, every ``selfplay.eval_every``, the held-out scores; the row is appended to the history."""
+                    iterations: int, rank: int = 0) -> tuple[StepResult, dict[str, float]]:
+    """One step and, every ``selfplay.eval_every``, the held-out scores; the row is appended to the history.
+
+    Sampling is seeded from (``selfplay.seed``, iteration, rank) first, so the step repeats (``seeding``).
+    """
+    seed_sampling(params.selfplay.seed, iteration, rank)
     tic = time.perf_counter()
     result = step_function(variant)(runtime, variant, params, state)
     state.iteration = iteration
