@@ -1,10 +1,12 @@
-"""The ``evaluate`` flow: evaluation of each variant's latest checkpoint and the comparison report."""
+"""The ``evaluate`` flow: evaluation of the reference models and each variant's latest checkpoint, then the
+comparison report."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import yaml
 from prefect import flow
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -14,14 +16,22 @@ from flows.retrain import selected_variants  # noqa: E402
 from tasks.stages import reproduce_stage  # noqa: E402
 
 
+def evaluation_stages(root: Path, variants: list[str] | None) -> list[str]:
+    """The stages the flow re-runs, in order: the reference models of dvc.yaml's ``evaluate_reference``
+    (base, warm-start), so that a forced re-evaluation re-scores every row the report compares, then
+    ``evaluate@<variant>`` per chosen variant."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    references = [f"evaluate_reference@{name}" for name in stages.get("evaluate_reference", {}).get("foreach", {})]
+    return references + [f"evaluate@{v}" for v in selected_variants(root, variants)]
+
+
 @flow(name="evaluate", log_prints=True)
 def evaluate(variants: list[str] | None = None, root: str = str(REPO_ROOT), force: bool = False,
              ) -> dict[str, list[str]]:
-    """Re-run ``evaluate@<variant>`` and the ``report`` stage: skipped when nothing changed, unless ``force``,
+    """Re-run the evaluation stages and the ``report`` stage: skipped when nothing changed, unless ``force``,
     which evaluates every question again (e.g. after a change the stage's dependencies do not see, such
     as a new judge endpoint behind the same params)."""
-    ran = {f"evaluate@{v}": reproduce_stage(f"evaluate@{v}", root, force)
-           for v in selected_variants(Path(root), variants)}
+    ran = {stage: reproduce_stage(stage, root, force) for stage in evaluation_stages(Path(root), variants)}
     ran["report"] = reproduce_stage("report", root, force)
     return ran
 

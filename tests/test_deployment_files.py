@@ -165,6 +165,18 @@ def test_on_demand_evaluation_can_force_a_real_re_run():
     assert repro_command("evaluate@ssp", force=True)[1:] == ["repro", "--single-item", "--force", "evaluate@ssp"]
 
 
+def test_on_demand_evaluation_re_scores_the_reference_models_too(repo_root):
+    """A forced re-evaluation (e.g. a new judge) must re-score base and warm-start as well, or the report
+    would compare rows judged differently."""
+    from flows.evaluate import evaluation_stages
+
+    assert evaluation_stages(repo_root, ["kg_wcr"]) == [
+        "evaluate_reference@base", "evaluate_reference@warmstart", "evaluate@kg_wcr"]
+    every = evaluation_stages(repo_root, None)
+    assert every[:2] == ["evaluate_reference@base", "evaluate_reference@warmstart"]
+    assert {"evaluate@ssp", "evaluate@kg_wcr", "evaluate@gdcr", "evaluate@eve"} <= set(every[2:])
+
+
 def test_the_retrain_flow_runs_a_variants_own_stages_before_its_self_play(repo_root):
     from flows.retrain import variant_prerequisites
 
