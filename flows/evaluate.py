@@ -6,23 +6,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
 from prefect import flow
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # Prefect loads this file by path; make `flows`/`tasks` importable
 
-from flows.retrain import selected_variants  # noqa: E402
+from flows.retrain import reference_stages, selected_variants  # noqa: E402
 from tasks.stages import reproduce_stage  # noqa: E402
 
 
 def evaluation_stages(root: Path, variants: list[str] | None) -> list[str]:
-    """The stages the flow re-runs, in order: the reference models of dvc.yaml's ``evaluate_reference``
-    (base, warm-start), so that a forced re-evaluation re-scores every row the report compares, then
-    ``evaluate@<variant>`` per chosen variant."""
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    references = [f"evaluate_reference@{name}" for name in stages.get("evaluate_reference", {}).get("foreach", {})]
-    return references + [f"evaluate@{v}" for v in selected_variants(root, variants)]
+    """The stages the flow re-runs, in order: the reference models' evaluations, so that a forced
+    re-evaluation re-scores every row the report compares, then ``evaluate@<variant>`` per chosen variant."""
+    return reference_stages(root) + [f"evaluate@{v}" for v in selected_variants(root, variants)]
 
 
 @flow(name="evaluate", log_prints=True)

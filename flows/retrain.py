@@ -70,6 +70,13 @@ def selected_variants(root: Path, variants: list[str] | None) -> list[str]:
     return variants or configured
 
 
+def reference_stages(root: Path) -> list[str]:
+    """``evaluate_reference@<model>`` per reference model of dvc.yaml's foreach (base, warm-start): the rows
+    every variant is compared against."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    return [f"evaluate_reference@{name}" for name in stages.get("evaluate_reference", {}).get("foreach", {})]
+
+
 def variant_prerequisites(root: Path, variant: str, done: set[str]) -> list[str]:
     """The stages between the shared ones and ``selfplay@<variant>``, in run order: the producers of its
     ``pipeline.variants`` start and their own inputs, back to stages in ``done`` (eve: warmstart_eve,
@@ -109,8 +116,8 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
         index = reproduce_stage.submit("index", root, wait_for=[corpus])
         ran["kg"], ran["corpus"], ran["index"] = kg.result(), corpus.result(), index.result()
         ran["warmstart"] = reproduce_stage("warmstart", root)  # once, shared by every variant
-        for reference in ("base", "warmstart"):
-            ran[f"evaluate_reference@{reference}"] = reproduce_stage(f"evaluate_reference@{reference}", root)
+        for stage in reference_stages(repo):
+            ran[stage] = reproduce_stage(stage, root)
         for variant in chosen:  # one variant at a time: each self-play run uses the whole machine
             for stage in variant_prerequisites(repo, variant, set(ran)):  # eve: its warm-start and Phase A
                 ran[stage] = reproduce_stage(stage, root)
