@@ -170,3 +170,21 @@ def test_auto_rollout_dtype_is_bf16_only_where_native():
     native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     assert pick_rollout_dtype("auto", "cpu") is (torch.bfloat16 if native else None)
     assert pick_rollout_dtype("model", "cpu") is None and pick_rollout_dtype("float16", "cpu") is torch.float16
+
+
+def test_shared_prompt_prefixes_are_prefilled_once_with_the_same_greedy_tokens(tiny_dir):
+    """A group of identical prompts and a prompt sharing their instructions (as a Solver group and its batch):
+    the shared prefixes run once, and every row samples what it samples alone."""
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    shared = TransformersBackend(str(tiny_dir), device="cpu", reuse_cache=False)
+    alone = TransformersBackend(str(tiny_dir), device="cpu", reuse_cache=False, share_prefixes=False)
+    tok = shared.tokenizer
+    instructions = tok.encode("Answer the given question, and search when you lack some knowledge. " * 2)
+    group = instructions + tok.encode(" Question: who wrote Hamlet?")
+    prompts = [group, group, group, instructions + tok.encode(" Question: which river flows through Vienna?")]
+    assert [c.token_ids for c in shared.generate(prompts, GREEDY)] == [c.token_ids for c in alone.generate(prompts,
+                                                                                                        GREEDY)]
+    common = next(i for i, (a, b) in enumerate(zip(group, prompts[-1], strict=False)) if a != b)
+    assert alone.prefilled_tokens == sum(len(p) for p in prompts)
+    assert shared.prefilled_tokens == len(group) - 1 + 3 * 1 + (len(prompts[-1]) - common)

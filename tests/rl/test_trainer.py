@@ -235,3 +235,54 @@ def test_segmented_step_learns_like_the_exact_one(tiny_model_path):
     trainer.step([good, bad])
     after = trainer.compute_logprobs([good, bad])
     assert sum(after[0]) > sum(before[0]) and sum(after[1]) < sum(before[1])
+
+
+LONG_PROMPT = [1, *range(3, 23)]  # 21 tokens: longer than prefix_kv.MIN_SHARED_TOKENS
+
+
+def _grouped_samples():
+    """A group of three rollouts of one long prompt and a prompt sharing its first 18 tokens, as in self-play."""
+    other = [*LONG_PROMPT[:18], 40, 41, 42]
+    return [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0, prompt=LONG_PROMPT),
+            _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5, prompt=LONG_PROMPT),
+            _sample([33, 34], [1, 1], 0.25, prompt=LONG_PROMPT),
+            _sample([35, 53, 36], [1, 0, 1], -1.0, prompt=other)]
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")
+def test_shared_prompt_prefixes_give_the_same_update(tiny_model_path, monkeypatch):
+    """The update runs a prompt prefix its samples share once (searchplay.prefix_kv): the same loss, statistics
+    and gradient as running every sample's prompt on its own."""
+    import searchplay.rl.trainer as trainer_module
+
+    samples = _grouped_samples()
+    shared = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True))
+    built = []
+    original_build = trainer_module.PrefixStore.build
+    monkeypatch.setattr(trainer_module.PrefixStore, "build",
+                        lambda self, decoder, config, prefixes: (built.extend(prefixes),
+                                                                 original_build(self, decoder, config, prefixes)))
+    shared_grad, shared_stats = _all_grads(shared, samples)
+    assert sorted(len(p) for p in built) == [18, 20]  # the 18 tokens all four share, then the group's prompt
+    monkeypatch.setattr(trainer_module, "shared_prefixes", lambda prompts, limits: [])
+    alone_grad, alone_stats = _all_grads(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True)),
+                                         samples)
+    for key in ("loss", "pg_loss", "entropy", "ratio_mean", "tokens"):
+        assert shared_stats[key] == pytest.approx(alone_stats[key], abs=1e-6), key
+    assert torch.allclose(shared_grad, alone_grad, atol=1e-6)
+
+
+def test_reference_and_old_logprobs_with_shared_prefixes_match_the_plain_forward(tiny_model_path):
+    """pi_old (compute_logprobs) and pi_ref after a step: the per-sequence forwards after a shared prefix give
+    the batched plain forward's values."""
+    samples = _grouped_samples()
+    plain = PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=False))
+    segmented = PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True))
+    for mine, theirs in zip(segmented.compute_logprobs(samples), plain.compute_logprobs(samples), strict=True):
+        assert np.allclose(mine, theirs, atol=1e-5)
+    segmented.step(samples)  # the policy moves; the reference does not
+    batch = segmented._collate(samples)
+    via_prefix = segmented._reference_logprobs(samples, batch, logprobs=None)
+    plain_values = segmented._logprobs(segmented.ref_model, batch)[0]
+    assert torch.allclose(via_prefix, plain_values, atol=1e-5)
+    assert segmented._ref_prefixes.entries  # kept for the next steps

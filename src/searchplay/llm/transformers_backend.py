@@ -11,7 +11,8 @@ that extends one of them only prefills its new tokens. Rows are laid out ``[pad 
 new]`` so the cached parts line up; padding anywhere is masked, and positions count real tokens
 only, so a row's keys and values do not depend on its layout. The cache is dropped whenever the
 weights change (``update_weights``, or any in-place update, seen through the parameters' version
-counters).
+counters). Rows without a cached prefix share one: a prompt prefix that several of them start with (the
+G rollouts of a question, a prompt family's instructions) is prefilled once (``searchplay.prefix_kv``).
 
 Growing cache: transformers' ``DynamicLayer`` concatenates each step's keys and values onto the whole
 cache, a copy of everything cached per decoded token; ``_GrowingLayer`` writes into spare room instead.
@@ -147,7 +148,7 @@ class TransformersBackend:
     """``PolicyBackend`` over a transformers causal LM (the trainer's module can be shared in-process)."""
 
     def __init__(self, model: str | Any, tokenizer: Any = None, dtype: str = "float32", device: str = "auto",
-                 reuse_cache: bool = True, rollout_dtype: str | None = None):
+                 reuse_cache: bool = True, rollout_dtype: str | None = None, share_prefixes: bool = True):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -176,6 +177,7 @@ class TransformersBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.reuse_cache = reuse_cache
+        self.share_prefixes = share_prefixes  # shared prompt prefixes prefilled once (searchplay.prefix_kv)
         self._cache: list[_CachedRow] = []
         self._cache_version: tuple[int, ...] = ()
         self.prefilled_tokens = 0  # prompt tokens run through the model (cache hits excluded), for benchmarks
@@ -221,7 +223,7 @@ class TransformersBackend:
         if self._copy is not None and tuple(p._version for p in self.source.parameters()) != self._source_version:
             self.model = self._generation_model()  # the source moved in place (an optimizer step): re-sync
         prompts = [list(p) for p in prompts]
-        hits = self._lookup(prompts)
+        hits = self._share_prefixes(prompts, self._lookup(prompts))
         cached = [len(hit.ids) if hit else 0 for hit in hits]
         head = max(cached)
         tail = max(len(p) - c for p, c in zip(prompts, cached, strict=True))
@@ -285,6 +287,30 @@ class TransformersBackend:
         for prompt in prompts:
             fits = [row for row in self._cache if len(row.ids) < len(prompt) and prompt[:len(row.ids)] == row.ids]
             hits.append(max(fits, key=lambda row: len(row.ids), default=None))
+        return hits
+
+    def _share_prefixes(self, prompts: list[list[int]], hits: list[_CachedRow | None]) -> list[_CachedRow | None]:
+        """Rows without a cached prefix: the prompt prefixes they share (a Solver group's prompt, a prompt
+        family's instruction block) run through the model once, and each row starts from the longest of them."""
+        import torch
+
+        from searchplay.prefix_kv import PrefixStore, shared_prefixes
+
+        fresh = [row for row, hit in enumerate(hits) if hit is None]
+        if not self.share_prefixes or len(fresh) < 2:
+            return hits
+        prefixes = shared_prefixes([prompts[row] for row in fresh], [len(prompts[row]) - 1 for row in fresh])
+        if not prefixes:
+            return hits
+        store = PrefixStore()
+        with torch.inference_mode():
+            store.build(self.model.get_decoder(), self.model.config, prefixes)
+        self.prefilled_tokens += store.computed_tokens
+        hits = list(hits)
+        for row in fresh:
+            length, layers = store.longest(prompts[row], len(prompts[row]) - 1)
+            if layers is not None:
+                hits[row] = _CachedRow(prompts[row][:length], [k for k, _ in layers], [v for _, v in layers])
         return hits
 
     def _stack(self, hits: list[_CachedRow | None], head: int) -> list[tuple[Any, Any]]:

@@ -15,6 +15,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from searchplay.prefix_kv import Layers, seeded_cache
+
 
 @dataclass(frozen=True)
 class Run:
@@ -42,23 +44,57 @@ Run(start=4, end=5, trained=True)]
     return runs
 
 
+def first_untrained_end(loss_mask: list[int]) -> int:
+    """Where the first run ends if it predicts no scored token (the prompt), else 0: the most a shared prefix may cover.
+
+    >>> first_untrained_end([0, 0, 0, 1, 1]), first_untrained_end([0, 1, 1])
+    (2, 0)
+    """
+    runs = forward_runs(loss_mask)
+    return runs[0].end if runs and not runs[0].trained else 0
+
+
 def segmented_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: list[int],
-                     autocast: Any = None) -> list[tuple[Run, Any]]:
+                     autocast: Any = None, prefix: tuple[int, Layers | None] = (0, None)) -> list[tuple[Run, Any]]:
     """(run, fp32 logits of its positions) for every scored run of one sequence ``ids`` [L].
 
     ``decoder`` maps ids to hidden states and takes a KV cache (a HF ``*Model``); ``head`` is the LM head.
-    Unscored runs only fill the cache, without gradient. ``autocast`` is a context factory (or None).
+    Unscored runs only fill the cache, without gradient. ``autocast`` is a context factory (or None),
+    entered once for the whole sequence so the bf16 copies of the weights are made once, not per run.
+    ``prefix``: (length, keys and values) of the sequence's first tokens, computed elsewhere
+    (``searchplay.prefix_kv``); at most ``first_untrained_end(loss_mask)`` long.
     """
     import torch
-    from transformers import DynamicCache
 
-    cache = DynamicCache(config=config)
+    skip, layers = prefix
+    if skip > first_untrained_end(loss_mask):
+        raise ValueError(f"a shared prefix of {skip} tokens reaches into the scored positions")
+    cache = seeded_cache(config, layers)
     scored = []
-    for run in forward_runs(loss_mask):
-        chunk = ids[None, run.start:run.end]
-        grad = nullcontext() if run.trained else torch.no_grad()
-        with grad, (autocast() if autocast else nullcontext()):
-            hidden = decoder(input_ids=chunk, past_key_values=cache, use_cache=True).last_hidden_state
-            if run.trained:
-                scored.append((run, head(hidden[0]).float()))
+    with autocast() if autocast else nullcontext():
+        for run in forward_runs(loss_mask):
+            if run.end <= skip:
+                continue
+            chunk = ids[None, max(run.start, skip):run.end]
+            with nullcontext() if run.trained else torch.no_grad():
+                hidden = decoder(input_ids=chunk, past_key_values=cache, use_cache=True).last_hidden_state
+                if run.trained:
+                    scored.append((run, head(hidden[0]).float()))
     return scored
+
+
+def scored_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: list[int], autocast: Any = None,
+                  prefix: tuple[int, Layers | None] = (0, None)) -> tuple[Any, Any]:
+    """Without gradient: (positions that predict a scored token, their fp32 logits) of one sequence ``ids`` [L],
+    in one forward after the shared ``prefix`` (the reference and pi_old forwards of the RL update)."""
+    import torch
+
+    skip, layers = prefix
+    if skip > first_untrained_end(loss_mask):
+        raise ValueError(f"a shared prefix of {skip} tokens reaches into the scored positions")
+    positions = torch.tensor([p for p in range(len(loss_mask) - 1) if loss_mask[p + 1]], dtype=torch.long,
+                             device=ids.device)
+    with torch.no_grad(), autocast() if autocast else nullcontext():
+        hidden = decoder(input_ids=ids[None, skip:len(loss_mask) - 1], past_key_values=seeded_cache(config, layers),
+                         use_cache=True).last_hidden_state[0]
+        return positions, head(hidden[positions - skip]).float()

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchplay.precision import autocast_enabled
+from searchplay.prefix_kv import PrefixStore, shared_prefixes
 from searchplay.rl.losses import entropy_from_logits, low_var_kl, policy_loss_terms, token_weights
 from searchplay.rl.sample import TrainingSample
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from searchplay.config import Params
 
 TRAINER_STATE = "trainer_state.json"
+REF_PREFIX_ENTRIES = 64  # the reference's stored prefixes (each a few MB at 135M) before the store starts afresh
 
 
 class _Warmup:
@@ -100,6 +102,7 @@ class PolicyTrainer:
                               else ref.to(self.accelerator.device))
         self.global_step = 0
         self._keep_logits = _accepts_logits_to_keep(model)
+        self._ref_prefixes = PrefixStore()  # the frozen reference's shared prompt prefixes, kept across steps
         self._autocast_on = autocast_enabled(self.cfg.autocast_bf16, self.accelerator.device.type)
 
     # ---- public API ---------------------------------------------------------------------------------
@@ -112,10 +115,15 @@ class PolicyTrainer:
         import torch
 
         out = []
+        store = self._prefix_store(self.model, samples) if self._segmented else None
         for batch_samples in _chunks(samples, self.cfg.micro_batch_size):
             batch = self._collate(batch_samples)
             with torch.no_grad():
-                logprobs, _ = self._logprobs(self.model, batch)
+                if store is not None:
+                    with self._autocast():
+                        logprobs = self._sequence_logprobs(self.model, batch_samples, batch, store)
+                else:
+                    logprobs, _ = self._logprobs(self.model, batch)
             for row, sample in enumerate(batch_samples):
                 window = _response_slice(sample, batch.start)
                 values = logprobs[row, window].tolist()
@@ -155,19 +163,21 @@ class PolicyTrainer:
         before = _fingerprint(self.model)
         lr = self.scheduler.get_last_lr()[0]
         totals = torch.zeros(6, dtype=torch.float64, device=acc.device)  # loss, pg, kl, entropy, clipfrac, ratio
+        store = self._prefix_store(self.model, samples) if self._segmented else None  # weights fixed until the step
         for index, (batch_samples, weight) in enumerate(micro_batches):
             batch = self._collate(batch_samples)
             last = index == len(micro_batches) - 1
             context = acc.no_sync(self.model) if not last else nullcontext()  # sync gradients once
             with context:
                 if self._segmented:
-                    logprobs, entropy = self._segmented_logprobs(batch_samples, batch)
+                    with self._autocast():  # one context for the micro-batch: bf16 weight copies made once
+                        logprobs, entropy = self._segmented_logprobs(batch_samples, batch, store)
                 else:
                     logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
                 # One optimizer step per call and no dropout: the weights that sampled the batch are the
                 # weights now, so pi_old is this forward's value (ratio 1, as TRL's GRPO with one iteration).
                 old = batch.old_logprobs if batch.old_logprobs is not None else logprobs.detach()
-                ref = self._reference_logprobs(batch, logprobs)
+                ref = self._reference_logprobs(batch_samples, batch, logprobs)
                 weights = weight * token_weights(batch.mask, cfg.loss_agg_mode, num_tokens, num_sequences)
                 pg, clipped = policy_loss_terms(logprobs, old, batch.advantages, cfg.clip_low, cfg.clip_high,
                                                 cfg.clip_ratio_c)
@@ -248,13 +258,15 @@ class PolicyTrainer:
         """``selfplay.segmented_forward`` where the model splits into decoder and head on one process."""
         return self.cfg.segmented_forward and not self._sharded and _decoder_and_head(self.model) is not None
 
-    def _segmented_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch) -> tuple[Any, Any]:
+    def _segmented_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch,
+                            store: PrefixStore) -> tuple[Any, Any]:
         """``_logprobs`` of the policy with gradient, one sequence at a time through ``segmented_logits``:
-        the same values over the window [B, W]; prompt and ``<information>`` runs without gradient."""
+        the same values over the window [B, W]; prompt and ``<information>`` runs without gradient, a prompt
+        prefix shared with other samples taken from ``store``."""
         import torch
         import torch.nn.functional as F
 
-        from searchplay.rl.segments import segmented_logits
+        from searchplay.rl.segments import first_untrained_end, segmented_logits
 
         decoder, head = _decoder_and_head(self.model)
         width = batch.mask.shape[1]
@@ -264,7 +276,8 @@ class PolicyTrainer:
             mask = [0] * len(sample.prompt_ids) + list(sample.loss_mask)
             row = torch.zeros(width, device=ids.device)
             entropy = torch.zeros(width, device=ids.device)
-            for run, logits in segmented_logits(decoder, head, self.model.config, ids, mask, self._autocast):
+            prefix = store.longest(sample.prompt_ids, first_untrained_end(mask))
+            for run, logits in segmented_logits(decoder, head, self.model.config, ids, mask, self._autocast, prefix):
                 window = torch.arange(run.start, run.end, device=ids.device) - batch.start  # position -> window
                 scored = -F.cross_entropy(logits, ids[run.start + 1:run.end + 1], reduction="none")
                 row = row.index_put((window,), scored)
@@ -274,9 +287,10 @@ class PolicyTrainer:
             entropies.append(entropy)
         return torch.stack(rows), torch.stack(entropies)
 
-    def _reference_logprobs(self, batch: _MicroBatch, logprobs: Any) -> Any:
+    def _reference_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch, logprobs: Any) -> Any:
         """log pi_ref over the window, or None without KL. Before the first optimizer step the policy IS the
-        reference (both loaded from ``model_path``), so its own values are used and the forward is saved."""
+        reference (both loaded from ``model_path``), so its own values are used and the forward is saved.
+        The reference never changes, so the keys and values of its shared prompt prefixes are kept across steps."""
         import torch
 
         if self.ref_model is None:
@@ -284,7 +298,54 @@ class PolicyTrainer:
         if self.global_step == 0:
             return logprobs.detach()
         with torch.no_grad():
+            if self._segmented:
+                if len(self._ref_prefixes.entries) > REF_PREFIX_ENTRIES:
+                    self._ref_prefixes = PrefixStore()
+                self._extend_prefix_store(self._ref_prefixes, self.ref_model, samples)
+                return self._sequence_logprobs(self.ref_model, samples, batch, self._ref_prefixes)
             return self._logprobs(self.ref_model, batch)[0]
+
+    def _prefix_store(self, model: Any, samples: list[TrainingSample]) -> PrefixStore:
+        """Keys and values of the prompt prefixes ``samples`` share, under ``model``'s current weights."""
+        store = PrefixStore()
+        self._extend_prefix_store(store, model, samples)
+        return store
+
+    def _extend_prefix_store(self, store: PrefixStore, model: Any, samples: list[TrainingSample]) -> None:
+        """Add the shared prompt prefixes of ``samples`` to ``store`` (no gradient, the forward's autocast)."""
+        import torch
+
+        from searchplay.rl.segments import first_untrained_end
+
+        prompts = [sample.prompt_ids for sample in samples]
+        limits = [min(len(s.prompt_ids), first_untrained_end([0] * len(s.prompt_ids) + list(s.loss_mask)))
+                  for s in samples]
+        prefixes = [p for p in shared_prefixes(prompts, limits) if p not in store.entries]
+        if not prefixes:
+            return
+        decoder, _ = _decoder_and_head(model)
+        with torch.no_grad(), self._autocast():
+            store.build(decoder, model.config, prefixes)
+
+    def _sequence_logprobs(self, model: Any, samples: list[TrainingSample], batch: _MicroBatch,
+                           store: PrefixStore) -> Any:
+        """log pi over the window [B, W] without gradient, one forward per sequence after its shared prefix."""
+        import torch
+        import torch.nn.functional as F
+
+        from searchplay.rl.segments import first_untrained_end, scored_logits
+
+        decoder, head = _decoder_and_head(model)
+        rows = []
+        for sample in samples:
+            ids = torch.tensor(sample.prompt_ids + sample.response_ids, device=self.accelerator.device)
+            mask = [0] * len(sample.prompt_ids) + list(sample.loss_mask)
+            prefix = store.longest(sample.prompt_ids, first_untrained_end(mask))
+            positions, logits = scored_logits(decoder, head, model.config, ids, mask, self._autocast, prefix)
+            row = torch.zeros(batch.mask.shape[1], device=ids.device)
+            row[positions - batch.start] = -F.cross_entropy(logits, ids[positions + 1], reduction="none")
+            rows.append(row)
+        return torch.stack(rows)
 
     def _autocast(self) -> Any:
         """bf16 autocast of the forward (``selfplay.autocast_bf16``); weights and optimizer stay in their dtype."""

@@ -51,13 +51,15 @@ def demo_nll(model: Any, demo: Demo, segmented: bool = True, autocast: bool = Fa
 
     cache = DynamicCache(config=model.config)
     total = torch.zeros((), device=device)
-    for run in forward_runs(mask):
-        chunk = ids[None, run.start:run.end]
-        with (nullcontext() if run.trained else torch.no_grad()), _autocast(autocast, device.type):
-            output = model(input_ids=chunk, past_key_values=cache, use_cache=True,
-                           logits_to_keep=0 if run.trained else 1)
-        if run.trained:
-            total = total + F.cross_entropy(output.logits[0].float(), ids[run.start + 1:run.end + 1], reduction="sum")
+    with _autocast(autocast, device.type):  # one context per demo: the weights' bf16 copies are made once
+        for run in forward_runs(mask):
+            chunk = ids[None, run.start:run.end]
+            with nullcontext() if run.trained else torch.no_grad():
+                output = model(input_ids=chunk, past_key_values=cache, use_cache=True,
+                               logits_to_keep=0 if run.trained else 1)
+            if run.trained:
+                total = total + F.cross_entropy(output.logits[0].float(), ids[run.start + 1:run.end + 1],
+                                                reduction="sum")
     return total, count
 
 
