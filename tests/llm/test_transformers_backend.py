@@ -188,3 +188,24 @@ def test_shared_prompt_prefixes_are_prefilled_once_with_the_same_greedy_tokens(t
     common = next(i for i, (a, b) in enumerate(zip(group, prompts[-1], strict=False)) if a != b)
     assert alone.prefilled_tokens == sum(len(p) for p in prompts)
     assert shared.prefilled_tokens == len(group) - 1 + 3 * 1 + (len(prompts[-1]) - common)
+
+
+def test_finished_rows_leave_the_batch_and_allowed_tokens_bind_sampling(tiny_dir):
+    """A row that ends at once (only EOS allowed) is decoded no further: later steps run the other rows only;
+    sampled rows keep to their allowed tokens under temperature and top-p."""
+    engine = backend(tiny_dir, True)
+    eos = engine.tokenizer.eos_token_id
+    allowed = {0: [eos], 1: [5, 6], 2: [7], 3: [8, 9]}
+    sampling = SamplingParams(max_new_tokens=5, temperature=1.0, top_p=0.9, seed=3,
+                              allowed_tokens=lambda row, ids: allowed[row])
+    widths = []
+    forward = engine.model.forward
+    engine.model.forward = lambda *args, **kwargs: (widths.append(kwargs["input_ids"].shape[0]), forward(
+        *args, **kwargs))[1]
+    prompts = [engine.tokenizer.encode(text) for text in ("One", "Two words", "Three more words", "Four")]
+    completions = engine.generate(prompts, sampling)
+    assert completions[0].token_ids == [eos] and completions[0].finish_reason == "eos"
+    for row in (1, 2, 3):
+        assert completions[row].finish_reason == "length" and set(completions[row].token_ids) <= set(allowed[row])
+    assert widths[:4] == [1, 1, 1, 1]  # the prefill: one row at a time
+    assert widths[4:] == [3, 3, 3, 3]  # four more tokens for the three rows still writing

@@ -1,8 +1,11 @@
-"""Policy backend on Hugging Face transformers: batched, left-padded ``model.generate`` with KV cache.
+"""Policy backend on Hugging Face transformers: batched, left-padded decoding with a KV cache.
 
-All active rollouts go through one ``generate`` call per turn. Each sequence stops on its own at a
-stop string, EOS or ``max_new_tokens``; a finished row is padded by ``generate`` while the others
-continue, and its ids are cut back to what was sampled. Runs on CPU and CUDA.
+All active rollouts go through one ``generate`` call per turn: one prefill of every row's new tokens,
+then one model call per sampled token. Each row stops on its own at a stop string, EOS or
+``max_new_tokens``; finished rows leave the batch once they are a quarter of it, so the rows still
+writing decode without them (``model.generate`` would run every row to the longest one's end; measured
+in ``benchmarks/rollout.py``). Greedy, or temperature then nucleus (top-p) sampling, optionally among
+the tokens ``SamplingParams.allowed_tokens`` allows. Runs on CPU and CUDA.
 
 Prefix cache: a multi-turn rollout passes its whole history back each turn, and all but the newest
 tokens (the last sampled token and the environment's reply) were already run through the model on
@@ -101,40 +104,6 @@ def _growing_layer_class() -> type:
     return _GrowingLayer
 
 
-class PerSequenceStops:
-    """A transformers ``StoppingCriteria``: a row is done once its generated text contains a stop string.
-
-    Records, per row, the generated length at which it stopped and which string stopped it, so the
-    backend can cut the padding ``generate`` appends after a finished row.
-    """
-
-    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_length: int, batch_size: int):
-        self.tokenizer = tokenizer
-        self.stops = tuple(stops)
-        self.prompt_length = prompt_length
-        self.stopped_at: list[int | None] = [None] * batch_size
-        self.stop: list[str | None] = [None] * batch_size
-
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-        import torch
-
-        generated = input_ids.shape[1] - self.prompt_length
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-        if not self.stops:
-            return done
-        tail = input_ids[:, max(self.prompt_length, input_ids.shape[1] - _STOP_TAIL_TOKENS):].tolist()
-        for row, ids in enumerate(tail):
-            if self.stopped_at[row] is not None:
-                done[row] = True
-                continue
-            text = self.tokenizer.decode(ids, skip_special_tokens=False)
-            hit = next((stop for stop in self.stops if stop in text), None)
-            if hit is not None:
-                self.stopped_at[row], self.stop[row] = generated, hit
-                done[row] = True
-        return done
-
-
 @dataclass
 class _CachedRow:
     """Keys and values (per layer, ``[1, kv_heads, len(ids), head_dim]``) of a token sequence."""
@@ -214,9 +183,8 @@ class TransformersBackend:
         return self._copy
 
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
-        """One batched generate; each row cut at its own stop string, EOS or length."""
+        """One batched decode (``_decode``); each row cut at its own stop string, EOS or length."""
         import torch
-        from transformers import StoppingCriteriaList
 
         if not prompts:
             return []
@@ -224,55 +192,138 @@ class TransformersBackend:
             self.model = self._generation_model()  # the source moved in place (an optimizer step): re-sync
         prompts = [list(p) for p in prompts]
         hits = self._share_prefixes(prompts, self._lookup(prompts))
-        cached = [len(hit.ids) if hit else 0 for hit in hits]
-        head = max(cached)
-        tail = max(len(p) - c for p, c in zip(prompts, cached, strict=True))
-        pad = self.tokenizer.pad_token_id
-        rows, masks = [], []
-        for prompt, c in zip(prompts, cached, strict=True):
-            new = len(prompt) - c
-            rows.append([pad] * (head - c) + prompt[:c] + [pad] * (tail - new) + prompt[c:])
-            masks.append([0] * (head - c) + [1] * c + [0] * (tail - new) + [1] * new)
-        width = head + tail
-        input_ids = torch.tensor(rows, device=self.device)
-        attention = torch.tensor(masks, device=self.device)
-        past = self._new_cache(hits, head, room=sampling.max_new_tokens + 1)
-        self.prefilled_tokens += sum(len(p) - c for p, c in zip(prompts, cached, strict=True))
-        stops = PerSequenceStops(self.tokenizer, sampling.stop, width, len(prompts))
+        self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, hits, strict=True))
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
-        options: dict[str, Any] = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
-        if sampling.temperature > 0:
-            options = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
-        if sampling.allowed_tokens is not None:
-            allowed = sampling.allowed_tokens
-            options["prefix_allowed_tokens_fn"] = lambda row, ids: allowed(row, ids[width:].tolist())
         with torch.inference_mode():
-            output = self.model.generate(
-                input_ids=input_ids, attention_mask=attention, max_new_tokens=sampling.max_new_tokens,
-                stopping_criteria=StoppingCriteriaList([stops]), pad_token_id=pad,
-                eos_token_id=self.tokenizer.eos_token_id, use_cache=True, past_key_values=past,
-                return_dict_in_generate=True, **options,
-            )
-        generated = output.sequences[:, width:].tolist()
-        completions = [self._completion(ids, stops.stopped_at[i], stops.stop[i], sampling.max_new_tokens)
-                       for i, ids in enumerate(generated)]
+            logits, past, attention = self._prefill(prompts, hits, room=sampling.max_new_tokens + 1)
+        completions, kept = self._decode(prompts, logits, attention, past, sampling)
         if self.reuse_cache:
-            self._keep(prompts, masks, completions, output.past_key_values)
+            self._cache, self._cache_version = kept, self._weights_version()
         return completions
 
+    # ---- decoding ---------------------------------------------------------------------------------
+    def _prefill(self, prompts: list[list[int]], hits: list[_CachedRow | None], room: int) -> tuple[Any, Any, Any]:
+        """Run each row's new tokens after its cached prefix, one row at a time (no padding to compute), then lay
+        the rows' keys and values out left-padded in one batch cache with ``room`` free positions.
+
+        Returns the last position's logits per row [B, V], the batch cache and its attention mask [B, L].
+        """
+        import torch
+
+        from searchplay.prefix_kv import seeded_cache
+
+        logits, caches = [], []
+        for prompt, hit in zip(prompts, hits, strict=True):
+            cache = seeded_cache(self.model.config, list(zip(hit.keys, hit.values, strict=True)) if hit else None)
+            ids = torch.tensor([prompt[len(hit.ids) if hit else 0:]], device=self.device)
+            output = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            logits.append(output.logits[0, -1])
+            caches.append(cache)
+        length = max(len(prompt) for prompt in prompts)
+        attention = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        past = self._new_cache(room)
+        for index, layer in enumerate(past.layers):
+            keys = torch.cat([_left_pad(cache.layers[index].keys, length) for cache in caches])
+            values = torch.cat([_left_pad(cache.layers[index].values, length) for cache in caches])
+            layer.update(keys, values)
+        return torch.stack(logits), past, attention
+
+    def _decode(self, prompts: list[list[int]], logits: Any, attention: Any, past: Any,
+                sampling: SamplingParams) -> tuple[list[Completion], list[_CachedRow]]:
+        """Sample one token per step for every unfinished row, from the prefill's ``logits`` on.
+
+        A row is done at a stop string, EOS or ``max_new_tokens``; its keys and values are kept then (for the
+        next turn's prefix cache), and finished rows leave the batch once they are a quarter of it, so the
+        rest decode without them (``model.generate`` would pad a finished row to the batch's end).
+        """
+        import torch
+
+        rows = list(range(len(prompts)))  # batch position -> prompt index
+        generated: list[list[int]] = [[] for _ in prompts]
+        completions: list[Completion | None] = [None] * len(prompts)
+        kept: list[_CachedRow | None] = [None] * len(prompts)
+        positions = torch.tensor([[len(prompt) - 1] for prompt in prompts], device=self.device)  # real tokens only
+        attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=1)  # the first sampled token
+        with torch.inference_mode():
+            while True:
+                tokens = self._next_tokens(logits, sampling, rows, generated)
+                for slot, (row, token) in enumerate(zip(rows, tokens, strict=True)):
+                    if completions[row] is not None:
+                        continue
+                    generated[row].append(token)
+                    completions[row] = self._finished(generated[row], sampling)
+                    if completions[row] is not None:  # the cache holds every token but the one just sampled
+                        kept[row] = self._row_cache(past, attention, slot, prompts[row] + generated[row][:-1])
+                done = [slot for slot, row in enumerate(rows) if completions[row] is not None]
+                if len(done) == len(rows):
+                    break
+                step_ids = torch.tensor([[token] for token in tokens], device=self.device)
+                positions = positions + 1
+                if len(done) * 4 >= len(rows):  # drop the finished rows from the batch
+                    keep = torch.tensor([slot for slot in range(len(rows)) if slot not in done], device=self.device)
+                    for layer in past.layers:
+                        layer.batch_select_indices(keep)
+                    rows = [rows[slot] for slot in keep.tolist()]
+                    attention, positions, step_ids = attention[keep], positions[keep], step_ids[keep]
+                logits = self.model(input_ids=step_ids, attention_mask=attention, position_ids=positions,
+                                    past_key_values=past, use_cache=True, logits_to_keep=1).logits[:, -1]
+                attention = torch.cat([attention, attention.new_ones(len(rows), 1)], dim=1)
+        return completions, [row for row in kept if row is not None]  # type: ignore[return-value]
+
+    def _next_tokens(self, logits: Any, sampling: SamplingParams, rows: list[int],
+                     generated: list[list[int]]) -> list[int]:
+        """One token per batch row: greedy at temperature 0, else sampled (temperature, then nucleus top-p),
+        among the tokens ``sampling.allowed_tokens`` allows where it is set."""
+        import torch
+
+        logits = logits.float()
+        if sampling.allowed_tokens is not None:
+            allowed = torch.full_like(logits, float("-inf"))
+            for slot, row in enumerate(rows):
+                allowed[slot, sampling.allowed_tokens(row, generated[row])] = 0.0
+            logits = logits + allowed
+        if sampling.temperature <= 0:
+            return logits.argmax(dim=-1).tolist()
+        logits = logits / sampling.temperature
+        if sampling.top_p < 1.0:
+            ordered, order = logits.sort(dim=-1, descending=True)
+            probs = ordered.softmax(dim=-1)
+            ordered[(probs.cumsum(dim=-1) - probs) > sampling.top_p] = float("-inf")  # the first token always stays
+            logits = torch.full_like(logits, float("-inf")).scatter(-1, order, ordered)
+        return torch.multinomial(logits.softmax(dim=-1), 1)[:, 0].tolist()
+
+    def _finished(self, ids: list[int], sampling: SamplingParams) -> Completion | None:
+        """The row's completion if its newest token ended it (a stop string, EOS, the token limit), else None."""
+        if sampling.stop:
+            tail = self.tokenizer.decode(ids[-_STOP_TAIL_TOKENS:], skip_special_tokens=False)
+            hit = next((stop for stop in sampling.stop if stop in tail), None)
+            if hit is not None:
+                return self._completion(ids, "stop", hit)
+        if ids[-1] == self.tokenizer.eos_token_id:
+            return self._completion(ids, "eos", None)
+        if len(ids) >= sampling.max_new_tokens:
+            return self._completion(ids, "length", None)
+        return None
+
+    def _row_cache(self, past: Any, attention: Any, slot: int, ids: list[int]) -> _CachedRow:
+        """Batch row ``slot``'s keys and values at its real (unpadded) positions, which hold ``ids``."""
+        import torch
+
+        cached = past.layers[0].keys.shape[-2]  # the attention mask already has a column for the next token
+        columns = torch.nonzero(attention[slot, :cached], as_tuple=True)[0]
+        return _CachedRow(ids, [layer.keys[slot:slot + 1].index_select(2, columns) for layer in past.layers],
+                          [layer.values[slot:slot + 1].index_select(2, columns) for layer in past.layers])
+
     # ---- prefix cache ---------------------------------------------------------------------------
-    def _new_cache(self, hits: list[_CachedRow | None], head: int, room: int) -> Any:
-        """A DynamicCache with growing full-attention layers, holding the rows' cached prefixes (if any)."""
+    def _new_cache(self, room: int) -> Any:
+        """An empty DynamicCache whose full-attention layers grow into spare room (``_GrowingLayer``)."""
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
         growing = _growing_layer_class()
         cache = DynamicCache(config=self.model.config)
         cache.layers = [growing(room) if type(layer) is DynamicLayer else layer for layer in cache.layers]
-        if head:
-            for layer, (keys, values) in zip(cache.layers, self._stack(hits, head), strict=True):
-                layer.update(keys, values)
         return cache
 
     def _weights_version(self) -> tuple[int, ...]:
@@ -313,52 +364,16 @@ class TransformersBackend:
                 hits[row] = _CachedRow(prompts[row][:length], [k for k, _ in layers], [v for _, v in layers])
         return hits
 
-    def _stack(self, hits: list[_CachedRow | None], head: int) -> list[tuple[Any, Any]]:
-        """The rows' cached keys/values, left-padded (zeros, masked) to ``head`` positions, per layer."""
-        import torch
+    def _completion(self, ids: list[int], reason: str, stop: str | None) -> Completion:
+        return Completion(token_ids=ids, text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                          finish_reason=reason, stop=stop)  # type: ignore[arg-type]
 
-        template = next(hit for hit in hits if hit is not None)
 
-        def padded(hit: _CachedRow | None, kind: str, layer: int) -> Any:
-            ref = getattr(template, kind)[layer]
-            tensor = getattr(hit, kind)[layer] if hit is not None else ref[:, :, :0]
-            zeros = ref.new_zeros(ref.shape[0], ref.shape[1], head - tensor.shape[2], ref.shape[3])
-            return torch.cat([zeros, tensor], dim=2)
+def _left_pad(tensor: Any, length: int) -> Any:
+    """``tensor`` [1, heads, n, dim] with zeros in front up to ``length`` positions (masked by the attention)."""
+    import torch.nn.functional as F
 
-        return [tuple(torch.cat([padded(hit, kind, layer) for hit in hits], dim=0) for kind in ("keys", "values"))
-                for layer in range(len(template.keys))]
-
-    def _keep(self, prompts: list[list[int]], masks: list[list[int]], completions: list[Completion],
-              cache: Any) -> None:
-        """Remember each row's keys/values for its prompt plus the sampled ids the cache covers."""
-        import torch
-
-        keys = [layer.keys for layer in cache.layers]
-        values = [layer.values for layer in cache.layers]
-        length = keys[0].shape[2]
-        width = len(masks[0])
-        rows = []
-        for row, (prompt, mask, completion) in enumerate(zip(prompts, masks, completions, strict=True)):
-            covered = max(0, min(len(completion.token_ids), length - width))
-            columns = [i for i, m in enumerate(mask) if m] + list(range(width, width + covered))
-            index = torch.tensor(columns, device=keys[0].device)
-            rows.append(_CachedRow(prompt + completion.token_ids[:covered],
-                                   [k[row:row + 1].index_select(2, index) for k in keys],
-                                   [v[row:row + 1].index_select(2, index) for v in values]))
-        self._cache = rows
-        self._cache_version = self._weights_version()
-
-    def _completion(self, ids: list[int], stopped_at: int | None, stop: str | None, limit: int) -> Completion:
-        eos = self.tokenizer.eos_token_id
-        eos_at = ids.index(eos) + 1 if eos in ids else None
-        if stopped_at is not None and (eos_at is None or stopped_at <= eos_at):
-            ids, reason = ids[:stopped_at], "stop"
-        elif eos_at is not None:
-            ids, reason, stop = ids[:eos_at], "eos", None
-        else:
-            ids, reason, stop = ids[:limit], "length", None
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return Completion(token_ids=ids, text=text, finish_reason=reason, stop=stop)
+    return F.pad(tensor, (0, 0, length - tensor.shape[-2], 0))
 
 
 def _cast_parameters(model: Any, dtype: Any) -> None:
