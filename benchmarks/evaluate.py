@@ -2,6 +2,7 @@
 share of time in generation, retrieval and judging (timers inside the runner).
 
     .venv/bin/python benchmarks/evaluate.py [--n 50] [--passages 1000] [--index DIR] [--data-dir DIR] [--rerun]
+    .venv/bin/python benchmarks/evaluate.py --model checkpoints/warmstart/model --index data/index --batch-size 8
 
 ``--rerun`` then evaluates twice more into the same folder: unchanged (every prediction is reused by its
 settings fingerprint) and with another metric option (``evaluate.normalization: unicode``: every question
@@ -47,6 +48,9 @@ def main() -> None:
     parser.add_argument("--index", default=None)
     parser.add_argument("--data-dir", default=str(BENCHMARKS_DIR))
     parser.add_argument("--rerun", action="store_true", help="time an unchanged and a changed re-run too")
+    parser.add_argument("--model", default=None, help="a model folder (e.g. checkpoints/warmstart/model); default: "
+                        "models.policy, which stops at once before the warm-start")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: 8 (params.yaml: 32)")
     args = parser.parse_args()
     apply_offline_defaults()
     from searchplay.eval.evaluate import evaluate
@@ -59,7 +63,8 @@ def main() -> None:
         params = Params.model_validate({
             "index": {"dir": index},
             "evaluate": {"benchmarks": ["bamboogle"], "n": args.n, "data_dir": args.data_dir,
-                         "out_dir": str(tmp_path / "eval")},
+                         "out_dir": str(tmp_path / "eval"), "model": args.model,
+                         **({"batch_size": args.batch_size} if args.batch_size else {})},
             "selfplay": {"checkpoint_dir": str(tmp_path / "none")}})
         clock = time.perf_counter()
         result = evaluate(params, "speed", track=False, progress=True)
