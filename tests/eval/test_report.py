@@ -6,7 +6,14 @@ from __future__ import annotations
 import json
 
 from searchplay.eval.intervals import percent_interval
-from searchplay.eval.report import compare_variants, detail_table, model_order, read_variant_metrics, score_cell
+from searchplay.eval.report import (
+    compare_variants,
+    detail_table,
+    model_order,
+    read_variant_metrics,
+    reading_notes,
+    score_cell,
+)
 
 BENCHMARKS = ["nq", "bamboogle", "kg_heldout"]
 
@@ -85,3 +92,26 @@ def test_a_partial_average_is_labelled_and_never_beside_the_papers_average(tmp_p
     full = {**_metrics(1), "avg.num_benchmarks": 7}
     table = comparison_table("this run", full, {}, "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct", "exact-match")
     assert any(row[-1] is not None for row in table.rows if row[0] != "this run")
+
+
+def _scored(correct: dict[str, tuple[int, int]]) -> dict[str, float]:
+    """metrics.json keys for benchmark -> (correct, n), with Wilson intervals."""
+    metrics: dict[str, float] = {}
+    for name, (right, n) in correct.items():
+        low, high = percent_interval(right, n)
+        metrics.update({f"{name}.em": 100 * right / n, f"{name}.em_ci_low": low, f"{name}.em_ci_high": high,
+                        f"{name}.n": n})
+    return metrics
+
+
+def test_reading_notes_say_which_columns_rank_nothing_and_which_do_not_separate_the_models():
+    models = {"base": _scored({"nq": (0, 5), "popqa": (0, 5), "kg_heldout": (0, 23)}),
+              "ssp": _scored({"nq": (0, 5), "popqa": (1, 5), "kg_heldout": (8, 23)}),
+              "kg_wcr": _scored({"nq": (0, 5), "popqa": (0, 5), "kg_heldout": (7, 23)})}
+    notes = reading_notes(models, ["nq", "popqa", "kg_heldout"], "em")
+    assert notes[0].startswith("NQ: every model scored 0 (n=5; 95% interval up to 43.4)")
+    assert any(note.startswith("PopQA: the scores differ, but every model's interval overlaps") for note in notes)
+    assert not any(note.startswith("KG held-out") for note in notes)  # 0 of 23 against 8 of 23: separated
+    models["base"] = _scored({"nq": (0, 5), "popqa": (0, 5), "kg_heldout": (6, 23)})
+    notes = reading_notes(models, ["kg_heldout"], "em")
+    assert any(note.startswith("KG held-out: the scores differ") for note in notes)

@@ -178,6 +178,34 @@ def majority_baseline(models: dict[str, dict[str, float]]) -> float | None:
     return None
 
 
+def reading_notes(models: dict[str, dict[str, float]], columns: list[str], score: str) -> list[str]:
+    """What a comparison table can and cannot show, from its own intervals: the columns where every model
+    scored 0 (they rank nothing; their interval's upper end says how much that rules out), and the columns
+    where every model's interval overlaps every other's (no model shown better than another).
+
+    >>> zero = {"nq.em": 0.0, "nq.em_ci_low": 0.0, "nq.em_ci_high": 43.4, "nq.n": 5}
+    >>> reading_notes({"a": zero, "b": zero}, ["nq"], "em")[0]
+    'NQ: every model scored 0 (n=5; 95% interval up to 43.4): this column ranks nothing.'
+    """
+    notes = []
+    found = {name: {c: score_interval(m, c, score) for c in columns} for name, m in models.items()}
+    zero = [c for c in columns if all(f[c] is not None and f[c][0] == 0 for f in found.values())]
+    for size in dict.fromkeys(_n_label(models, c) for c in zero):
+        group = [c for c in zero if _n_label(models, c) == size]
+        highest = max(f[c][2] for f in found.values() for c in group)
+        ranks = "this column ranks" if len(group) == 1 else "these columns rank"
+        notes.append(f"{', '.join(LABELS.get(c, c) for c in group)}: every model scored 0 ({size}; 95% interval "
+                     f"up to {highest:.1f}): {ranks} nothing.")
+    for column in columns:
+        intervals = [f[column] for f in found.values() if f[column] is not None]
+        if column in zero or len(intervals) < 2 or len({value for value, *_ in intervals}) < 2:
+            continue
+        if max(low for _, low, _, _ in intervals) <= min(high for _, _, high, _ in intervals):
+            notes.append(f"{LABELS.get(column, column)}: the scores differ, but every model's interval overlaps every "
+                         "other's, so no model is shown better than another.")
+    return notes
+
+
 def _baseline_row(value: float, answer: str | None, columns: list[str], score_label: str) -> list[Any]:
     said = f"always {answer!r}" if answer else "always the most common training answer"
     label = f"kg_heldout majority baseline ({said}; EM{', not judged' if score_label != 'EM' else ''})"
@@ -368,7 +396,7 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
         rows = [_score_row(name, m, score, columns) for name, m in variants.items()]
         if baseline is not None and score in ("judge_acc", "em"):
             rows.append(_baseline_row(baseline, answer, columns, label))
-        notes = [INTERVAL_NOTE] if score in ("judge_acc", "em") else []
+        notes = [INTERVAL_NOTE, *reading_notes(variants, columns, score)] if score in ("judge_acc", "em") else []
         if any(is_partial(m) for m in variants.values()):
             notes.append(PARTIAL_NOTE)
         tables.append(Table(f"{label} (0-100)", header, rows, notes=notes))
