@@ -1,8 +1,8 @@
 """Policy backend on Hugging Face transformers: batched, left-padded decoding with a KV cache.
 
-All active rollouts go through one ``generate`` call per turn: one prefill of every row's new tokens,
-then one model call per sampled token. Each row stops on its own at a stop string, EOS or
-``max_new_tokens``; finished rows leave the batch once they are a quarter of it, so the rows still
+All active rollouts go through one ``generate`` call per turn: a prefill of every row's new tokens, then
+one model call per sampled token for the rows still writing. Each row stops on its own at a stop string,
+EOS or ``max_new_tokens``; finished rows leave the batch once they are a quarter of it, so the rows still
 writing decode without them (``model.generate`` would run every row to the longest one's end; measured
 in ``benchmarks/rollout.py``). Greedy, or temperature then nucleus (top-p) sampling, optionally among
 the tokens ``SamplingParams.allowed_tokens`` allows. Runs on CPU and CUDA.
@@ -10,15 +10,18 @@ the tokens ``SamplingParams.allowed_tokens`` allows. Runs on CPU and CUDA.
 Prefix cache: a multi-turn rollout passes its whole history back each turn, and all but the newest
 tokens (the last sampled token and the environment's reply) were already run through the model on
 the previous turn. The backend keeps the keys and values of every row of its last call; a prompt
-that extends one of them only prefills its new tokens. Rows are laid out ``[pad | cached | pad |
-new]`` so the cached parts line up; padding anywhere is masked, and positions count real tokens
-only, so a row's keys and values do not depend on its layout. The cache is dropped whenever the
-weights change (``update_weights``, or any in-place update, seen through the parameters' version
-counters). Rows without a cached prefix share one: a prompt prefix that several of them start with (the
-G rollouts of a question, a prompt family's instructions) is prefilled once (``searchplay.prefix_kv``).
+that extends one of them only prefills its new tokens. Rows without a cached prefix share one: a prompt
+prefix that several of them start with (the G rollouts of a question, a prompt family's instructions)
+is prefilled once (``searchplay.prefix_kv``). Each row's new tokens are prefilled alone after its
+prefix, so no padding is computed, and the rows' keys and values are then laid out left-padded in one
+batch cache; positions count real tokens only, so a row's keys and values do not depend on the layout.
+The cache is dropped whenever the weights change (``update_weights``, or any in-place update, seen
+through the parameters' version counters).
 
 Growing cache: transformers' ``DynamicLayer`` concatenates each step's keys and values onto the whole
 cache, a copy of everything cached per decoded token; ``_GrowingLayer`` writes into spare room instead.
+Decode steps fold query heads onto their key/value heads whether or not the batch is padded
+(``searchplay.llm.attention``).
 
 Rollout dtype: generation may run in another dtype than the model it is given (``agent.rollout_dtype``:
 bf16 rollouts from fp32 training weights, as verl's vLLM rollouts beside FSDP training). A module passed
@@ -33,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from searchplay.llm.attention import use_packed_decode
 from searchplay.llm.backend import Completion, SamplingParams
 from searchplay.precision import bf16_is_native
 
@@ -167,6 +171,7 @@ class TransformersBackend:
         import torch
 
         source = self.source
+        use_packed_decode(source)
         if self.rollout_dtype is None or next(source.parameters()).dtype == self.rollout_dtype:
             source.eval()
             return source
