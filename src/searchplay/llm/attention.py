@@ -34,8 +34,8 @@ def packed_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attenti
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
     packed = query.reshape(batch, key.shape[1], groups, dim)  # query head h reads key/value head h // groups
-    mask = attention_mask[:, :, :, : key.shape[-2]] if attention_mask is not None else None
-    output = torch.nn.functional.scaled_dot_product_attention(packed, key, value, attn_mask=mask, scale=scaling)
+    output = torch.nn.functional.scaled_dot_product_attention(packed, key, value, attn_mask=attention_mask,
+                                                              scale=scaling)
     return output.reshape(batch, 1, heads, dim), None
 
 

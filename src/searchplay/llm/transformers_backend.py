@@ -171,14 +171,15 @@ class TransformersBackend:
         import torch
 
         source = self.source
-        use_packed_decode(source)
         if self.rollout_dtype is None or next(source.parameters()).dtype == self.rollout_dtype:
+            use_packed_decode(source)  # shared with the trainer: its forwards are not decode steps, so unchanged
             source.eval()
             return source
         version = tuple(p._version for p in source.parameters())
         if self._copy is None:
             self._copy = copy.deepcopy(source)
             _cast_parameters(self._copy, self.rollout_dtype)
+            use_packed_decode(self._copy)
             self._copy.eval()
         elif version != self._source_version:
             with torch.no_grad():

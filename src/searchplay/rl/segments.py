@@ -54,6 +54,11 @@ def first_untrained_end(loss_mask: list[int]) -> int:
     return runs[0].end if runs and not runs[0].trained else 0
 
 
+def _check_prefix(length: int, loss_mask: list[int]) -> None:
+    if length > first_untrained_end(loss_mask):
+        raise ValueError(f"a shared prefix of {length} tokens reaches into the scored positions")
+
+
 def segmented_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: list[int],
                      autocast: Any = None, prefix: tuple[int, Layers | None] = (0, None)) -> list[tuple[Run, Any]]:
     """(run, fp32 logits of its positions) for every scored run of one sequence ``ids`` [L].
@@ -67,8 +72,7 @@ def segmented_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: 
     import torch
 
     skip, layers = prefix
-    if skip > first_untrained_end(loss_mask):
-        raise ValueError(f"a shared prefix of {skip} tokens reaches into the scored positions")
+    _check_prefix(skip, loss_mask)
     cache = seeded_cache(config, layers)
     scored = []
     with autocast() if autocast else nullcontext():
@@ -90,8 +94,7 @@ def scored_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: lis
     import torch
 
     skip, layers = prefix
-    if skip > first_untrained_end(loss_mask):
-        raise ValueError(f"a shared prefix of {skip} tokens reaches into the scored positions")
+    _check_prefix(skip, loss_mask)
     positions = torch.tensor([p for p in range(len(loss_mask) - 1) if loss_mask[p + 1]], dtype=torch.long,
                              device=ids.device)
     with torch.no_grad(), autocast() if autocast else nullcontext():

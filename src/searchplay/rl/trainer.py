@@ -273,7 +273,7 @@ class PolicyTrainer:
         rows, entropies = [], []
         for sample in samples:
             ids = torch.tensor(sample.prompt_ids + sample.response_ids, device=self.accelerator.device)
-            mask = [0] * len(sample.prompt_ids) + list(sample.loss_mask)
+            mask = _sequence_mask(sample)
             row = torch.zeros(width, device=ids.device)
             entropy = torch.zeros(width, device=ids.device)
             prefix = store.longest(sample.prompt_ids, first_untrained_end(mask))
@@ -318,8 +318,7 @@ class PolicyTrainer:
         from searchplay.rl.segments import first_untrained_end
 
         prompts = [sample.prompt_ids for sample in samples]
-        limits = [min(len(s.prompt_ids), first_untrained_end([0] * len(s.prompt_ids) + list(s.loss_mask)))
-                  for s in samples]
+        limits = [first_untrained_end(_sequence_mask(sample)) for sample in samples]
         prefixes = [p for p in shared_prefixes(prompts, limits) if p not in store.entries]
         if not prefixes:
             return
@@ -339,7 +338,7 @@ class PolicyTrainer:
         rows = []
         for sample in samples:
             ids = torch.tensor(sample.prompt_ids + sample.response_ids, device=self.accelerator.device)
-            mask = [0] * len(sample.prompt_ids) + list(sample.loss_mask)
+            mask = _sequence_mask(sample)
             prefix = store.longest(sample.prompt_ids, first_untrained_end(mask))
             positions, logits = scored_logits(decoder, head, model.config, ids, mask, self._autocast, prefix)
             row = torch.zeros(batch.mask.shape[1], device=ids.device)
@@ -438,6 +437,11 @@ def combine_stats(stats: list[dict[str, float]]) -> dict[str, float]:
     out["lr"], out["step"] = stats[0]["lr"], stats[-1]["step"]
     out["tokens_per_s"] = out["tokens"] / max(out["seconds"], 1e-9)
     return out
+
+
+def _sequence_mask(sample: TrainingSample) -> list[int]:
+    """The loss mask over prompt + response: the prompt is never scored."""
+    return [0] * len(sample.prompt_ids) + list(sample.loss_mask)
 
 
 def _response_slice(sample: TrainingSample, start: int) -> slice:
