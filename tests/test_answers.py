@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from searchplay.answers import exact_match, f1_score, normalize_answer, sub_exact_match
+from searchplay.answers import answer_in_documents, exact_match, f1_score, normalize_answer, sub_exact_match
 
 
 @pytest.mark.parametrize(
@@ -178,3 +178,14 @@ def test_default_scheme_is_the_flashrag_evaluator_on_every_shipped_gold():
                 wrong.append((prediction, answers, got, want))
             cases += 1
     assert cases > 10_000 and not wrong, wrong[:5]
+
+
+def test_answer_in_documents_matches_whole_normalized_tokens_in_any_document():
+    documents = ["Doc about Peru.", "The Holy Roman Empire was the First Reich."]
+    assert answer_in_documents(documents, ["first reich", "1st reich"])
+    assert answer_in_documents(documents, ["The Holy-Roman Empire"]) is False  # SQuAD drops '-' without a space
+    assert answer_in_documents(documents, ["holy roman"]) and not answer_in_documents(documents, ["oly roman"])
+    assert not answer_in_documents(documents, ["Lima"]) and not answer_in_documents(documents, ["", "the", "!"])
+    assert answer_in_documents(["Kurt Gödel was a logician"], ["Godel"], "unicode")
+    assert not answer_in_documents(["Kurt Gödel was a logician"], ["Godel"])
+    assert answer_in_documents(["x"], "x") and not answer_in_documents([], ["x"])

@@ -145,3 +145,26 @@ def f1_score(prediction: str | None, golden_answers: str | Iterable[str], scheme
             continue
         best = max(best, _token_f1(pred.split(), norm.split()))
     return best
+
+
+def answer_in_documents(documents: Iterable[str], golden_answers: str | Iterable[str], scheme: str = "squad") -> bool:
+    """True if a normalized gold answer occurs, as whole tokens, in a normalized document text.
+
+    FlashRAG's retrieval recall (a gold answer "in" a retrieved document), on whole tokens: a plain
+    substring test would find the gold "CA" in "Africa". An empty normalized gold never matches. The
+    evaluation applies it to every document a Solver's searches returned, so it says whether search
+    found the answer, apart from whether the model then read it out.
+
+    >>> answer_in_documents(["Lima is the capital of Peru."], ["lima", "Lima, Peru"])
+    True
+    >>> answer_in_documents(["Africa is a continent."], ["CA"]), answer_in_documents([], ["Lima"])
+    (False, False)
+    """
+    golds = [gold for gold in (normalize_answer(g, scheme) for g in _golds(golden_answers)) if gold]
+    if not golds:
+        return False
+    for document in documents:
+        text = f" {normalize_answer(document, scheme)} "
+        if any(f" {gold} " in text for gold in golds):
+            return True
+    return False

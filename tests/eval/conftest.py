@@ -50,3 +50,17 @@ def fake_trajectory() -> type[FakeTrajectory]:
 @pytest.fixture
 def fake_backend() -> FakeBackend:
     return FakeBackend()
+
+
+class FakeSearch:
+    """Every query finds one document about Lima (so only questions with the gold 'Lima' are found)."""
+
+    def search(self, queries, top_k=3):
+        from searchplay.retrieval.types import Document
+
+        return [[Document("0", "Lima", "Lima is the capital of Peru.")] for _ in queries]
+
+
+@pytest.fixture
+def fake_search() -> FakeSearch:
+    return FakeSearch()

@@ -34,11 +34,12 @@ def _params(tmp_path, benchmarks_dir, **evaluate):
 
 
 @pytest.mark.slow  # MLflow + matplotlib imports: ~20 s alone on 2 cores
-def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir, scripted, fake_judge, fake_backend):
+def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir, scripted, fake_judge, fake_backend,
+                                                      fake_search):
     params = _params(tmp_path, benchmarks_dir)
-    stage.evaluate(params, "ssp", backend=fake_backend, search_tool=object(), judge=fake_judge, track=False,
+    stage.evaluate(params, "ssp", backend=fake_backend, search_tool=fake_search, judge=fake_judge, track=False,
                    progress=False)
-    result = stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=object(), judge=fake_judge,
+    result = stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=fake_search, judge=fake_judge,
                             progress=False)
     out = tmp_path / "eval" / "kg_wcr"
     metrics = json.loads((out / "metrics.json").read_text())
@@ -72,7 +73,8 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir,
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
     assert merged["ssp.nq.judge_acc"] == metrics["nq.judge_acc"]
     assert "fake-judge" in (tmp_path / "compare" / "compare.md").read_text()
-    assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 4
+    assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 5
+    assert (tmp_path / "compare" / "retrieval.png").read_bytes()[:4] == b"\x89PNG"
     assert result.times.questions == 8
 
 
@@ -154,7 +156,8 @@ KG_POOL = [("kg_heldout", "Paris"), ("kg_heldout", "Europe"), ("kg_heldout", "Li
 
 @pytest.mark.slow  # three evaluations with the quality gate, charts and the comparison: ~9 s
 def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path, monkeypatch, benchmarks_dir,
-                                                                         scripted, fake_judge, fake_backend):
+                                                                         scripted, fake_judge, fake_backend,
+                                                                         fake_search):
     """A base, a warm-start and a self-play checkpoint evaluated from the repository root: every file
     written names models and files by params id or repo-relative path, never this machine's."""
     from searchplay.io import write_jsonl
@@ -173,7 +176,7 @@ def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path,
     params = Params.model_validate({"evaluate": {"benchmarks": ["bamboogle", "kg_heldout"], "n": 4, "batch_size": 2}})
     models = {}
     for variant in ("base", "warmstart", "kg_wcr"):
-        result = stage.evaluate(params, variant, backend=fake_backend, search_tool=object(), judge=fake_judge,
+        result = stage.evaluate(params, variant, backend=fake_backend, search_tool=fake_search, judge=fake_judge,
                                 track=False, progress=False)
         models[variant] = result.run["model"]
     assert models == {"base": "bundled:smollm2", "warmstart": "checkpoints/warmstart/model",
@@ -184,6 +187,10 @@ def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path,
     assert run["kg_heldout_majority_answer"] == "Europe"
     metrics = json.loads((tmp_path / "reports" / "eval" / "base" / "metrics.json").read_text())
     assert metrics["kg_heldout.n"] == 3 and metrics["kg_heldout.majority_baseline_em"] == pytest.approx(33.3333)
+    # every question's one search finds the Lima document: only kg_heldout's 'Lima' answers are found by it
+    assert metrics["bamboogle.question_search_recall"] == 0.0
+    assert metrics["kg_heldout.question_search_recall"] == pytest.approx(33.3333)
+    assert metrics["bamboogle.retrieval_recall"] == 0.0  # the scripted Solver never searches
     assert metrics["bamboogle.em_ci_low"] < metrics["bamboogle.em"] < metrics["bamboogle.em_ci_high"]
     predictions = (tmp_path / "reports" / "eval" / "base" / "predictions" / "kg_heldout.jsonl").read_text()
     assert "<information>" in json.loads(predictions.splitlines()[0])["output"]

@@ -67,6 +67,22 @@ def test_comparison_shows_intervals_baseline_and_n(tmp_path):
     assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 4
 
 
+def test_retrieval_recall_gets_its_own_table_note_and_chart(tmp_path):
+    eval_dir = _eval_dir(tmp_path, {"base": 0, "warmstart": 1})
+    folder = eval_dir / "warmstart"
+    metrics = json.loads((folder / "metrics.json").read_text())
+    low, high = percent_interval(3, 5)
+    metrics.update({"nq.retrieval_recall": 60.0, "nq.retrieval_recall_ci_low": low,
+                    "nq.retrieval_recall_ci_high": high, "nq.question_search_recall": 20.0})
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    written = compare_variants(eval_dir, tmp_path / "compare")
+    table = (tmp_path / "compare" / "compare.md").read_text().split("## Answer retrieved by the model's searches")[1]
+    assert "| warmstart | 60.0 [23.1, 88.2] (n=5) |" in table and "retrieval recall" in table
+    assert "| one search with the question itself (reference, top-k) | 20.0 | – | – |" in table
+    assert (tmp_path / "compare" / "retrieval.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 5
+    assert not (tmp_path / "plain" / "retrieval.png").exists()
+
+
 def test_detail_table_carries_intervals_and_the_baseline():
     per = {"kg_heldout": {key.split(".", 1)[1]: value for key, value in _metrics(1).items()
                           if key.startswith("kg_heldout.")}}

@@ -255,3 +255,22 @@ def test_evidence_mode_asks_for_evidence_and_scores_presence_support_and_joint(t
     plain = run_benchmark(items, tmp_path / "plain.jsonl", backend=EvidenceBackend(), search_tool=None, judge=Judge(),
                           config=runner.rollout_config(Params()), model="m", batch_size=3)
     assert "evidence_present" not in plain[0] and "evidence_presence" not in benchmark_scores(plain)
+
+
+def test_records_say_whether_the_searches_retrieved_a_gold_answer(tmp_path, monkeypatch, fake_judge,
+                                                                   fake_trajectory, fake_backend):
+    from types import SimpleNamespace
+
+    from searchplay.retrieval.types import Document
+
+    def with_documents(answer):
+        trajectory = fake_trajectory(answer)
+        text = "Three is a number." if answer == "3" else "Nothing here."
+        trajectory.turns = [SimpleNamespace(documents=[Document("1", "Numbers", text)]), SimpleNamespace(documents=[])]
+        return trajectory
+
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(with_documents, []))
+    items = [QAItem("a", "What is 3?", ["three"], "nq"), QAItem("b", "What is 4?", ["four"], "nq")]
+    records = run_benchmark(items, tmp_path / "nq.jsonl", backend=fake_backend, search_tool=None,
+                            judge=fake_judge, config=None, model="bundled:smollm2", batch_size=2)
+    assert [r["answer_retrieved"] for r in records] == [True, False]

@@ -77,3 +77,17 @@ def test_headline_nests_the_averages_kg_baseline_and_the_last_self_play_iteratio
                                 "kg_heldout_em": 17.4, "kg_heldout_majority_baseline_em": 21.7, "valid_rate": 95.0}
     assert headline["selfplay"] == {"iterations": 2.0, "solver_reward": 0.1, "solver_accuracy": 0.07,
                                     "proposer_reward": 0.9, "valid_rate_rule": 1.0, "groups_with_signal": 1.0}
+
+
+def test_retrieval_recall_counts_questions_whose_searches_found_a_gold_answer():
+    found = {**score_question(ITEM, "Ada", verdict(False, "exact")), "answer_retrieved": True}
+    missed = {**score_question(ITEM, "", verdict(False, "exact")), "answer_retrieved": False}
+    scores = benchmark_scores([found, missed, missed, missed])
+    assert scores["retrieval_recall"] == 25.0 and scores["em"] == 0.0
+    assert (scores["retrieval_recall_ci_low"], scores["retrieval_recall_ci_high"]) == pytest.approx((4.56, 69.94),
+                                                                                                   abs=0.01)
+    assert "retrieval_recall" not in benchmark_scores([found, score_question(ITEM, "", verdict(False, "exact"))])
+    groups = group_scores({"nq": scores, "popqa": {**scores, "retrieval_recall": 75.0}})
+    assert groups["general_qa"]["retrieval_recall"] == 50.0
+    older = benchmark_scores([score_question(ITEM, "", verdict(False, "exact"))])  # written before the key existed
+    assert "retrieval_recall" not in group_scores({"nq": scores, "triviaqa": older})["general_qa"]

@@ -39,6 +39,7 @@ from searchplay.eval.scoring import (
     group_scores,
     headline_metrics,
     majority_baseline_em,
+    question_search_recall,
 )
 from searchplay.io import portable_name, write_json, write_jsonl
 
@@ -210,6 +211,8 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
         per_benchmark[name] = benchmark_scores(answered[path])
         per_benchmark[name]["skipped_records"] = loaded[name].num_skipped
     bar.close()
+    for name, found in question_searches(search_tool, sampled, params.search.top_k, cfg.normalization).items():
+        per_benchmark[name]["question_search_recall"] = found
     if KG_HELDOUT in sampled:
         answer = kg_majority_answer(kg_pool_path(params))
         run["kg_heldout_majority_answer"] = answer
@@ -227,6 +230,16 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     if track:
         _log_to_mlflow(params, variant, run, metrics, out_dir, choice.path, register)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
+
+
+def question_searches(search_tool: Any, sampled: dict[str, list[QAItem]], top_k: int,
+                      normalization: str) -> dict[str, float]:
+    """Per benchmark, the retrieval recall of one top-k search with each question as its query (one batched
+    call to the same search tool the Solver used): the reference for the models' ``retrieval_recall``."""
+    questions = [item.question for items in sampled.values() for item in items]
+    documents = iter(search_tool.search(questions, top_k=top_k) if questions else [])
+    return {name: question_search_recall(items, [next(documents) for _ in items], normalization)
+            for name, items in sampled.items() if items}
 
 
 # The evaluation protocol's options (docs/decisions/eval.md "Protocol options"), recorded in run.json.

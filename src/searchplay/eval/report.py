@@ -22,7 +22,7 @@ from typing import Any
 
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.curves import read_histories, selfplay_curves
-from searchplay.eval.scoring import GROUPS
+from searchplay.eval.scoring import GROUPS, INTERVAL_SCORES
 from searchplay.io import atomic_write, write_json
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
@@ -166,6 +166,12 @@ def is_partial(metrics: dict[str, float]) -> bool:
                for group, members in GROUPS.items() if f"{group}.num_benchmarks" in metrics)
 
 
+RETRIEVAL_NOTE = ("answer retrieved (retrieval recall, as FlashRAG's): the share of questions where a document "
+                  "the model's own searches returned holds a gold answer (normalized, whole tokens); it separates "
+                  "finding the answer from reading it out, and a model that never searches scores 0. The reference "
+                  "row searches once with each question as the query (same index, same top-k): what copying the "
+                  "question into the search tool would find")
+
 PARTIAL_NOTE = ("An average marked '(k of m)' covers only the k benchmarks this run evaluated; the papers "
                 "average all m, so such a cell is not comparable with theirs.")
 
@@ -204,6 +210,24 @@ def reading_notes(models: dict[str, dict[str, float]], columns: list[str], score
             notes.append(f"{LABELS.get(column, column)}: the scores differ, but every model's interval overlaps every "
                          "other's, so no model is shown better than another.")
     return notes
+
+
+def question_search_recalls(models: dict[str, dict[str, float]], columns: list[str]) -> list[float | None]:
+    """Per column, the retrieval recall of one search with the question itself, from the first model that has it
+    (every model shares the sample and the index); None where no model has it."""
+    return [next((m[f"{c}.question_search_recall"] for m in models.values()
+                  if f"{c}.question_search_recall" in m), None) for c in columns]
+
+
+def question_search_row(models: dict[str, dict[str, float]], columns: list[str]) -> list[Any] | None:
+    """The retrieval table's reference row, or None when no model has the reference."""
+    values = question_search_recalls(models, columns)
+    if all(value is None for value in values):
+        return None
+    return [QUESTION_SEARCH_LABEL, *values, *(None for _ in GROUP_COLUMNS)]
+
+
+QUESTION_SEARCH_LABEL = "one search with the question itself (reference, top-k)"
 
 
 def _baseline_row(value: float, answer: str | None, columns: list[str], score_label: str) -> list[Any]:
@@ -250,12 +274,14 @@ def detail_table(per_benchmark: dict[str, dict[str, float]], judge_name: str,
                  majority_answer: str | None = None) -> Table:
     """Every score of one run per benchmark; judge accuracy and EM with their 95% intervals."""
     header = ["benchmark", "n", f"judge acc ({judge_name}) [95% CI]", "judge errors", "EM [95% CI]", "F1", "sub-EM",
-              "valid %", "searches/q"]
+              "valid %", "searches/q", "answer retrieved % [95% CI]", "one search with the question %"]
     rows = [[LABELS.get(name, name), int(s["n"]), _with_interval(s, "judge_acc"), int(s["judge_errors"]),
-             _with_interval(s, "em"), s["f1"], s["sub_em"], s["valid_rate"], s["mean_searches"]]
+             _with_interval(s, "em"), s["f1"], s["sub_em"], s["valid_rate"], s["mean_searches"],
+             _with_interval(s, "retrieval_recall") if "retrieval_recall" in s else None,
+             s.get("question_search_recall")]
             for name, s in per_benchmark.items() if s.get("n")]
     notes = ["judge errors count as not correct (fail closed) and are shown beside the score, never dropped",
-             INTERVAL_NOTE]
+             INTERVAL_NOTE, RETRIEVAL_NOTE]
     baseline = per_benchmark.get(KG_HELDOUT, {}).get("majority_baseline_em")
     if baseline is not None:
         said = f"always answering {majority_answer!r}" if majority_answer else "always the most common answer"
@@ -391,12 +417,19 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     answer = next((a for a in (_run_of(Path(eval_dir) / n).get("kg_heldout_majority_answer") for n in variants)
                    if a), None)
     tables = []
-    for score, label in (("judge_acc", "Judge accuracy"), ("em", "EM"), ("f1", "F1"), ("sub_em", "sub-EM")):
+    scores = [("judge_acc", "Judge accuracy"), ("em", "EM"), ("f1", "F1"), ("sub_em", "sub-EM")]
+    if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):
+        scores.append(("retrieval_recall", "Answer retrieved by the model's searches"))
+    for score, label in scores:
         header = ["model", *(LABELS.get(b, b) for b in columns), *(g for _, g in GROUP_COLUMNS)]
         rows = [_score_row(name, m, score, columns) for name, m in variants.items()]
         if baseline is not None and score in ("judge_acc", "em"):
             rows.append(_baseline_row(baseline, answer, columns, label))
-        notes = [INTERVAL_NOTE, *reading_notes(variants, columns, score)] if score in ("judge_acc", "em") else []
+        notes = [INTERVAL_NOTE, *reading_notes(variants, columns, score)] if score in INTERVAL_SCORES else []
+        if score == "retrieval_recall":
+            reference = question_search_row(variants, columns)
+            rows += [reference] if reference else []
+            notes.append(RETRIEVAL_NOTE)
         if any(is_partial(m) for m in variants.values()):
             notes.append(PARTIAL_NOTE)
         tables.append(Table(f"{label} (0-100)", header, rows, notes=notes))
@@ -404,6 +437,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "the rest = each variant after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
     charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
+    if any(score == "retrieval_recall" for score, _ in scores):
+        charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     if histories:
         charts.append(selfplay_curves(out / "selfplay.png", histories))
@@ -434,21 +469,30 @@ def _n_label(models: dict[str, dict[str, float]], benchmark: str) -> str:
     return f"n={sizes[0]}" if len(sizes) == 1 else f"n={sizes[0]}-{sizes[-1]}"
 
 
+COMPARE_CHARTS = {"judge_acc": ("Judge accuracy by model (95% intervals)", "judge accuracy (0-100)"),
+                  "retrieval_recall": ("Questions whose searches retrieved a gold answer, by model (95% intervals)",
+                                       "answer retrieved (% of questions)")}
+
+
 def compare_chart(path: Path, models: dict[str, dict[str, float]], columns: list[str],
-                  baseline: float | None) -> Path:
-    """compare.png: judge accuracy per benchmark and model with Wilson 95% error bars, n under each benchmark,
-    and the kg_heldout majority baseline as a dashed line."""
+                  baseline: float | None, score: str = "judge_acc") -> Path:
+    """compare.png: ``score`` (judge accuracy; or retrieval recall for retrieval.png) per benchmark and model
+    with Wilson 95% error bars, n under each benchmark, and the kg_heldout majority baseline as a dashed line."""
     counts = sorted({int(m["avg.num_benchmarks"]) for m in models.values() if "avg.num_benchmarks" in m})
     covered = "paper benchmarks" if counts in ([], [len(PAPER_BENCHMARKS)]) else \
         f"{'/'.join(map(str, counts))} of {len(PAPER_BENCHMARKS)} paper benchmarks"
     labels = [f"{LABELS.get(b, b)}\n{_n_label(models, b)}" for b in columns] + [f"Avg\n({covered})"]
-    series = {name: [m.get(f"{b}.judge_acc") for b in columns] + [m.get("avg.judge_acc")]
+    series = {name: [m.get(f"{b}.{score}") for b in columns] + [m.get(f"avg.{score}")]
               for name, m in models.items()}
-    intervals = {name: [_interval(m, b, "judge_acc") for b in columns] + [None] for name, m in models.items()}
+    intervals = {name: [_interval(m, b, score) for b in columns] + [None] for name, m in models.items()}
     baselines = ({columns.index(KG_HELDOUT): (baseline, "kg_heldout majority baseline (EM)")}
                  if baseline is not None and KG_HELDOUT in columns else None)
+    if score == "retrieval_recall":
+        baselines = {i: (value, "one search with the question itself") for i, value
+                     in enumerate(question_search_recalls(models, columns)) if value is not None}
     sizes = ", ".join(f"{LABELS.get(b, b)} {_n_label(models, b)}" for b in columns)
     caption = (f"Error bars: Wilson 95% interval over n questions per benchmark ({sizes}); "
                "Avg: unweighted mean of the paper benchmarks, no interval.")
-    return bar_chart(path, "Judge accuracy by model (95% intervals)", labels, series, "judge accuracy (0-100)",
-                     intervals=intervals, baselines=baselines, caption=caption, rotation=0)
+    title, axis = COMPARE_CHARTS[score]
+    return bar_chart(path, title, labels, series, axis, intervals=intervals, baselines=baselines, caption=caption,
+                     rotation=0)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from searchplay.answers import answer_in_documents
 from searchplay.eval.benchmarks import QAItem
 from searchplay.eval.scoring import score_question
 from searchplay.io import atomic_write
@@ -152,13 +153,16 @@ def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str, o
                       model_revision: str | None = None, settings: str = "",
                       normalization: str = "squad") -> dict[str, Any]:
     """One line of ``predictions/<benchmark>.jsonl``: the question, the extracted answer and the full output,
-    the scores, the model (params id and revision) that produced it, and the settings fingerprint."""
+    the scores, whether any document the searches returned holds a gold answer (``answer_retrieved``),
+    the model (params id and revision) that produced it, and the settings fingerprint."""
     return {
         "id": item.id, "benchmark": item.benchmark, "question": item.question,
         "golden_answers": item.golden_answers, "prediction": trajectory.answer or "",
         **score_question(item, trajectory.answer, verdict, normalization),
         "valid": trajectory.valid, "finish_reason": trajectory.finish_reason,
         "num_searches": trajectory.num_searches, "num_turns": len(trajectory.turns),
+        "answer_retrieved": answer_in_documents([f"{d.title} {d.text}" for turn in trajectory.turns
+                                                 for d in turn.documents], item.golden_answers, normalization),
         "search_queries": trajectory.search_queries, "model": model, "model_revision": model_revision,
         "settings": settings, "output": output,
     }

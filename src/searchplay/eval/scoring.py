@@ -5,7 +5,8 @@ on a 100-point scale; "Avg" is the unweighted mean of the seven benchmarks, Gene
 NQ/TriviaQA/PopQA and Multi-HopQA the mean of HotpotQA/2Wiki/MuSiQue/Bamboogle (notes/ssp.md §7).
 A judge error counts as *not correct* and is counted beside the score, never dropped (fail closed).
 EM and judge accuracy carry their n and a Wilson 95% interval (``searchplay.eval.intervals``);
-kg_heldout also carries the EM of always giving the training splits' most common answer.
+kg_heldout also carries the EM of always giving the training splits' most common answer, and every
+benchmark the retrieval recall of the Solver's own searches beside that of one search with the question.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from statistics import mean
 from typing import Any
 
-from searchplay.answers import exact_match, f1_score, sub_exact_match
+from searchplay.answers import answer_in_documents, exact_match, f1_score, sub_exact_match
 from searchplay.eval.benchmarks import GENERAL_QA, MULTIHOP_QA, PAPER_BENCHMARKS, QAItem
 from searchplay.eval.intervals import percent_interval
 
@@ -37,26 +38,30 @@ def score_question(item: QAItem, prediction: str | None, verdict: Any, normaliza
     }
 
 
-INTERVAL_SCORES = ("judge_acc", "em")  # right/wrong per question, so a binomial interval applies
+INTERVAL_SCORES = ("judge_acc", "em", "retrieval_recall")  # yes/no per question: a binomial interval applies
 
 
 def benchmark_scores(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     """Means over one benchmark's prediction records, x100, plus counts (n, judge errors, LLM-judged).
 
     ``judge_acc`` and ``em`` also get ``<score>_ci_low`` / ``<score>_ci_high``: the Wilson 95%
-    interval of the proportion correct, on the same 0-100 scale.
+    interval of the proportion correct, on the same 0-100 scale. ``retrieval_recall`` (with its interval)
+    is the share of questions where a document the searches returned holds a gold answer, where every
+    record says (``answer_retrieved``; records written before it existed do not).
     """
     if not records:
         return {"n": 0}
     correct = {"judge_acc": sum(bool(r["judge_correct"]) for r in records),
                "em": sum(round(r["em"]) for r in records)}
-    intervals = {}
-    for score in INTERVAL_SCORES:
-        intervals[f"{score}_ci_low"], intervals[f"{score}_ci_high"] = percent_interval(correct[score], len(records))
+    if all("answer_retrieved" in r for r in records):
+        correct["retrieval_recall"] = sum(bool(r["answer_retrieved"]) for r in records)
+    scores, intervals = {}, {}
+    for score, count in correct.items():
+        scores[score] = 100 * count / len(records)
+        intervals[f"{score}_ci_low"], intervals[f"{score}_ci_high"] = percent_interval(count, len(records))
     return {
         "n": len(records),
-        "judge_acc": 100 * correct["judge_acc"] / len(records),
-        "em": 100 * correct["em"] / len(records),
+        **scores,
         **intervals,
         "f1": 100 * mean(r["f1"] for r in records),
         "sub_em": 100 * mean(r["sub_em"] for r in records),
@@ -101,6 +106,26 @@ def majority_baseline_em(items: Sequence[QAItem], answer: str | None) -> float:
     return 100 * mean(exact_match(answer, item.golden_answers) for item in items)
 
 
+def question_search_recall(items: Sequence[QAItem], documents: Sequence[Sequence[Any]],
+                           normalization: str = "squad") -> float:
+    """Retrieval recall (0-100) of one search per question with the question itself as the query: the share
+    of ``items`` whose ``documents`` (the top-k for that query, same order) hold a gold answer.
+
+    The reference row for the models' own ``retrieval_recall``: what the index gives a Solver that only
+    copies the question into one search.
+
+    >>> from types import SimpleNamespace as Doc
+    >>> items = [QAItem("a", "Capital of Peru?", ["Lima"], "nq"), QAItem("b", "Who?", ["Ada"], "nq")]
+    >>> question_search_recall(items, [[Doc(title="Peru", text="Its capital is Lima.")], []])
+    50.0
+    """
+    if not items:
+        return 0.0
+    found = [answer_in_documents([f"{d.title} {d.text}" for d in docs], item.golden_answers, normalization)
+             for item, docs in zip(items, documents, strict=True)]
+    return 100 * mean(found)
+
+
 def group_scores(per_benchmark: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     """GeneralQA, Multi-HopQA and overall averages over the paper benchmarks that were run.
 
@@ -112,6 +137,8 @@ def group_scores(per_benchmark: dict[str, dict[str, float]]) -> dict[str, dict[s
         present = [per_benchmark[name] for name in members if per_benchmark.get(name, {}).get("n")]
         if present:
             groups[group] = {score: mean(m[score] for m in present) for score in SCORES}
+            if all("retrieval_recall" in m for m in present):
+                groups[group]["retrieval_recall"] = mean(m["retrieval_recall"] for m in present)
             groups[group]["num_benchmarks"] = len(present)
             groups[group]["judge_errors"] = sum(m["judge_errors"] for m in present)
     return groups
@@ -145,8 +172,10 @@ def headline_metrics(metrics: dict[str, float], selfplay: dict[str, float] | Non
     a self-play model its last iteration's rewards (``reports/selfplay/<variant>/metrics.json``)."""
     valid = [v for k, v in metrics.items() if k.endswith(".valid_rate")]
     evaluation = {"avg_judge_acc": metrics.get("avg.judge_acc"), "avg_em": metrics.get("avg.em"),
-                  "avg_f1": metrics.get("avg.f1"), "avg_num_benchmarks": metrics.get("avg.num_benchmarks"),
+                  "avg_f1": metrics.get("avg.f1"), "avg_retrieval_recall": metrics.get("avg.retrieval_recall"),
+                  "avg_num_benchmarks": metrics.get("avg.num_benchmarks"),
                   "kg_heldout_em": metrics.get("kg_heldout.em"),
+                  "kg_heldout_retrieval_recall": metrics.get("kg_heldout.retrieval_recall"),
                   "kg_heldout_majority_baseline_em": metrics.get("kg_heldout.majority_baseline_em"),
                   "valid_rate": round(sum(valid) / len(valid), 4) if valid else None}
     out: dict[str, Any] = {"eval": {k: v for k, v in evaluation.items() if v is not None}}
