@@ -337,7 +337,15 @@ class WarmstartConfig(Section):
     demos_per_role: int = Field(48, ge=1, description="demos built per role (Proposer KG, Proposer SSP, Solver, "
                                 "verifier), at most one per warm-start subgraph")
     max_per_answer: int = Field(2, ge=1, description="demos per distinct answer (balances 'Europe'-heavy pools)")
-    max_searches: int = Field(2, ge=1, description="searches per Proposer/Solver demo (the first hops of the path)")
+    max_searches: int = Field(2, ge=1, description="searches per Proposer demo (and per Solver demo under "
+                              "solver_demos=first_last)")
+    solver_demos: Literal["grounded", "first_last"] = Field(
+        "grounded", description="grounded: the Solver asks a prefix of 1..solver_max_hops edges and searches them "
+        "in order, each query naming only what the question or the last results named; first_last: the whole "
+        "path's question, searching its first and last hops (the last hop's head never shown to the Solver); "
+        "docs/decisions/warmstart.md")
+    solver_max_hops: int = Field(2, ge=1, description="grounded Solver demos: edges asked, drawn uniformly from "
+                                 "1..this (at most the path's); fewer when a hop's results do not name its tail")
     eve_demos: bool = Field(False, description="also demos of EVE's formats (Proposer (q, a, e), evidence-quoting "
                             "Solver, single-turn verifier), trained in turn with the others; needed before the "
                             "`eve` variant can run on a model that does not follow them")

@@ -20,24 +20,28 @@ from tests.selfplay.selfplay_fakes import FakeSearchTool, subgraph_record
 
 
 class ChainSearchTool(FakeSearchTool):
-    """The fake search tool, with every document about a fake subgraph's last bridge naming its answer,
-    and every document about an answer naming that bridge."""
+    """The fake search tool, with every document about a fake subgraph's hop naming that hop's tail (the seed
+    names bridge A, bridge A names bridge B, bridge B names the answer), and every document about an answer
+    naming its last bridge."""
+
+    HOPS = ((r"of Seed(\d+)$", "Bridge{}A"), (r"of Bridge(\d+)A$", "Bridge{}B"), (r"Bridge(\d+)B", "Answer{}"))
 
     def search(self, queries, top_k=3):
         out = []
         for docs, query in zip(super().search(queries, top_k), queries, strict=True):
-            match = re.search(r"Bridge(\d+)B", query)
-            tail = f" It is Answer{match.group(1)}." if match else ""
+            tail = next((f" It is {name.format(m.group(1))}." for pattern, name in self.HOPS
+                         if (m := re.search(pattern, query))), "")
             if answer := re.fullmatch(r"Answer(\d+)", query):
                 tail = f" It is linked to Bridge{answer.group(1)}B."
             out.append([Document(d.id, d.title, d.text + tail, d.score) for d in docs])
         return out
 
 
-def make_builder(tokenizer, search_tool=None):
+def make_builder(tokenizer, search_tool=None, solver_demos="grounded"):
     tool = search_tool or ChainSearchTool()
     return DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
-                       lambda queries: tool.search(queries, top_k=3), format_documents, max_searches=2)
+                       lambda queries: tool.search(queries, top_k=3), format_documents, max_searches=2,
+                       solver_demos=solver_demos)
 
 
 def test_every_role_gets_a_demo_with_the_self_play_prompt_untrained(tokenizer):
@@ -56,7 +60,8 @@ def test_every_role_gets_a_demo_with_the_self_play_prompt_untrained(tokenizer):
 def test_information_blocks_are_masked_and_tokenized_on_their_own(tokenizer):
     tool = ChainSearchTool()
     record = subgraph_record(1, 5)
-    demo = next(d for d in make_builder(tokenizer, tool).build([record], ["solver"], random.Random(0))[0])
+    demo = next(d for d in make_builder(tokenizer, tool, "first_last").build([record], ["solver"],
+                                                                          random.Random(0))[0])
     untrained = [s for s in demo.segments[1:] if not s.trained]
     assert len(untrained) == 2  # max_searches=2: two <information> blocks
     searched = searched_hops(hops(record), 2)["solver"]
@@ -66,6 +71,37 @@ def test_information_blocks_are_masked_and_tokenized_on_their_own(tokenizer):
         assert segment.ids == tokenizer.encode(information_block(format_documents(docs)), add_special_tokens=False)
     text = tokenizer.decode(demo.segments[-1].ids)
     assert text.endswith("<answer> Answer1 </answer>") and "<think>" in text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grounded_solver_demo_asks_a_prefix_and_searches_only_what_it_was_shown(tokenizer, seed):
+    """Each query names the question's seed or a tail that the previous results named; the answer is the last
+    searched hop's tail, and the question is the template question of that prefix."""
+    record = subgraph_record(8, 5)
+    [demo], dropped = make_builder(tokenizer).build([record], ["solver"], random.Random(seed))
+    assert not dropped
+    trained = [tokenizer.decode(s.ids) for s in demo.segments if s.trained]
+    queries = [re.search(r"<search> (.*) </search>", t).group(1) for t in trained[:-1]]
+    edges = len(queries)
+    assert 1 <= edges <= 3
+    assert queries == [h.query for h in hops(record)[:edges]]  # in order: seed, then each named tail
+    answer = record["path"][edges]["label"]
+    assert trained[-1].endswith(f"<answer> {answer} </answer>")
+    prefix = {**record, "path": record["path"][:edges + 1], "relations": record["relations"][:edges]}
+    assert f"Question: {template_question(prefix)}" in tokenizer.decode(demo.segments[0].ids)
+    information = [tokenizer.decode(s.ids) for s in demo.segments[1:] if not s.trained]
+    assert f"It is {answer}." in information[-1]
+
+
+def test_grounded_solver_stops_at_the_first_hop_its_results_do_not_name():
+    from searchplay.warmstart.demos import grounded_prefix
+
+    chain = hops(subgraph_record(9, 5))
+    found = {hop.query: [Document("d", "t", f"It is {hop.tail}.")] for hop in chain}
+    assert grounded_prefix(chain, found, 3) == 3 and grounded_prefix(chain, found, 2) == 2
+    found[chain[1].query] = [Document("d", "t", "nothing")]
+    assert grounded_prefix(chain, found, 3) == 1
+    assert grounded_prefix(chain, {}, 3) == 0
 
 
 def test_verifier_demo_ends_with_the_end_of_turn_token_and_keeps_its_prompt(tokenizer):
@@ -114,8 +150,11 @@ def test_solver_and_verifier_demos_whose_documents_never_name_the_answer_are_dro
     demos, dropped = make_builder(tokenizer, FakeSearchTool()).build([subgraph_record(6, 5)], ROLES,
                                                                       random.Random(0))
     assert [d.role for d in demos] == ["proposer_kg"]
-    assert dropped == {"solver:answer_not_in_documents": 1, "verifier:answer_not_in_documents": 1,
+    assert dropped == {"solver:first_hop_not_in_documents": 1, "verifier:answer_not_in_documents": 1,
                        "proposer_ssp:no_grounded_edge": 1}  # the answer's documents name no bridge either
+    _, dropped = make_builder(tokenizer, FakeSearchTool(), "first_last").build([subgraph_record(6, 5)], ["solver"],
+                                                                                random.Random(0))
+    assert dropped == {"solver:answer_not_in_documents": 1}
 
 
 def test_proposer_demos_that_would_fail_the_rule_filter_are_dropped(tokenizer):

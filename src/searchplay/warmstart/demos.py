@@ -97,6 +97,29 @@ def hops(record: dict[str, Any]) -> list[Hop]:
     return out
 
 
+def prefix_record(record: dict[str, Any], edges: int) -> dict[str, Any]:
+    """The record cut to its first ``edges`` edges (path, relations), for the template question of a prefix."""
+    return {**record, "path": record["path"][:edges + 1], "relations": record["relations"][:edges],
+            "answer": record["path"][edges]["label"]}
+
+
+def grounded_prefix(chain: list[Hop], found: dict[str, list[Document]], wanted: int) -> int:
+    """How many of the chain's first ``wanted`` hops a Solver can follow: hop k's search results name its tail
+    (which the next hop's query then names). 0: not even the first hop.
+
+    >>> chain = hops({"path": [{"label": x} for x in "ABC"], "relations": [{"label": "r"}] * 2})
+    >>> found = {"r of A": [Document("1", "A", "The r of A is B.")], "r of B": [Document("2", "B", "nothing")]}
+    >>> grounded_prefix(chain, found, 2), grounded_prefix(chain, found, 1)
+    (1, 1)
+    """
+    used = 0
+    for hop in chain[:wanted]:
+        if not names_answer(found.get(hop.query, []), hop.tail):
+            break
+        used += 1
+    return used
+
+
 def names_answer(documents: Sequence[Document], answer: str) -> bool:
     """True if a retrieved document's title or text contains the answer (case-insensitive).
 
@@ -212,7 +235,9 @@ class DemoBuilder:
     encode_prompt: Callable[[list[dict]], list[int]]  # chat messages -> prompt ids (the self-play encoder)
     search: Search
     format_documents: Callable[[Sequence[Document]], str]
-    max_searches: int = 2  # searches per demo, at most (the rollout needs one more turn to answer)
+    max_searches: int = 2  # searches per Proposer demo, at most (the rollout needs one more turn to answer)
+    solver_demos: str = "grounded"  # or "first_last" (warmstart.solver_demos)
+    solver_max_hops: int = 2  # grounded Solver demos ask 1..this edges
     rules: FilterRules = field(default_factory=FilterRules)
     noisy_docs: int = 4  # verifier materials: own documents plus this many from other demos (SSP §3.3)
     question_format: str = "plain"  # the Solver prompt's question, as self-play writes it (agent.question_format)
@@ -229,7 +254,10 @@ class DemoBuilder:
         (default: ``records``).
         """
         plans = [searched_hops(hops(r), self.max_searches) for r in records]
-        queries = sorted({hop.query for plan in plans for searched in plan.values() for hop in searched})
+        queries = {hop.query for plan in plans for searched in plan.values() for hop in searched}
+        if "solver" in roles and self.solver_demos == "grounded":
+            queries |= {hop.query for r in records for hop in hops(r)[:self.solver_max_hops]}
+        queries = sorted(queries)
         found = dict(zip(queries, self.search(queries), strict=True)) if queries else {}
         backsteps = self.backsteps(records, pool or records, rng) if "proposer_ssp" in roles else {}
         demos, dropped = [], Counter()
@@ -249,6 +277,11 @@ class DemoBuilder:
                     if reason is not None:
                         dropped[f"{role}:{reason}"] += 1
                         continue
+                if role == "solver" and self.solver_demos == "grounded":
+                    demo = self.grounded_solver_demo(record, found, rng, dropped)
+                    if demo is not None:
+                        demos.append(demo)
+                    continue
                 searched = plans[index]["solver" if role == "solver" else "proposer"]
                 if role in ("solver", "verifier") and not names_answer(
                         [d for h in searched for d in found[h.query]], str(record["answer"])):
@@ -259,6 +292,21 @@ class DemoBuilder:
                 demos.append(self.demo(role, record, full_chain, searched, [found[h.query] for h in searched],
                                        question, others, rng))
         return demos, dropped
+
+    def grounded_solver_demo(self, record: dict[str, Any], found: dict[str, list[Document]], rng: random.Random,
+                             dropped: Counter) -> Demo | None:
+        """A Solver demo on a prefix of the path: 1..``solver_max_hops`` edges (uniform), searched in order, so
+        every query names the question's entity or a tail the last results named; the answer is the last
+        searched hop's tail. None (reason counted) when the first hop's results do not name its tail."""
+        chain = hops(record)
+        wanted = rng.randint(1, min(self.solver_max_hops, len(chain)))
+        used = grounded_prefix(chain, found, wanted)
+        if used == 0:
+            dropped["solver:first_hop_not_in_documents"] += 1
+            return None
+        prefix = prefix_record(record, used)
+        return self.demo("solver", prefix, hops(prefix), chain[:used], [found[h.query] for h in chain[:used]],
+                         template_question(prefix), [], rng)
 
     def backsteps(self, records: list[dict[str, Any]], pool: Sequence[dict[str, Any]],
                   rng: random.Random) -> dict[int, tuple[Backstep, list[list[Document]]]]:

@@ -29,7 +29,7 @@ from searchplay.agent.protocol import information_block
 from searchplay.retrieval.types import Document
 from searchplay.rewards.eve import eve_valid
 from searchplay.templates import template_question
-from searchplay.warmstart.demos import Demo, DemoBuilder, Hop, Segment, hops, search_turn
+from searchplay.warmstart.demos import Demo, DemoBuilder, Hop, Segment, hops, prefix_record, search_turn
 
 EVE_ROLES: tuple[str, ...] = ("proposer_eve", "solver_eve", "verifier_eve")
 HOP_WEIGHTS = (4, 3, 2, 1)  # EVE §4.1: h in 1..4 at 4:3:2:1, truncated to what a demo can ground
@@ -62,12 +62,6 @@ def first_naming(documents: Sequence[Document], *names: str) -> Document | None:
         if all(name.casefold() in text for name in names):
             return document
     return None
-
-
-def prefix_record(record: dict[str, Any], edges: int) -> dict[str, Any]:
-    """The record cut to its first ``edges`` edges (path, relations), for the template question of a prefix."""
-    return {**record, "path": record["path"][:edges + 1], "relations": record["relations"][:edges],
-            "answer": record["path"][edges]["label"]}
 
 
 def proposer_final(hops_used: int, answer: str, evidence: str, question: str) -> str:

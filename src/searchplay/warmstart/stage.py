@@ -168,6 +168,7 @@ def demo_builder(params: Params, tokenizer: Any, search_tool: Any, fmt: Any) -> 
     return DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
                        lambda queries: search_tool.search(queries, top_k=top_k), fmt,
                        max_searches=params.warmstart.max_searches, noisy_docs=params.selfplay.noisy_docs,
+                       solver_demos=params.warmstart.solver_demos, solver_max_hops=params.warmstart.solver_max_hops,
                        question_format=params.agent.question_format,
                        information_format=params.agent.information_format)
 
