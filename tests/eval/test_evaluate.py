@@ -217,3 +217,15 @@ def test_paper_rows_match_the_same_model():
 def test_report_without_any_variant_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="searchplay evaluate"):
         compare_variants(tmp_path, tmp_path / "out")
+
+
+def test_a_failing_reference_search_leaves_the_reference_out(caplog):
+    from searchplay.eval.benchmarks import QAItem
+
+    class Down:
+        def search(self, queries, top_k=3):
+            raise ConnectionError("retrieval server unreachable")
+
+    sampled = {"nq": [QAItem("a", "Capital of Peru?", ["Lima"], "nq")]}
+    assert stage.question_searches(Down(), sampled, 3, "squad") == {}
+    assert "retrieval reference" in caplog.text and "unreachable" in caplog.text

@@ -235,9 +235,17 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
 def question_searches(search_tool: Any, sampled: dict[str, list[QAItem]], top_k: int,
                       normalization: str) -> dict[str, float]:
     """Per benchmark, the retrieval recall of one top-k search with each question as its query (one batched
-    call to the same search tool the Solver used): the reference for the models' ``retrieval_recall``."""
+    call to the same search tool the Solver used): the reference for the models' ``retrieval_recall``.
+
+    A failing search (a retrieval server gone, say) leaves the reference out with a warning instead of
+    failing a stage whose answers are already scored and written.
+    """
     questions = [item.question for items in sampled.values() for item in items]
-    documents = iter(search_tool.search(questions, top_k=top_k) if questions else [])
+    try:
+        documents = iter(search_tool.search(questions, top_k=top_k) if questions else [])
+    except Exception as exc:  # any tool's failure means the same: no reference row
+        log.warning("one search with each question (the retrieval reference) failed, left out: %s", exc)
+        return {}
     return {name: question_search_recall(items, [next(documents) for _ in items], normalization)
             for name, items in sampled.items() if items}
 

@@ -212,6 +212,9 @@ def reading_notes(models: dict[str, dict[str, float]], columns: list[str], score
     return notes
 
 
+QUESTION_SEARCH_LABEL = "one search with the question itself (reference, top-k)"
+
+
 def question_search_recalls(models: dict[str, dict[str, float]], columns: list[str]) -> list[float | None]:
     """Per column, the retrieval recall of one search with the question itself, from the first model that has it
     (every model shares the sample and the index); None where no model has it."""
@@ -225,9 +228,6 @@ def question_search_row(models: dict[str, dict[str, float]], columns: list[str])
     if all(value is None for value in values):
         return None
     return [QUESTION_SEARCH_LABEL, *values, *(None for _ in GROUP_COLUMNS)]
-
-
-QUESTION_SEARCH_LABEL = "one search with the question itself (reference, top-k)"
 
 
 def _baseline_row(value: float, answer: str | None, columns: list[str], score_label: str) -> list[Any]:
