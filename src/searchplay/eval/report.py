@@ -418,7 +418,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
                    if a), None)
     tables = []
     scores = [("judge_acc", "Judge accuracy"), ("em", "EM"), ("f1", "F1"), ("sub_em", "sub-EM")]
-    if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):
+    retrieval = any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns)
+    if retrieval:
         scores.append(("retrieval_recall", "Answer retrieved by the model's searches"))
     for score, label in scores:
         header = ["model", *(LABELS.get(b, b) for b in columns), *(g for _, g in GROUP_COLUMNS)]
@@ -437,7 +438,7 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "the rest = each variant after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
     charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
-    if any(score == "retrieval_recall" for score, _ in scores):
+    if retrieval:
         charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     if histories:

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchplay.answers import answer_in_documents
 from searchplay.eval.benchmarks import QAItem
-from searchplay.eval.scoring import score_question
+from searchplay.eval.scoring import answer_retrieved, score_question
 from searchplay.io import atomic_write
 
 
@@ -161,8 +160,8 @@ def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str, o
         **score_question(item, trajectory.answer, verdict, normalization),
         "valid": trajectory.valid, "finish_reason": trajectory.finish_reason,
         "num_searches": trajectory.num_searches, "num_turns": len(trajectory.turns),
-        "answer_retrieved": answer_in_documents([f"{d.title} {d.text}" for turn in trajectory.turns
-                                                 for d in turn.documents], item.golden_answers, normalization),
+        "answer_retrieved": answer_retrieved([d for turn in trajectory.turns for d in turn.documents],
+                                             item.golden_answers, normalization),
         "search_queries": trajectory.search_queries, "model": model, "model_revision": model_revision,
         "settings": settings, "output": output,
     }

@@ -106,6 +106,12 @@ def majority_baseline_em(items: Sequence[QAItem], answer: str | None) -> float:
     return 100 * mean(exact_match(answer, item.golden_answers) for item in items)
 
 
+def answer_retrieved(documents: Iterable[Any], golden_answers: Sequence[str], normalization: str = "squad") -> bool:
+    """Whether retrieved documents (``title``, ``text``) hold a gold answer: ``answers.answer_in_documents`` on
+    "title text", as FlashRAG reads a passage."""
+    return answer_in_documents([f"{d.title} {d.text}" for d in documents], golden_answers, normalization)
+
+
 def question_search_recall(items: Sequence[QAItem], documents: Sequence[Sequence[Any]],
                            normalization: str = "squad") -> float:
     """Retrieval recall (0-100) of one search per question with the question itself as the query: the share
@@ -121,7 +127,7 @@ def question_search_recall(items: Sequence[QAItem], documents: Sequence[Sequence
     """
     if not items:
         return 0.0
-    found = [answer_in_documents([f"{d.title} {d.text}" for d in docs], item.golden_answers, normalization)
+    found = [answer_retrieved(docs, item.golden_answers, normalization)
              for item, docs in zip(items, documents, strict=True)]
     return 100 * mean(found)
 
