@@ -6,7 +6,8 @@ the tags (``--model checkpoints/warmstart/model``), or no rollout gets past its 
 
 Bundled SmolLM2, real dense search on the bundled index (``data/index`` if ``searchplay index build``
 wrote it, else a small index of bundled Wikipedia leads built in a temp folder). Both runs use the
-same prompts and decoding, in the same process: by default the self-play rollout temperature
+same prompts and decoding, in the same process (batched twice: in one running batch, as
+``agent.continuous_batching`` does, and turn by turn): by default the self-play rollout temperature
 (``agent.temperature``, 1.0 as in the papers) with a fixed seed; ``--temperature 0`` is greedy, where
 SmolLM2 stops after a few tokens and prompt prefill, which batching barely speeds up on a CPU,
 dominates. Prints generated tokens/s for both and the ratio.
@@ -21,7 +22,7 @@ import argparse
 import itertools
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from searchplay.runtime import apply_offline_defaults
@@ -108,11 +109,14 @@ def main() -> None:
               f"(wall {runs['no cache'][2] / runs['cache'][2]:.2f}x)")
         return
     batched = timed([prompts])
+    config = replace(config, continuous_batching=False)
+    turn_by_turn = timed([prompts])
     single = timed([[p] for p in prompts])
-    for name, (rate, tokens, seconds, searches) in (("batched", batched), ("one at a time", single)):
+    for name, (rate, tokens, seconds, searches) in (("continuous", batched), ("turn by turn", turn_by_turn),
+                                                     ("one at a time", single)):
         print(f"{name:>14}: {rate:8.1f} generated tokens/s ({tokens} tokens, {searches} searches, {seconds:.1f} s)")
-    print(f"ratio batched / one-at-a-time: {batched[0] / single[0]:.2f}x")
-
+    print(f"ratio batched / one-at-a-time: {batched[0] / single[0]:.2f}x continuous, "
+          f"{turn_by_turn[0] / single[0]:.2f}x turn by turn")
 
 if __name__ == "__main__":
     main()

@@ -178,6 +178,9 @@ class AgentConfig(Section):
     answer_tag_rule: Literal["either", "sum"] = Field(
         "either", description="spam count: 'either' = max(opening, closing) tags (SSP code), 'sum' = both added")
     batch_size: int = Field(16, ge=1, description="rollouts generated together")
+    continuous_batching: bool = Field(True, description="a rollout whose generation ends (a search, an answer) goes "
+                                      "on in the running batch at once (transformers backend); false: turn by "
+                                      "turn, every turn waiting for its slowest rollout (docs/decisions/agent.md)")
     seed: int | None = Field(None, description="rollout sampling seed; turn t samples with seed + t (None: unseeded)")
     eos_without_action: EosWithoutAction = Field(
         "end", description="an assistant message that ends without an action: 'end' the rollout (SSP code) or "

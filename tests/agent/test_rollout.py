@@ -248,3 +248,59 @@ def test_rollout_config_reads_the_protocol_from_params():
     config = RolloutConfig.from_params(params)
     assert (config.eos_without_action, config.final_answer_turn, config.information_format,
             config.question_format, config.generations) == ("correct", True, "searchr1", "searchr1", 11)
+    assert config.continuous_batching is True
+
+
+# --- continuous batching: the same rollouts whichever order their generations end in -----------------
+
+
+class RunningBatchPolicy(ScriptedPolicy):
+    """A ScriptedPolicy with ``generate_continuous``: a generation of n tokens ends n steps after it joins, so
+    short ones end (and their rollouts go on) while long ones are still writing, as in the real backend."""
+
+    continuous_batching = True
+
+    def generate_continuous(self, prompts, limits, sampling, on_finished) -> None:
+        from dataclasses import replace
+
+        todo, running, clock = list(zip(range(len(prompts)), prompts, limits, strict=True)), [], 0
+        while todo or running:
+            for index, ids, limit in todo:
+                [completion] = self.generate([ids], replace(sampling, max_new_tokens=limit))
+                running.append((clock + len(completion.token_ids), index, completion))
+            running.sort(key=lambda entry: entry[0])
+            clock = running[0][0]
+            ended = [(index, completion) for end, index, completion in running if end == clock]
+            running = [entry for entry in running if entry[0] != clock]
+            todo = on_finished(ended)
+
+
+MIXED_SCRIPTS = [["<search>a long query about towers</search>", "<answer>330 metres</answer>"],
+                 ["<answer>x</answer>"],
+                 ["<think>hmm</think> Paris</answer>", "<search>b</search>", "<answer>Paris</answer>"],
+                 [("<think>I will answer</think> Paris",), "<answer>late</answer>"],
+                 ["<think>" + "blah " * 40],
+                 ["<search>boom</search>", "<answer>y</answer>"],
+                 ["<search>c</search>", "<search>d</search>", "<search>e</search>", "<answer>z</answer>"]]
+
+
+@pytest.mark.parametrize("config", [{}, {"max_turns": 3}, {"eos_without_action": "correct"},
+                                    {"max_turns": 2, "final_answer_turn": True}, {"max_response_tokens": 60},
+                                    {"max_turn_tokens": 20}], ids=str)
+def test_continuous_batching_gives_the_turn_by_turn_trajectories(tokenizer, config):
+    """Every protocol branch (search, answer, corrective message, EOS, truncation, failed search, max turns,
+    the response budget) ends in the same trajectory when generations end out of turn order."""
+    prompts = prompts_for(tokenizer, len(MIXED_SCRIPTS))
+    turn_by_turn, continuous = (run_rollouts(policy(tokenizer, prompts, [list(s) for s in MIXED_SCRIPTS]), FakeSearch(),
+                                             prompts, "solver", RolloutConfig(**config), top_k=2)
+                                for policy in (ScriptedPolicy, RunningBatchPolicy))
+    assert continuous == turn_by_turn  # turns, documents, search errors, ids, loss masks, finish and invalid reasons
+    assert {t.finish_reason for t in turn_by_turn} >= {"answer", "length"}
+
+
+def test_continuous_batching_off_goes_turn_by_turn(tokenizer):
+    prompts = prompts_for(tokenizer, 2)
+    policy = RunningBatchPolicy(tokenizer, prompts, [["<search>q</search>", "<answer>a</answer>"],
+                                                     ["<answer>b</answer>"]])
+    run_rollouts(policy, FakeSearch(), prompts, "solver", RolloutConfig(continuous_batching=False), top_k=2)
+    assert policy.calls == [2, 1]  # two batched turns, no single-prompt generations

@@ -209,3 +209,63 @@ def test_finished_rows_leave_the_batch_and_allowed_tokens_bind_sampling(tiny_dir
         assert completions[row].finish_reason == "length" and set(completions[row].token_ids) <= set(allowed[row])
     assert widths[:4] == [1, 1, 1, 1]  # the prefill: one row at a time
     assert widths[4:] == [3, 3, 3, 3]  # four more tokens for the three rows still writing
+
+
+def continue_turns(engine, prompts, limits, more_turns, reply):
+    """``generate_continuous`` where row i goes on for ``more_turns[i]`` more generations, each time with its
+    history plus ``reply`` and a limit one token larger; returns every generation as (row, prompt, limit, ids)."""
+    generations, left, histories = [], list(more_turns), [list(p) for p in prompts]
+    current = dict(enumerate(limits))
+
+    def on_finished(ended):
+        going_on = []
+        for row, completion in ended:
+            generations.append((row, histories[row], current[row], completion.token_ids))
+            if left[row]:
+                left[row] -= 1
+                histories[row] = histories[row] + completion.token_ids + reply
+                current[row] += 1
+                going_on.append((row, histories[row], current[row]))
+        return going_on
+
+    engine.generate_continuous(prompts, limits, GREEDY, on_finished)
+    return generations
+
+
+def test_continuous_batching_samples_what_each_generation_samples_alone(tiny_dir):
+    """Rows of different lengths and turn counts: every generation, whichever rows it decoded beside, gives the
+    greedy tokens of the same prompt generated alone, and a continuation prefills only its new tokens."""
+    engine, alone = backend(tiny_dir, True), backend(tiny_dir, False)
+    tok = engine.tokenizer
+    prompts = [tok.encode(text) for text in ("Paris is the capital of", "A story about a dog", "Colors:")]
+    reply = tok.encode(" <information>Doc 1: some text.</information>", add_special_tokens=False)
+    generations = continue_turns(engine, prompts, [2, 9, 4], [2, 0, 1], reply)
+    assert sorted(row for row, *_ in generations) == [0, 0, 0, 1, 2, 2]
+    for _, prompt, limit, ids in generations:
+        assert len(ids) == limit
+        assert ids == alone.generate([prompt], SamplingParams(max_new_tokens=limit, temperature=0.0))[0].token_ids
+    continuations = len(generations) - len(prompts)
+    assert engine.prefilled_tokens == sum(map(len, prompts)) + continuations * (1 + len(reply))
+
+
+def test_a_continuation_joins_the_rows_still_writing(tiny_dir):
+    """Row 0 ends after 2 tokens and goes on while row 1 writes 9: its next generation decodes in the same
+    forwards as row 1 (batch width 2), not after it."""
+    engine = backend(tiny_dir, True)
+    widths = []
+    forward = engine.model.forward
+    engine.model.forward = lambda *args, **kwargs: (widths.append(tuple(kwargs["input_ids"].shape)), forward(
+        *args, **kwargs))[1]
+    tok = engine.tokenizer
+    prompts = [tok.encode("Paris is the capital of"), tok.encode("A story about a dog")]
+    continue_turns(engine, prompts, [2, 9], [1, 0], tok.encode(" ok", add_special_tokens=False))
+    decode = [width for width, length in widths if length == 1 and width >= 1]
+    assert widths[:2] == [(1, len(prompts[0])), (1, len(prompts[1]))]  # each prompt prefilled alone
+    assert (1, 2) in widths  # the continuation's new tokens: the last sampled token and the reply
+    assert len(decode) < 8 + 2 and max(decode) == 2  # the continuation decoded beside row 1
+
+
+def test_continuous_batching_needs_a_limit_per_prompt(tiny_dir):
+    engine = backend(tiny_dir, True)
+    with pytest.raises(ValueError):
+        engine.generate_continuous([[1, 2, 3]], [], GREEDY, lambda ended: [])

@@ -1,9 +1,12 @@
 """Multi-turn rollouts under the Search-R1/SSP protocol, batched across all active rollouts.
 
-Each turn, every unfinished rollout generates in ONE ``backend.generate`` call (stopping at
-``</search>``, the role's final tag, EOS or the turn budget); searches of the turn go to the
-search tool in one batch; the environment's reply (``<information>`` block or Search-R1's
-corrective message) is encoded on its own and appended as ids with loss mask 0. Generated ids
+On a backend with ``generate_continuous`` (transformers; ``agent.continuous_batching``), every rollout
+decodes in one running batch: a generation that ends (at ``</search>``, the role's final tag, EOS or
+the turn budget) is handled at once, its search run, and the rollout goes on in the batch while the
+others keep writing. Otherwise turn by turn: every unfinished rollout generates in ONE
+``backend.generate`` call and the turn's searches go to the search tool in one batch. Either way the
+environment's reply (``<information>`` block or Search-R1's corrective message) is encoded on its own
+and appended as ids with loss mask 0. Generated ids
 are kept exactly as sampled, so the history is never re-tokenized (notes/ssp.md §4.2, §4.4;
 anchors.md §1.15 item 4). Choices where the papers are silent: docs/decisions/agent.md.
 """
@@ -54,6 +57,7 @@ class RolloutConfig:
     final_answer_turn: bool = False  # Search-R1: one more generation after max_turns, whose search is not run
     information_format: str = "ssp"  # whitespace of the <information> block: 'ssp' or 'searchr1'
     question_format: str = "plain"  # the Solver prompt's question ('plain'/'searchr1'): read where prompts are built
+    continuous_batching: bool = True  # a finished generation re-enters the running batch (backends that can)
 
     @property
     def generations(self) -> int:
@@ -70,7 +74,8 @@ class RolloutConfig:
                   "answer_tag_rule": agent.answer_tag_rule,
                   "max_doc_tokens": params.search.max_doc_tokens, "seed": agent.seed,
                   "eos_without_action": agent.eos_without_action, "final_answer_turn": agent.final_answer_turn,
-                  "information_format": agent.information_format, "question_format": agent.question_format}
+                  "information_format": agent.information_format, "question_format": agent.question_format,
+                  "continuous_batching": agent.continuous_batching}
         return cls(**{**values, **overrides})
 
 
@@ -97,7 +102,8 @@ class _Rollout:
 
 def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Sequence[Sequence[int]], role: Role,
                  config: RolloutConfig, top_k: int = 3, progress: bool = False) -> list[Trajectory]:
-    """Run one rollout per prompt to completion; all active rollouts advance together, turn by turn.
+    """Run one rollout per prompt to completion; all active rollouts decode together (in one running batch,
+    or turn by turn where the backend cannot: see the module docstring).
 
     A rollout ends with its final tag (``finish_reason`` 'answer'/'question', valid), at EOS without an
     action ('invalid'; with ``eos_without_action='correct'`` it gets Search-R1's corrective message
@@ -114,6 +120,22 @@ def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Se
                              f"{config.max_prompt_tokens}; shorten it or raise the budget")
     rollouts = [_Rollout(list(ids)) for ids in prompt_ids]
     bar = _progress_bar(len(rollouts), role, progress)
+    if config.continuous_batching and getattr(backend, "continuous_batching", False):
+        _run_continuous(backend, search_tool, rollouts, role, config, top_k, bar)
+    else:
+        _run_turns(backend, search_tool, rollouts, role, config, top_k, bar)
+    for rollout in rollouts:
+        if not rollout.done:
+            rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.generations} turns")
+    if bar is not None:
+        bar.close()
+    return [_trajectory(backend.tokenizer, r, role, config.answer_tag_rule) for r in rollouts]
+
+
+def _run_turns(backend: PolicyBackend, search_tool: SearchTool, rollouts: list[_Rollout], role: Role,
+               config: RolloutConfig, top_k: int, bar: Any) -> None:
+    """Turn by turn: every unfinished rollout generates in one ``generate`` call, then the turn's searches run
+    as one batch (backends without ``generate_continuous``, or ``agent.continuous_batching: false``)."""
     for turn_index in range(config.generations):
         active = [r for r in rollouts if not r.done]
         if not active:
@@ -123,18 +145,12 @@ def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Se
         if bar is not None:
             bar.update(sum(r.done for r in active))
             bar.set_postfix(turn=turn_index + 1, active=sum(not r.done for r in rollouts))
-    for rollout in rollouts:
-        if not rollout.done:
-            rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.generations} turns")
-    if bar is not None:
-        bar.close()
-    return [_trajectory(backend.tokenizer, r, role, config.answer_tag_rule) for r in rollouts]
 
 
 def _generate_turn(backend: PolicyBackend, active: list[_Rollout], role: Role, config: RolloutConfig,
                    turn_index: int) -> list[tuple[_Rollout, Turn]]:
     """One batched generation for every active rollout; returns the (rollout, turn) pairs that searched."""
-    budgets = [min(config.max_turn_tokens, config.max_response_tokens - len(r.response_ids)) for r in active]
+    budgets = [_turn_budget(r, config) for r in active]
     seed = None if config.seed is None else config.seed + turn_index
     sampling = SamplingParams(max_new_tokens=max(budgets), temperature=config.temperature, top_p=config.top_p,
                               stop=stop_strings(role), seed=seed)
@@ -142,43 +158,92 @@ def _generate_turn(backend: PolicyBackend, active: list[_Rollout], role: Role, c
     last_turn = turn_index == config.generations - 1
     searches = []
     for rollout, completion, budget in zip(active, completions, budgets, strict=True):
-        ids, finish = list(completion.token_ids), completion.finish_reason
-        if len(ids) > budget:  # this row's budget is below the batch's max_new_tokens
-            ids, finish = ids[:budget], "length"
-        text = completion.text if len(ids) == len(completion.token_ids) else backend.tokenizer.decode(
-            ids, skip_special_tokens=True)
-        start = len(rollout.response_ids)
-        rollout.response_ids += ids
-        rollout.loss_mask += [1] * len(ids)
-        turn = Turn(text=text, start=start, end=len(rollout.response_ids), action="invalid")
-        rollout.turns.append(turn)
-        if finish == "length":
-            turn.action = "truncated"
-            rollout.end("length", f"generation hit the token budget ({budget}) without a stop string")
-            continue
-        action = parse_action(text, role)
-        turn.action = action.kind
-        if action.kind == "search":
-            turn.search_queries = [action.content]
-            if last_turn:
-                rollout.end("max_turns", f"searched on the last of {config.generations} turns")
-            else:
-                searches.append((rollout, turn))
-        elif action.kind == FINAL_TAG[role]:
-            rollout.final = action.content
-            rollout.end(action.kind)
-        else:
-            rollout.invalid_actions += 1
-            turn.invalid_reason = action.reason
-            if finish == "eos" and (config.eos_without_action == "end" or last_turn):
-                # the model ended its message without an action (SSP: the trajectory is over)
-                rollout.end("invalid", f"EOS without an action: {action.reason}")
-                continue
-            if finish == "eos":  # Search-R1: the response text goes on without the end-of-turn token
-                _drop_trailing_eos(backend.tokenizer, rollout, turn)
-            if not last_turn:
-                _append_environment(backend.tokenizer, rollout, turn, corrective_message(role), config)
+        turn = _take_generation(backend.tokenizer, rollout, completion, budget, role, config, last_turn)
+        if turn is not None:
+            searches.append((rollout, turn))
     return searches
+
+
+def _run_continuous(backend: Any, search_tool: SearchTool, rollouts: list[_Rollout], role: Role,
+                    config: RolloutConfig, top_k: int, bar: Any) -> None:
+    """Every rollout in one ``generate_continuous`` call: a rollout whose generation ends is handled at once
+    (its search run, its reply appended) and goes on in the running batch, so no turn waits for the slowest
+    row. Sampling is seeded once with ``config.seed``."""
+    sampling = SamplingParams(max_new_tokens=config.max_turn_tokens, temperature=config.temperature,
+                              top_p=config.top_p, stop=stop_strings(role), seed=config.seed)
+    budgets = [_turn_budget(r, config) for r in rollouts]
+
+    def on_finished(ended: list[tuple[int, Any]]) -> list[tuple[int, list[int], int]]:
+        searches = []
+        for index, completion in ended:
+            rollout = rollouts[index]
+            last_turn = len(rollout.turns) == config.generations - 1
+            turn = _take_generation(backend.tokenizer, rollout, completion, budgets[index], role, config, last_turn)
+            if turn is not None:
+                searches.append((rollout, turn))
+            elif not rollout.done and last_turn:
+                rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.generations} turns")
+        _answer_searches(backend, search_tool, searches, role, config, top_k)
+        going_on = []
+        for index, _ in ended:
+            rollout = rollouts[index]
+            if rollout.done:
+                if bar is not None:
+                    bar.update(1)
+                continue
+            budgets[index] = _turn_budget(rollout, config)
+            going_on.append((index, rollout.prompt_ids + rollout.response_ids, budgets[index]))
+        return going_on
+
+    backend.generate_continuous([r.prompt_ids for r in rollouts], budgets, sampling, on_finished)
+
+
+def _turn_budget(rollout: _Rollout, config: RolloutConfig) -> int:
+    """New tokens the rollout's next generation may write: the turn budget, within the response budget."""
+    return min(config.max_turn_tokens, config.max_response_tokens - len(rollout.response_ids))
+
+
+def _take_generation(tokenizer: Any, rollout: _Rollout, completion: Any, budget: int, role: Role,
+                     config: RolloutConfig, last_turn: bool) -> Turn | None:
+    """Append one generation to its rollout and act on it: returns the turn if it searched (the search is the
+    caller's), ends the rollout at its final tag, a filled budget or EOS, or appends the corrective message."""
+    ids, finish = list(completion.token_ids), completion.finish_reason
+    if len(ids) > budget:  # this row's budget is below the batch's max_new_tokens
+        ids, finish = ids[:budget], "length"
+    text = completion.text if len(ids) == len(completion.token_ids) else tokenizer.decode(
+        ids, skip_special_tokens=True)
+    start = len(rollout.response_ids)
+    rollout.response_ids += ids
+    rollout.loss_mask += [1] * len(ids)
+    turn = Turn(text=text, start=start, end=len(rollout.response_ids), action="invalid")
+    rollout.turns.append(turn)
+    if finish == "length":
+        turn.action = "truncated"
+        rollout.end("length", f"generation hit the token budget ({budget}) without a stop string")
+        return None
+    action = parse_action(text, role)
+    turn.action = action.kind
+    if action.kind == "search":
+        turn.search_queries = [action.content]
+        if last_turn:
+            rollout.end("max_turns", f"searched on the last of {config.generations} turns")
+            return None
+        return turn
+    if action.kind == FINAL_TAG[role]:
+        rollout.final = action.content
+        rollout.end(action.kind)
+        return None
+    rollout.invalid_actions += 1
+    turn.invalid_reason = action.reason
+    if finish == "eos" and (config.eos_without_action == "end" or last_turn):
+        # the model ended its message without an action (SSP: the trajectory is over)
+        rollout.end("invalid", f"EOS without an action: {action.reason}")
+        return None
+    if finish == "eos":  # Search-R1: the response text goes on without the end-of-turn token
+        _drop_trailing_eos(tokenizer, rollout, turn)
+    if not last_turn:
+        _append_environment(tokenizer, rollout, turn, corrective_message(role), config)
+    return None
 
 
 def _answer_searches(backend: PolicyBackend, search_tool: SearchTool, searches: list[tuple[_Rollout, Turn]],

@@ -23,6 +23,12 @@ cache, a copy of everything cached per decoded token; ``_GrowingLayer`` writes i
 Decode steps fold query heads onto their key/value heads whether or not the batch is padded
 (``searchplay.llm.attention``).
 
+Continuous batching (``generate_continuous``): a multi-turn caller hands over every rollout at once and
+gets each finished generation back through a callback, which runs the search and returns the rollout's next
+prompt; that row re-enters the running batch (its new tokens prefilled alone after its own cached keys and
+values) while the other rows keep decoding, so no turn waits for its slowest row. New rows join once they
+are a quarter of the rows still writing, or when none is; the batch cache is then laid out afresh.
+
 Rollout dtype: generation may run in another dtype than the model it is given (``agent.rollout_dtype``:
 bf16 rollouts from fp32 training weights, as verl's vLLM rollouts beside FSDP training). A module passed
 in is then copied once, cast, and re-synced whenever the source's weights move.
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,6 +91,14 @@ def _growing_layer_class() -> type:
             self.room = room
             self._buffers: tuple[Any, Any] | None = None
             self._view: Any = None
+
+        def adopt(self, keys: Any, values: Any, used: int) -> None:
+            """Take ``keys``/``values`` [B, heads, used + room, dim] as the buffers; their first ``used`` positions
+            are the cache."""
+            self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+            self._buffers = (keys, values)
+            self.keys, self.values = keys[..., :used, :], values[..., :used, :]
+            self._view = self.keys
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             if not self.is_initialized:
@@ -154,6 +168,7 @@ class TransformersBackend:
         self._cache: list[_CachedRow] = []
         self._cache_version: tuple[int, ...] = ()
         self.prefilled_tokens = 0  # prompt tokens run through the model (cache hits excluded), for benchmarks
+        self.continuous_batching = True  # ``generate_continuous`` is available (agent.continuous_batching uses it)
 
     def update_weights(self, model: Any) -> None:
         """Generate with ``model`` from now on: shared in-process, or copied once when the rollout dtype differs."""
@@ -208,6 +223,88 @@ class TransformersBackend:
             self._cache, self._cache_version = kept, self._weights_version()
         return completions
 
+    def generate_continuous(self, prompts: Sequence[Sequence[int]], limits: Sequence[int], sampling: SamplingParams,
+                            on_finished: Callable[[list[tuple[int, Completion]]], list[tuple[int, list[int], int]]]
+                            ) -> None:
+        """Decode every prompt, handing each generation to ``on_finished`` as soon as it ends; the ``(index,
+        prompt ids, token limit)`` continuations it returns join the running batch (continuous batching).
+
+        ``limits[i]`` caps prompt i's new tokens (``sampling.max_new_tokens`` is not read). A continuation
+        extends its index's last prompt and generation (a rollout's history plus the environment's reply), so
+        only its new tokens are prefilled. ``sampling.seed`` seeds once; ``allowed_tokens`` gets the prompt index.
+        """
+        import torch
+
+        if self._copy is not None and tuple(p._version for p in self.source.parameters()) != self._source_version:
+            self.model = self._generation_model()
+        todo = [(index, list(prompt), limit) for index, (prompt, limit) in enumerate(zip(prompts, limits, strict=True))]
+        if not todo:
+            return
+        first = self._share_prefixes([ids for _, ids, _ in todo], self._lookup([ids for _, ids, _ in todo]))
+        hits: dict[int, _CachedRow | None] = dict(enumerate(first))  # each index's cached prefix for its next prefill
+        limit = dict(enumerate(limits))
+        generated: dict[int, list[int]] = {index: [] for index, _, _ in todo}
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        run: _Running | None = None
+        with torch.inference_mode():
+            while todo or (run is not None and run.alive):
+                if todo and (run is None or not run.alive or 4 * len(todo) >= len(run.alive)):
+                    run = self._join(run, todo, hits, limit, generated)
+                    todo = []
+                assert run is not None
+                tokens = self._next_tokens(run.logits[run.alive], sampling, [run.index[s] for s in run.alive],
+                                           generated)
+                feed, ended = [0] * len(run.index), []
+                for slot, token in zip(run.alive, tokens, strict=True):
+                    index = run.index[slot]
+                    generated[index].append(token)
+                    feed[slot] = token
+                    completion = self._finished(generated[index], sampling, limit[index])
+                    if completion is not None:  # the cache holds every token but the one just sampled
+                        hits[index] = run.row(slot, run.ids[slot] + generated[index][:-1], copy=True)
+                        ended.append((slot, index, completion))
+                if ended:
+                    finished = {slot for slot, _, _ in ended}
+                    run.alive = [slot for slot in run.alive if slot not in finished]
+                    for index, ids, new_limit in on_finished([(index, completion) for _, index, completion in ended]):
+                        todo.append((index, list(ids), new_limit))
+                        limit[index], generated[index] = new_limit, []
+                if not run.alive:
+                    continue
+                if 4 * (len(run.index) - len(run.alive)) >= len(run.index):
+                    feed = [feed[slot] for slot in run.alive]
+                    run.drop_finished()
+                run.step(self.model, feed)
+        if self.reuse_cache:
+            self._cache = [row for row in hits.values() if row is not None]
+            self._cache_version = self._weights_version()
+
+    def _join(self, run: _Running | None, todo: list[tuple[int, list[int], int]], hits: dict[int, _CachedRow | None],
+              limit: dict[int, int], generated: dict[int, list[int]]) -> _Running:
+        """A new running batch: the rows still writing in ``run`` and the ``todo`` rows, prefilled after their own
+        cached prefix (the hit must be a strict prefix of the new prompt; else the whole prompt is run)."""
+        import torch
+
+        prompts = [ids for _, ids, _ in todo]
+        prefixes = []
+        for index, ids, _ in todo:
+            hit = hits.get(index)
+            prefixes.append(hit if hit is not None and len(hit.ids) < len(ids) and ids[:len(hit.ids)] == hit.ids
+                            else None)
+        self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, prefixes, strict=True))
+        logits, rows = self._prefill_rows(prompts, prefixes)
+        index, ids = [index for index, _, _ in todo], prompts
+        if run is not None and run.alive:  # the rows still writing keep their place, first
+            rows = [run.row(slot, run.ids[slot] + generated[run.index[slot]]) for slot in run.alive] + rows
+            logits = [run.logits[slot] for slot in run.alive] + logits
+            index = [run.index[slot] for slot in run.alive] + index
+            ids = [run.ids[slot] for slot in run.alive] + ids
+        room = max(limit[i] - len(generated[i]) for i in index) + 1
+        past, attention = self._layout(rows, room)
+        return _Running(index=index, ids=ids, past=past, attention=attention, logits=torch.stack(logits),
+                        lengths=[len(row.ids) for row in rows], alive=list(range(len(index))))
+
     # ---- decoding ---------------------------------------------------------------------------------
     def _prefill(self, prompts: list[list[int]], hits: list[_CachedRow | None], room: int) -> tuple[Any, Any, Any]:
         """Run each row's new tokens after its cached prefix, one row at a time (no padding to compute), then lay
@@ -217,23 +314,46 @@ class TransformersBackend:
         """
         import torch
 
+        logits, rows = self._prefill_rows(prompts, hits)
+        past, attention = self._layout(rows, room)
+        return torch.stack(logits), past, attention
+
+    def _prefill_rows(self, prompts: list[list[int]],
+                      hits: list[_CachedRow | None]) -> tuple[list[Any], list[_CachedRow]]:
+        """Each row's new tokens run alone after its cached prefix: its last logits, its keys and values."""
+        import torch
+
         from searchplay.prefix_kv import seeded_cache
 
-        logits, caches = [], []
+        logits, rows = [], []
         for prompt, hit in zip(prompts, hits, strict=True):
             cache = seeded_cache(self.model.config, list(zip(hit.keys, hit.values, strict=True)) if hit else None)
             ids = torch.tensor([prompt[len(hit.ids) if hit else 0:]], device=self.device)
             output = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
             logits.append(output.logits[0, -1])
-            caches.append(cache)
-        length = max(len(prompt) for prompt in prompts)
-        attention = torch.tensor([[0] * (length - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+            rows.append(_CachedRow(prompt, [layer.keys for layer in cache.layers],
+                                   [layer.values for layer in cache.layers]))
+        return logits, rows
+
+    def _layout(self, rows: list[_CachedRow], room: int) -> tuple[Any, Any]:
+        """One left-padded batch cache of ``rows`` (with ``room`` free positions) and its attention mask [B, L];
+        each row's keys and values are copied once, into buffers allocated at their final size."""
+        import torch
+
+        length = max(len(row.ids) for row in rows)
+        attention = torch.tensor([[0] * (length - len(row.ids)) + [1] * len(row.ids) for row in rows],
+                                 device=self.device)
         past = self._new_cache(room)
         for index, layer in enumerate(past.layers):
-            keys = torch.cat([_left_pad(cache.layers[index].keys, length) for cache in caches])
-            values = torch.cat([_left_pad(cache.layers[index].values, length) for cache in caches])
-            layer.update(keys, values)
-        return torch.stack(logits), past, attention
+            buffers = []
+            for part in ("keys", "values"):
+                first = getattr(rows[0], part)[index]
+                buffer = first.new_zeros((len(rows), first.shape[1], length + room, first.shape[-1]))
+                for slot, row in enumerate(rows):
+                    buffer[slot, :, length - len(row.ids):length] = getattr(row, part)[index][0]
+                buffers.append(buffer)
+            layer.adopt(*buffers, used=length)
+        return past, attention
 
     def _decode(self, prompts: list[list[int]], logits: Any, attention: Any, past: Any,
                 sampling: SamplingParams) -> tuple[list[Completion], list[_CachedRow]]:
@@ -299,8 +419,9 @@ class TransformersBackend:
             logits = torch.full_like(logits, float("-inf")).scatter(-1, order, ordered)
         return torch.multinomial(logits.softmax(dim=-1), 1)[:, 0].tolist()
 
-    def _finished(self, ids: list[int], sampling: SamplingParams) -> Completion | None:
-        """The row's completion if its newest token ended it (a stop string, EOS, the token limit), else None."""
+    def _finished(self, ids: list[int], sampling: SamplingParams, limit: int | None = None) -> Completion | None:
+        """The row's completion if its newest token ended it (a stop string, EOS, the token limit: ``limit``, else
+        ``sampling.max_new_tokens``), else None."""
         if sampling.stop:
             tail = self.tokenizer.decode(ids[-_STOP_TAIL_TOKENS:], skip_special_tokens=False)
             hit = next((stop for stop in sampling.stop if stop in tail), None)
@@ -308,7 +429,7 @@ class TransformersBackend:
                 return self._completion(ids, "stop", hit)
         if ids[-1] == self.tokenizer.eos_token_id:
             return self._completion(ids, "eos", None)
-        if len(ids) >= sampling.max_new_tokens:
+        if len(ids) >= (sampling.max_new_tokens if limit is None else limit):
             return self._completion(ids, "length", None)
         return None
 
@@ -373,6 +494,59 @@ class TransformersBackend:
     def _completion(self, ids: list[int], reason: str, stop: str | None) -> Completion:
         return Completion(token_ids=ids, text=self.tokenizer.decode(ids, skip_special_tokens=True),
                           finish_reason=reason, stop=stop)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Running:
+    """The running batch of ``generate_continuous``: slot -> prompt index, that generation's prompt ids, the
+    left-padded cache and its mask [B, L], the next-token logits [B, V], real tokens cached per slot, and the
+    slots still writing (finished slots stay until a quarter of the batch has finished). A slot's real tokens
+    are the cache's last ``lengths[slot]`` positions: its prefix is laid out right-aligned and every decode step
+    appends one position to every slot."""
+
+    index: list[int]
+    ids: list[list[int]]
+    past: Any
+    attention: Any
+    logits: Any
+    lengths: list[int]
+    alive: list[int]
+
+    def row(self, slot: int, ids: list[int], copy: bool = False) -> _CachedRow:
+        """Slot ``slot``'s keys and values: views of the cache (its last ``len(ids)`` positions), or copies that
+        outlive it (``copy``)."""
+        if len(ids) != self.lengths[slot]:
+            raise RuntimeError(f"slot {slot} caches {self.lengths[slot]} tokens, not {len(ids)}")
+        keys = [layer.keys[slot:slot + 1, :, -len(ids):] for layer in self.past.layers]
+        values = [layer.values[slot:slot + 1, :, -len(ids):] for layer in self.past.layers]
+        if copy:
+            keys, values = [k.clone() for k in keys], [v.clone() for v in values]
+        return _CachedRow(ids, keys, values)
+
+    def drop_finished(self) -> None:
+        """Remove the finished slots from the batch and its cache."""
+        import torch
+
+        keep = torch.tensor(self.alive, device=self.attention.device)
+        for layer in self.past.layers:
+            layer.batch_select_indices(keep)
+        self.index = [self.index[slot] for slot in self.alive]
+        self.ids = [self.ids[slot] for slot in self.alive]
+        self.lengths = [self.lengths[slot] for slot in self.alive]
+        self.attention, self.logits = self.attention[keep], self.logits[keep]
+        self.alive = list(range(len(self.index)))
+
+    def step(self, model: Any, feed: list[int]) -> None:
+        """One decode step: each slot's newest token goes into the cache; the logits of the next come back."""
+        import torch
+
+        device = self.attention.device
+        self.attention = torch.cat([self.attention, self.attention.new_ones(len(self.index), 1)], dim=1)
+        positions = torch.tensor([[length] for length in self.lengths], device=device)
+        self.logits = model(input_ids=torch.tensor([[token] for token in feed], device=device),
+                            attention_mask=self.attention, position_ids=positions, past_key_values=self.past,
+                            use_cache=True, logits_to_keep=1).logits[:, -1]
+        self.lengths = [length + 1 for length in self.lengths]
 
 
 def _left_pad(tensor: Any, length: int) -> Any:

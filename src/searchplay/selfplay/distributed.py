@@ -73,6 +73,8 @@ def sharded_call(function: Callable[[list[Any], list[int]], list[Any]], items: S
 class ShardedBackend:
     """A ``PolicyBackend`` whose ``generate`` runs this process's share of the prompts and gathers the rest."""
 
+    continuous_batching = False  # rollouts go turn by turn, each turn's generations sharded across processes
+
     def __init__(self, backend: PolicyBackend, processes: Processes):
         self.backend, self.processes = backend, processes
 
