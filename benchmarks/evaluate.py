@@ -4,6 +4,12 @@ share of time in generation, retrieval and judging (timers inside the runner).
     .venv/bin/python benchmarks/evaluate.py [--n 50] [--passages 1000] [--index DIR] [--data-dir DIR] [--rerun]
     .venv/bin/python benchmarks/evaluate.py --model checkpoints/warmstart/model --index data/index --batch-size 8
 
+``--main-job`` instead evaluates ``--model`` on the main job's evaluation (params.yaml: every benchmark, its n,
+``kg_heldout``, its batch size and index) twice in one process, with ``agent.continuous_batching`` on and off
+(one backend, one search tool), and prints questions/s for both and whether every score agrees:
+
+    .venv/bin/python benchmarks/evaluate.py --main-job --model checkpoints/warmstart/model
+
 ``--rerun`` then evaluates twice more into the same folder: unchanged (every prediction is reused by its
 settings fingerprint) and with another metric option (``evaluate.normalization: unicode``: every question
 is asked and scored again), and prints both walls against the first run's (issue 15: reuse >= 5x faster).
@@ -51,8 +57,13 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="a model folder (e.g. checkpoints/warmstart/model); default: "
                         "models.policy, which stops at once before the warm-start")
     parser.add_argument("--batch-size", type=int, default=None, help="default: 8 (params.yaml: 32)")
+    parser.add_argument("--main-job", action="store_true", help="params.yaml's evaluation, continuous batching "
+                        "on vs off (needs data/index and --model)")
     args = parser.parse_args()
     apply_offline_defaults()
+    if args.main_job:
+        compare_continuous(args.model)
+        return
     from searchplay.eval.evaluate import evaluate
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,6 +92,34 @@ def main() -> None:
     print(f"bamboogle (judge: {result.run['judge']}) acc {metrics['bamboogle.judge_acc']:.1f}, "
           f"EM {metrics['bamboogle.em']:.1f}, F1 {metrics['bamboogle.f1']:.1f}, "
           f"sub-EM {metrics['bamboogle.sub_em']:.1f}")
+
+
+def compare_continuous(model: str | None) -> None:
+    """The main job's evaluation of ``model``, rollouts in one running batch and turn by turn, same process."""
+    from searchplay.config import load_params
+    from searchplay.eval.evaluate import evaluate
+    from searchplay.llm import load_backend
+    from searchplay.retrieval import load_search_tool
+
+    if not model:
+        raise SystemExit("--main-job needs --model (e.g. checkpoints/warmstart/model)")
+    params = load_params()
+    params.evaluate.model = model
+    backend, search_tool = load_backend(model, params), load_search_tool(params)
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for continuous in (False, True):
+            params.agent.continuous_batching = continuous
+            params.evaluate.out_dir = str(Path(tmp) / f"continuous-{continuous}")
+            result = evaluate(params, "speed", backend=backend, search_tool=search_tool, track=False, progress=False)
+            runs[continuous] = result
+    for continuous, result in runs.items():
+        times = result.times
+        print(f"{'continuous' if continuous else 'turn by turn':>12}: {times.questions} questions, generation "
+              f"{times.generation:.1f} s, {times.questions / times.total:.3f} questions/s (timed phases)")
+    scores = [{k: v for k, v in r.metrics.items() if k.endswith((".em", ".f1", ".judge_acc"))} for r in runs.values()]
+    print(f"generation turn by turn / continuous: {runs[False].times.generation / runs[True].times.generation:.2f}x; "
+          f"every EM, F1 and judge score the same: {scores[0] == scores[1]}")
 
 
 def rerun_walls(params: Params, first: float) -> None:
