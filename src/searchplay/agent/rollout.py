@@ -181,13 +181,11 @@ def _run_continuous(backend: Any, search_tool: SearchTool, rollouts: list[_Rollo
             turn = _take_generation(backend.tokenizer, rollout, completion, budgets[index], role, config, last_turn)
             if turn is not None:
                 searches.append((rollout, turn))
-            elif not rollout.done and last_turn:
-                rollout.end("max_turns", f"no <{FINAL_TAG[role]}> within {config.generations} turns")
         _answer_searches(backend, search_tool, searches, role, config, top_k)
         going_on = []
         for index, _ in ended:
             rollout = rollouts[index]
-            if rollout.done:
+            if rollout.done or len(rollout.turns) == config.generations:  # run_rollouts ends the latter
                 if bar is not None:
                     bar.update(1)
                 continue

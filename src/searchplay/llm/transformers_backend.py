@@ -130,6 +130,10 @@ class _CachedRow:
     keys: list[Any]
     values: list[Any]
 
+    def prefixes(self, prompt: list[int]) -> bool:
+        """Whether ``ids`` is a strict prefix of ``prompt`` (a prefill needs at least one new token)."""
+        return len(self.ids) < len(prompt) and prompt[:len(self.ids)] == self.ids
+
 
 class TransformersBackend:
     """``PolicyBackend`` over a transformers causal LM (the trainer's module can be shared in-process)."""
@@ -203,14 +207,18 @@ class TransformersBackend:
         self._source_version = version
         return self._copy
 
+    def _follow_source(self) -> None:
+        """Re-sync the rollout-dtype copy if the source moved in place (an optimizer step)."""
+        if self._copy is not None and tuple(p._version for p in self.source.parameters()) != self._source_version:
+            self.model = self._generation_model()
+
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
         """One batched decode (``_decode``); each row cut at its own stop string, EOS or length."""
         import torch
 
         if not prompts:
             return []
-        if self._copy is not None and tuple(p._version for p in self.source.parameters()) != self._source_version:
-            self.model = self._generation_model()  # the source moved in place (an optimizer step): re-sync
+        self._follow_source()
         prompts = [list(p) for p in prompts]
         hits = self._share_prefixes(prompts, self._lookup(prompts))
         self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, hits, strict=True))
@@ -235,8 +243,7 @@ class TransformersBackend:
         """
         import torch
 
-        if self._copy is not None and tuple(p._version for p in self.source.parameters()) != self._source_version:
-            self.model = self._generation_model()
+        self._follow_source()
         todo = [(index, list(prompt), limit) for index, (prompt, limit) in enumerate(zip(prompts, limits, strict=True))]
         if not todo:
             return
@@ -287,11 +294,8 @@ class TransformersBackend:
         import torch
 
         prompts = [ids for _, ids, _ in todo]
-        prefixes = []
-        for index, ids, _ in todo:
-            hit = hits.get(index)
-            prefixes.append(hit if hit is not None and len(hit.ids) < len(ids) and ids[:len(hit.ids)] == hit.ids
-                            else None)
+        prefixes = [hit if (hit := hits.get(index)) is not None and hit.prefixes(ids) else None
+                    for index, ids, _ in todo]
         self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, prefixes, strict=True))
         logits, rows = self._prefill_rows(prompts, prefixes)
         index, ids = [index for index, _, _ in todo], prompts
@@ -463,7 +467,7 @@ class TransformersBackend:
             return [None] * len(prompts)
         hits: list[_CachedRow | None] = []
         for prompt in prompts:
-            fits = [row for row in self._cache if len(row.ids) < len(prompt) and prompt[:len(row.ids)] == row.ids]
+            fits = [row for row in self._cache if row.prefixes(prompt)]
             hits.append(max(fits, key=lambda row: len(row.ids), default=None))
         return hits
 
@@ -547,13 +551,6 @@ class _Running:
                             attention_mask=self.attention, position_ids=positions, past_key_values=self.past,
                             use_cache=True, logits_to_keep=1).logits[:, -1]
         self.lengths = [length + 1 for length in self.lengths]
-
-
-def _left_pad(tensor: Any, length: int) -> Any:
-    """``tensor`` [1, heads, n, dim] with zeros in front up to ``length`` positions (masked by the attention)."""
-    import torch.nn.functional as F
-
-    return F.pad(tensor, (0, 0, length - tensor.shape[-2], 0))
 
 
 def _cast_parameters(model: Any, dtype: Any) -> None:
