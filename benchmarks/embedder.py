@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from searchplay.retrieval.embedder import Embedder
+from searchplay.runtime import keep_freed_memory
 
 
 def read_texts(path: str, limit: int) -> list[str]:
@@ -49,6 +50,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="bfloat16")
     parser.add_argument("--batch", type=int, default=64)
     args = parser.parse_args()
+    keep_freed_memory()  # as every searchplay command runs
     passages, questions = read_texts(args.corpus, args.passages), read_questions(args.questions, args.queries)
     base_rate, base_passages, base_queries = embed("float32", passages, questions, args.batch)
     base_top = np.argsort(-base_queries @ base_passages.T, axis=1)[:, :3]

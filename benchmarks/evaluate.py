@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from searchplay.config import Params
-from searchplay.runtime import apply_offline_defaults
+from searchplay.runtime import apply_offline_defaults, keep_freed_memory
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "data" / "benchmarks"  # shipped in the repo
 
@@ -61,6 +61,7 @@ def main() -> None:
                         "on vs off (needs data/index and --model)")
     args = parser.parse_args()
     apply_offline_defaults()
+    keep_freed_memory()  # as every searchplay command runs
     if args.main_job:
         compare_continuous(args.model)
         return

@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/rl_trainer.py --compare-segmented --layout solver --model checkpoints/warmstart/model
         # exact vs segmented forward (selfplay.segmented_forward): seconds and the cosine of the two gradients,
         # on rollout-shaped samples of real corpus text (data/corpus/passages.jsonl) when it exists
+    .venv/bin/python benchmarks/rl_trainer.py --compare-malloc --model checkpoints/warmstart/model --steps 3
+        # the same steps in two child processes: glibc's malloc as it is, then searchplay.runtime.keep_freed_memory
     accelerate launch --config_file accelerate_configs/cpu.yaml benchmarks/rl_trainer.py   # same, via accelerate
 Prints figures; asserts nothing.
 """
@@ -14,13 +16,17 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import random
 import resource
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from searchplay.config import load_params
 from searchplay.rl import PolicyTrainer, TrainingSample
+from searchplay.runtime import MALLOC_TUNING_ENV, keep_freed_memory
 
 
 def main() -> None:
@@ -37,8 +43,16 @@ def main() -> None:
     parser.add_argument("--layout", choices=["block", "solver", "proposer"], default="block",
                         help="block: one <information> block in the response; solver / proposer: a rollout's shape "
                         "(3 model turns around 2 searches of 3 passages; proposer prompts are 1,200 tokens)")
+    parser.add_argument("--compare-malloc", action="store_true",
+                        help="the same steps in two child processes, glibc's malloc as it is and then kept from "
+                        "unmapping freed blocks (searchplay.runtime.keep_freed_memory, as every searchplay "
+                        "command runs); print the ratio and whether every loss agrees")
     parser.add_argument("--model", default=None, help="policy folder (default: models.policy)")
     args = parser.parse_args()
+    if args.compare_malloc:
+        _compare_malloc([arg for arg in sys.argv[1:] if arg != "--compare-malloc"])
+        return
+    print(f"malloc tuning ({MALLOC_TUNING_ENV}): {'on' if keep_freed_memory() else 'off'}")
     params = load_params()
     if args.model:
         params = params.model_copy(update={"models": params.models.model_copy(update={"policy": args.model})})
@@ -52,6 +66,19 @@ def main() -> None:
         seconds[autocast] = _run(run, args)
     if args.compare_autocast:
         print(f"bf16 autocast speed-up over fp32: {seconds[False] / seconds[True]:.2f}x")
+
+
+def _compare_malloc(argv: list[str]) -> None:
+    """This script with ``argv`` twice, in child processes (mallopt settings last for the process): tuning off, on."""
+    results = {}
+    for setting in ("0", "1"):
+        output = subprocess.run([sys.executable, __file__, *argv], env={**os.environ, MALLOC_TUNING_ENV: setting},
+                                capture_output=True, text=True, check=True).stdout
+        print(output, end="")
+        results[setting] = json.loads(next(line for line in output.splitlines() if line.startswith("RESULT "))[7:])
+    off, on = results["0"], results["1"]
+    print(f"malloc tuning speed-up: {off['seconds'] / on['seconds']:.2f}x ({off['seconds']:.1f} s against "
+          f"{on['seconds']:.1f} s); every loss the same: {off['losses'] == on['losses']}")
 
 
 def _compare_segmented(params, args) -> None:
@@ -129,16 +156,18 @@ def _run(params, args) -> float:
     trainer = PolicyTrainer(params.models.policy, params)
     print(f"autocast_bf16={params.selfplay.autocast_bf16}: load policy + reference: {time.perf_counter() - t0:.1f} s")
     samples = _samples(trainer, args)
-    total = 0.0
+    total, losses = 0.0, []
     for _ in range(args.steps):
         stats = trainer.step(samples)
         total += stats["seconds"]
+        losses.append(stats["loss"])
         print(f"step {int(stats['step'])}: {stats['seconds']:.1f} s, {stats['tokens_per_s']:.0f} model tokens/s, "
               f"loss {stats['loss']:.4f}, kl {stats['kl']:.2e}, grad_norm {stats['grad_norm']:.3f}, "
               f"weights_changed {bool(stats['weights_changed'])}")
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB "
           f"({args.samples} x ({args.prompt_tokens}+{args.response_tokens}) tokens, "
           f"micro-batch {params.selfplay.micro_batch_size})")
+    print("RESULT " + json.dumps({"seconds": total, "losses": losses}))
     return total
 
 

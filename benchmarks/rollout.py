@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from searchplay.runtime import apply_offline_defaults
+from searchplay.runtime import apply_offline_defaults, keep_freed_memory
 
 QUESTIONS = ["Who founded the city of Rome?", "What is the capital of Australia?", "Who painted the Mona Lisa?",
              "Which river flows through Vienna?", "When did the Berlin Wall fall?", "Who discovered penicillin?",
@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--compare-cache", action="store_true", help="prefix cache on vs off instead")
     args = parser.parse_args()
     apply_offline_defaults()
+    keep_freed_memory()  # as every searchplay command runs
     import torch
 
     from searchplay.agent.prompts import solver_messages

@@ -16,7 +16,7 @@ import argparse
 import random
 import time
 
-from searchplay.runtime import apply_offline_defaults
+from searchplay.runtime import apply_offline_defaults, keep_freed_memory
 
 QUESTIONS = ["Who founded the city of Rome?", "Which river flows through Vienna?", "Who discovered penicillin?"]
 
@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=6, help="Proposer prompts (KG seeds)")
     args = parser.parse_args()
     apply_offline_defaults()
+    keep_freed_memory()  # as every searchplay command runs
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.proposer_prompts import kg_proposer_messages
     from searchplay.config import load_params

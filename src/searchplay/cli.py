@@ -23,7 +23,7 @@ from typer.core import TyperGroup
 from searchplay import assets
 from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_error_message, print_error
 from searchplay.config import ConfigError, parse_override
-from searchplay.runtime import apply_offline_defaults
+from searchplay.runtime import apply_offline_defaults, keep_freed_memory
 
 
 class SearchplayGroup(TyperGroup):
@@ -61,6 +61,7 @@ def main(
 ) -> None:
     """searchplay: search self-play on Wikidata knowledge-graph paths."""
     apply_offline_defaults(online=online)
+    keep_freed_memory()
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if params_file is not None and not params_file.is_file():
