@@ -4,7 +4,6 @@ malloc kept from handing large blocks back to the kernel (``keep_freed_memory``)
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 
@@ -41,18 +40,19 @@ def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
     """Have glibc's malloc serve large blocks from its heap and keep up to ``trim_threshold`` bytes of freed
     memory there (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, …)``).
 
-    By default each block over the mmap threshold (at most 32 MiB) is mapped fresh and unmapped when freed,
-    so a PyTorch CPU tensor of that size faults in and zeroes every page again on each allocation. Training
-    allocates such activations and gradients at every step: one self-play update step took 12.1-12.7 s
-    against 14.7-17.6 s without this, the same numbers out (``benchmarks/rl_trainer.py``,
-    docs/decisions.md "Foundation"). Memory freed is reused by the process instead of returned to the system.
+    By default each block over the mmap threshold (128 KiB, rising to at most 32 MiB) is mapped fresh and
+    unmapped when freed, so a PyTorch CPU tensor of that size faults in and zeroes its pages again on every
+    allocation. Training allocates such activations and gradients at every step: three self-play update
+    steps took 36.6 s against 47.2 s without this, every loss the same (``benchmarks/rl_trainer.py
+    --compare-malloc``, docs/decisions.md "Foundation"). Freed memory is reused by the process instead of
+    returned to the system.
     Returns whether it applied: not where the C library has no ``mallopt`` (macOS, musl), nor with
     ``SEARCHPLAY_MALLOC_TUNING=0``.
     """
     if os.environ.get(MALLOC_TUNING_ENV, "1") == "0":
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)  # the process's own symbols, the C library's among them
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
