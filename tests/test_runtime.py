@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -54,7 +55,8 @@ def test_malloc_tuning_is_off_with_the_switch_or_without_mallopt(monkeypatch):
                     f"{platform.libc_ver()[0] or 'not glibc'}")
 def test_malloc_tuning_applies_on_glibc():
     code = "from searchplay.runtime import keep_freed_memory; print(keep_freed_memory())"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    env = {key: value for key, value in os.environ.items() if key != runtime.MALLOC_TUNING_ENV}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert result.stdout.strip() == "True"
 
 
