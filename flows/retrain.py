@@ -77,6 +77,23 @@ def reference_stages(root: Path) -> list[str]:
     return [f"evaluate_reference@{name}" for name in stages.get("evaluate_reference", {}).get("foreach", {})]
 
 
+def reference_ready(root: Path, stage: str, done: set[str]) -> bool:
+    """Whether ``evaluate_reference@<model>`` can run: the stage that makes its model (warmstart for the
+    warm-start, warmstart_eve for the EVE warm-start) is in ``done``, or no stage makes it (the base model)."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    model_input = stages["evaluate_reference"]["foreach"][stage.split("@", 1)[1]]
+    producers = {(out if isinstance(out, str) else next(iter(out))): name for name, body in stages.items()
+                 if "foreach" not in body for out in body.get("outs", [])}
+    return producers.get(model_input) in (None, *done)
+
+
+def run_ready_references(repo: Path, ran: dict[str, list[str]]) -> None:
+    """Evaluate every reference model not yet evaluated whose model has been made (``reference_ready``)."""
+    for stage in reference_stages(repo):
+        if stage not in ran and reference_ready(repo, stage, set(ran)):
+            ran[stage] = reproduce_stage(stage, str(repo))
+
+
 def variant_prerequisites(root: Path, variant: str, done: set[str]) -> list[str]:
     """The stages between the shared ones and ``selfplay@<variant>``, in run order: the producers of its
     ``pipeline.variants`` start and their own inputs, back to stages in ``done`` (eve: warmstart_eve,
@@ -116,11 +133,11 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
         index = reproduce_stage.submit("index", root, wait_for=[corpus])
         ran["kg"], ran["corpus"], ran["index"] = kg.result(), corpus.result(), index.result()
         ran["warmstart"] = reproduce_stage("warmstart", root)  # once, shared by every variant
-        for stage in reference_stages(repo):
-            ran[stage] = reproduce_stage(stage, root)
+        run_ready_references(repo, ran)
         for variant in chosen:  # one variant at a time: each self-play run uses the whole machine
             for stage in variant_prerequisites(repo, variant, set(ran)):  # eve: its warm-start and Phase A
                 ran[stage] = reproduce_stage(stage, root)
+            run_ready_references(repo, ran)
             ran[f"selfplay@{variant}"] = reproduce_stage(f"selfplay@{variant}", root)
             ran[f"evaluate@{variant}"] = reproduce_stage(f"evaluate@{variant}", root)
         ran["report"] = reproduce_stage("report", root)

@@ -170,10 +170,10 @@ def test_on_demand_evaluation_re_scores_the_reference_models_too(repo_root):
     would compare rows judged differently."""
     from flows.evaluate import evaluation_stages
 
-    assert evaluation_stages(repo_root, ["kg_wcr"]) == [
-        "evaluate_reference@base", "evaluate_reference@warmstart", "evaluate@kg_wcr"]
+    references = ["evaluate_reference@base", "evaluate_reference@warmstart", "evaluate_reference@warmstart_eve"]
+    assert evaluation_stages(repo_root, ["kg_wcr"]) == [*references, "evaluate@kg_wcr"]
     every = evaluation_stages(repo_root, None)
-    assert every[:2] == ["evaluate_reference@base", "evaluate_reference@warmstart"]
+    assert every[:3] == references
     assert {"evaluate@ssp", "evaluate@kg_wcr", "evaluate@gdcr", "evaluate@eve"} <= set(every[2:])
 
 
@@ -184,3 +184,29 @@ def test_the_retrain_flow_runs_a_variants_own_stages_before_its_self_play(repo_r
     assert variant_prerequisites(repo_root, "eve", shared) == ["warmstart_eve", "eve_phase_a"]
     assert variant_prerequisites(repo_root, "kg_wcr", shared) == []
     assert variant_prerequisites(repo_root, "eve", shared | {"warmstart_eve"}) == ["eve_phase_a"]
+
+
+def test_the_retrain_flow_evaluates_a_reference_model_once_its_stage_has_made_it(repo_root):
+    from flows.retrain import reference_ready
+
+    shared = {"kg", "corpus", "index", "warmstart"}
+    assert reference_ready(repo_root, "evaluate_reference@base", set())
+    assert reference_ready(repo_root, "evaluate_reference@warmstart", shared)
+    assert not reference_ready(repo_root, "evaluate_reference@warmstart", {"kg"})
+    assert not reference_ready(repo_root, "evaluate_reference@warmstart_eve", shared)
+    assert reference_ready(repo_root, "evaluate_reference@warmstart_eve", shared | {"warmstart_eve"})
+
+
+def test_the_architecture_page_shows_every_stage_dvc_runs(repo_root):
+    """docs/architecture.md's data flow names every stage of dvc.yaml, each foreach item as ``@<item>``."""
+    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
+    variants = load_params(repo_root / "params.yaml").pipeline.variants
+    page = (repo_root / "docs" / "architecture.md").read_text()
+    flow = page[page.index("## Data flow"):page.index("## Package floors")]
+    for name, body in stages.items():
+        items = body.get("foreach")
+        items = list(variants) if isinstance(items, str) else list(items or [])
+        missing = [f"{name}@{item}" for item in items if f"@{item}" not in flow] if items else (
+            [] if f"[ {name} ]" in flow else [name])
+        assert not missing, f"docs/architecture.md's data flow does not show {missing}"
+        assert not items or f"[ {name}@" in flow, f"docs/architecture.md's data flow does not show {name}@..."

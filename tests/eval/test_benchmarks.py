@@ -219,6 +219,12 @@ def test_kg_heldout_loader_keeps_only_the_kg_heldout_split(tmp_path):
     assert loaded.items[0].metadata == {"num_hops": 2, "waypoints": ["Emmanuel Macron", "France"]}
 
 
+def test_every_answer_the_kg_gives_is_a_gold(tmp_path):
+    record = {**SUBGRAPH, "answers": ["Paris", "Lyon"]}  # a one-to-many hop admits both
+    loaded = load_kg_heldout(_write(tmp_path / "subgraphs.jsonl", [json.dumps(record)]))
+    assert loaded.items[0].golden_answers == ["Paris", "Lyon"]
+
+
 def test_kg_heldout_malformed_lines_are_counted(tmp_path):
     path = _pool(tmp_path, POOL, ['{"id": "x", "split": "kg_heldout"}', "{oops", '{"id": "y", "split": "selfplay"}'])
     loaded = load_kg_heldout(path)

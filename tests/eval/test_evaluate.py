@@ -118,7 +118,8 @@ def test_base_is_the_policy_by_its_params_id(monkeypatch):
 
 def test_warmstart_is_its_checkpoint_or_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(stage, "warmstart_model", lambda params: tmp_path / "checkpoints" / "warmstart" / "model")
+    monkeypatch.setattr(stage, "warmstart_model",
+                        lambda params, eve=False: tmp_path / "checkpoints" / "warmstart" / "model")
     with pytest.raises(stage.ModelNotFoundError, match="run `searchplay warmstart` first"):
         stage.resolve_model(Params(), "warmstart")
     folder = tmp_path / "checkpoints" / "warmstart" / "model"
@@ -126,6 +127,17 @@ def test_warmstart_is_its_checkpoint_or_a_clear_error(tmp_path, monkeypatch):
     (folder / "config.json").write_text("{}")
     assert stage.resolve_model(Params(), "warmstart") == stage.ModelChoice("checkpoints/warmstart/model",
                                                                            str(folder), "warmstart")
+
+
+def test_the_eve_warmstart_is_its_own_checkpoint_or_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(stage.ModelNotFoundError, match="run `searchplay warmstart --eve` first"):
+        stage.resolve_model(Params(), "warmstart_eve")
+    folder = tmp_path / "checkpoints" / "warmstart_eve" / "model"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    choice = stage.resolve_model(Params(), "warmstart_eve")
+    assert (choice.id, choice.source) == ("checkpoints/warmstart_eve/model", "warmstart")
 
 
 def test_warmstart_folder_follows_warmstart_out_dir(tmp_path):
@@ -141,6 +153,22 @@ def test_model_revision_changes_with_the_weights(tmp_path):
     (folder / "model.safetensors").write_bytes(b"new weights")
     assert stage.model_revision(folder) not in (None, before)
     assert stage.model_revision("Qwen/Qwen2.5-7B-Instruct") is None
+
+
+def test_a_kg_heldout_smaller_than_asked_says_so_and_names_the_setting(tmp_path, monkeypatch, caplog):
+    from searchplay.io import write_jsonl
+
+    monkeypatch.chdir(tmp_path)
+    subgraph = {"path": [{"label": "Lima"}], "relations": [{"label": "capital of"}], "num_hops": 1, "waypoints": []}
+    write_jsonl(tmp_path / "data" / "kg" / "subgraphs.jsonl",
+                [{**subgraph, "id": f"sg-{i}", "split": split, "answer": answer}
+                 for i, (split, answer) in enumerate(KG_POOL)])
+    params = Params.model_validate({"evaluate": {"benchmarks": ["kg_heldout"], "kg_heldout_n": 150}})
+    with caplog.at_level("WARNING"):
+        sampled, _ = stage.load_and_sample(params, ["kg_heldout"])
+    assert len(sampled["kg_heldout"]) == 3
+    assert "kg_heldout has 3 questions, fewer than evaluate.kg_heldout_n=150" in caplog.text
+    assert "kg.heldout_share" in caplog.text
 
 
 def test_portable_names():
@@ -169,7 +197,8 @@ def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path,
                 [{**subgraph, "id": f"sg-{i}", "split": split, "answer": answer}
                  for i, (split, answer) in enumerate(KG_POOL)])
     monkeypatch.setattr("searchplay.assets.resolve", lambda value: str(tmp_path / "home" / value))
-    monkeypatch.setattr(stage, "warmstart_model", lambda params: tmp_path / "checkpoints" / "warmstart" / "model")
+    monkeypatch.setattr(stage, "warmstart_model",
+                        lambda params, eve=False: tmp_path / "checkpoints" / "warmstart" / "model")
     (tmp_path / "checkpoints" / "warmstart" / "model").mkdir(parents=True)
     (tmp_path / "checkpoints" / "warmstart" / "model" / "config.json").write_text("{}")
     _checkpoint(tmp_path / "checkpoints")
@@ -187,6 +216,7 @@ def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path,
     assert run["kg_heldout_majority_answer"] == "Europe"
     metrics = json.loads((tmp_path / "reports" / "eval" / "base" / "metrics.json").read_text())
     assert metrics["kg_heldout.n"] == 3 and metrics["kg_heldout.majority_baseline_em"] == pytest.approx(33.3333)
+    assert metrics["kg_heldout.hops_1_n"] == 3 and "kg_heldout.hops_1_judge_acc" in metrics
     # every question's one search finds the Lima document: only kg_heldout's 'Lima' answers are found by it
     assert metrics["bamboogle.question_search_recall"] == 0.0
     assert metrics["kg_heldout.question_search_recall"] == pytest.approx(33.3333)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from searchplay.eval.intervals import percent_interval
 from searchplay.eval.report import (
     compare_variants,
@@ -131,3 +133,148 @@ def test_reading_notes_say_which_columns_rank_nothing_and_which_do_not_separate_
     models["base"] = _scored({"nq": (0, 5), "popqa": (0, 5), "kg_heldout": (6, 23)})
     notes = reading_notes(models, ["kg_heldout"], "em")
     assert any(note.startswith("KG held-out: the scores differ") for note in notes)
+
+
+# --- paired comparisons (exact McNemar) and the self-play budget ----------------------------------------------
+
+
+def _predictions(eval_dir, model: str, verdicts: dict[str, list[bool]]) -> None:
+    """``<model>/predictions/<benchmark>.jsonl`` with one record per verdict (ids 0, 1, ...)."""
+    folder = eval_dir / model / "predictions"
+    folder.mkdir(parents=True, exist_ok=True)
+    for benchmark, rights in verdicts.items():
+        records = [{"id": str(i), "benchmark": benchmark, "judge_correct": right, "em": float(right),
+                    "golden_answers": ["x"], "prediction": "x" if right else "y"} for i, right in enumerate(rights)]
+        (folder / f"{benchmark}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _paired_eval_dir(tmp_path):
+    """base wrong everywhere; warmstart right on kg 0-5; kg_wcr also on kg 6 and nq 0; gdcr as warmstart; ssp
+    wrong everywhere; eve evaluated, but not the checkpoint it started from."""
+    eval_dir = _eval_dir(tmp_path, {"base": 0, "warmstart": 1, "kg_wcr": 2, "gdcr": 1, "ssp": 0, "eve": 1})
+    warmstart = {"kg_heldout": [i < 6 for i in range(10)], "nq": [False] * 5}
+    for model in ("base", "ssp", "eve"):
+        _predictions(eval_dir, model, {"kg_heldout": [False] * 10, "nq": [False] * 5})
+    _predictions(eval_dir, "warmstart", warmstart)
+    _predictions(eval_dir, "gdcr", warmstart)
+    _predictions(eval_dir, "kg_wcr", {"kg_heldout": [i < 7 for i in range(10)], "nq": [True] + [False] * 4})
+    return eval_dir
+
+
+def test_paired_comparisons_follow_the_judge_table_with_counts_p_and_plain_notes(tmp_path):
+    eval_dir = _paired_eval_dir(tmp_path)
+    compare_variants(eval_dir, tmp_path / "compare")
+    text = (tmp_path / "compare" / "compare.md").read_text()
+    assert text.index("## Judge accuracy") < text.index("## Paired comparisons (exact McNemar)") < text.index("## EM")
+    paired = text.split("## Paired comparisons (exact McNemar)")[1].split("## EM")[0]
+    assert ("| comparison (A vs B) | scope | n | both right | only A right | only B right | both wrong | "
+            "exact McNemar p |") in paired
+    assert "| warmstart vs base | KG held-out | 10 | 0 | 6 | 0 | 4 | 0.031 |" in paired
+    assert "| warmstart vs base | all benchmarks pooled (2 benchmarks) | 15 | 0 | 6 | 0 | 9 | 0.031 |" in paired
+    assert "| kg_wcr vs warmstart | all benchmarks pooled (2 benchmarks) | 15 | 6 | 2 | 0 | 7 | 0.5 |" in paired
+    assert "| kg_wcr vs ssp | KG held-out | 10 | 0 | 7 | 0 | 3 | 0.016 |" in paired
+    assert ("- ssp vs warmstart on KG held-out: 0 questions turned right, 6 turned wrong, p = 0.031: warmstart is "
+            "better (paired, exact McNemar).") in paired
+    assert ("- kg_wcr vs warmstart on KG held-out: 1 question turned right, 0 turned wrong, p = 1: no evidence of "
+            "a difference.") in paired
+    assert ("- kg_wcr vs ssp on KG held-out: kg_wcr alone right on 7 questions, ssp alone right on 0, p = 0.016: "
+            "kg_wcr is better (paired, exact McNemar).") in paired
+    assert "- gdcr vs warmstart on KG held-out: no answer differs in correctness (6 both right" in paired
+    assert "eve: not set against warmstart_eve, the checkpoint it started from" in paired
+    assert "does not mean there is no difference" in paired and "eve vs" not in paired
+    page = (tmp_path / "compare" / "compare.html").read_text()
+    assert "<h2>Paired comparisons (exact McNemar)</h2>" in page and "<td>kg_wcr vs ssp</td>" in page
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert merged["paired.kg_wcr_vs_ssp.kg_heldout.only_a"] == 7 and merged["paired.kg_wcr_vs_ssp.kg_heldout.n"] == 10
+    assert merged["paired.kg_wcr_vs_ssp.kg_heldout.p"] == 2 / 2**7
+    assert merged["paired.warmstart_vs_base.pooled.both_wrong"] == 9 and merged["base.nq.n"] == 5
+    assert not any(key.startswith("paired.eve_vs") for key in merged)
+
+
+def test_the_eve_start_is_compared_once_it_is_evaluated(tmp_path):
+    eval_dir = _paired_eval_dir(tmp_path)
+    start = eval_dir / "warmstart_eve"
+    start.mkdir()
+    (start / "metrics.json").write_text(json.dumps(_metrics(1)))
+    _predictions(eval_dir, "warmstart_eve", {"kg_heldout": [i < 6 for i in range(10)], "nq": [False] * 5})
+    compare_variants(eval_dir, tmp_path / "compare")
+    paired = (tmp_path / "compare" / "compare.md").read_text().split("## EM")[0]
+    assert "| eve vs warmstart_eve | KG held-out | 10 | 0 | 0 | 6 | 4 | 0.031 |" in paired
+    assert "| warmstart_eve vs warmstart | KG held-out | 10 | 6 | 0 | 0 | 4 | 1 |" in paired
+    assert "eve: not set against" not in paired
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert merged["paired.eve_vs_warmstart_eve.pooled.only_b"] == 6
+
+
+def test_a_comparison_across_two_judges_says_so():
+    from searchplay.eval.paired import PairedComparison
+    from searchplay.eval.report import paired_note
+
+    comparison = PairedComparison("kg_wcr", "ssp", "kg_heldout", 5, 1, 1, 1, 2, 1.0)
+    note = paired_note(comparison, "KG held-out", {"kg_wcr": "exact-match", "ssp": "llm"})
+    assert note.startswith("kg_wcr vs ssp on KG held-out: kg_wcr alone right on 1 question, ssp alone right on 1")
+    assert "Judged differently (kg_wcr: exact-match; ssp: llm)" in note
+
+
+def _budget_history(folder, header: list[str], rows: list[list[str]]) -> None:
+    folder.mkdir(parents=True)
+    (folder / "history.csv").write_text("\n".join(",".join(line) for line in [header, *rows]) + "\n")
+
+
+def test_the_selfplay_budget_sums_each_history_and_reads_missing_columns_as_a_dash(tmp_path):
+    eval_dir = _eval_dir(tmp_path, {"warmstart": 1, "ssp": 1})
+    selfplay = tmp_path / "selfplay"
+    full = ["iteration", "solver/rollouts", "train/groups", "train/tokens", "train/optimizer_steps"]
+    _budget_history(selfplay / "ssp", full, [["1", "15", "3", "909", "3"], ["2", "15", "", "1200", "3"]])
+    _budget_history(selfplay / "eve", full, [["1", "15", "3", "1608", "2"]])
+    _budget_history(selfplay / "eve_phase_a", ["iteration", "solver/rollouts", "train/groups"], [["1", "5", "3"]])
+    compare_variants(eval_dir, tmp_path / "compare", selfplay)
+    text = (tmp_path / "compare" / "compare.md").read_text()
+    assert "Paired comparisons" not in text  # no predictions: nothing to pair
+    assert text.index("## Judge accuracy") < text.index("## Self-play budget") < text.index("## EM")
+    budget = text.split("## Self-play budget")[1].split("## EM")[0]
+    assert ("| self-play run | iterations | groups trained | Solver rollouts | optimizer steps | trained tokens |"
+            in budget)
+    assert "| eve (Phase A) | 1 | 3 | 5 | – | – |\n| eve | 1 | 3 | 15 | 2 | 1,608 |" in budget
+    assert "| ssp | 2 | 3 | 30 | 6 | 2,109 |" in budget
+    assert "its budget from its start is the eve (Phase A) row and the eve row together" in budget
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert merged["budget.ssp.tokens"] == 2109 and merged["budget.ssp.iterations"] == 2
+    assert merged["budget.eve_phase_a.rollouts"] == 5 and "budget.eve_phase_a.tokens" not in merged
+
+
+def test_report_logs_to_mlflow_unless_told_not_to(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import searchplay.eval.report as report
+    from searchplay.cli import app
+
+    logged = []
+    monkeypatch.setattr(report, "log_comparison", lambda params, out: logged.append((params.tracking.uri, out)))
+    eval_dir = _paired_eval_dir(tmp_path)
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(f"tracking:\n  uri: sqlite:///{tmp_path / 'mlflow.db'}\n")
+    args = ["--params", str(params_file), "report", "--eval-dir", str(eval_dir), "--out", str(tmp_path / "compare"),
+            "--selfplay-dir", str(tmp_path / "none")]
+    assert CliRunner().invoke(app, [*args, "--no-track"]).exit_code == 0 and logged == []
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert logged == [(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "compare")]
+
+
+@pytest.mark.slow
+def test_the_paired_numbers_and_budgets_are_mlflow_metrics_of_a_report_run(tmp_path, monkeypatch):
+    import mlflow
+
+    from searchplay.config import Params
+    from searchplay.eval.report import log_comparison
+
+    monkeypatch.chdir(tmp_path)
+    eval_dir = _paired_eval_dir(tmp_path)
+    _budget_history(tmp_path / "selfplay" / "ssp", ["iteration", "train/tokens"], [["1", "909"]])
+    compare_variants(eval_dir, tmp_path / "compare", tmp_path / "selfplay")
+    params = Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}})
+    log_comparison(params, tmp_path / "compare")
+    experiment = mlflow.get_experiment_by_name("searchplay-report")
+    [run] = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    assert run.data.metrics["paired.kg_wcr_vs_ssp.kg_heldout.only_a"] == 7
+    assert run.data.metrics["budget.ssp.tokens"] == 909 and "base.nq.n" not in run.data.metrics

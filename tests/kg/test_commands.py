@@ -16,7 +16,7 @@ from searchplay.io import read_jsonl
 from searchplay.kg.store import GraphStore, ingest_dump
 
 CONTRACT = {"id", "seed_id", "answer", "answer_type", "path", "relations", "waypoints", "distractors", "num_hops",
-            "num_nodes", "selector", "selector_model", "selector_replies", "split"}
+            "num_nodes", "selector", "selector_model", "selector_replies", "split", "answers"}
 
 
 def _extract(tmp_path, *args):
@@ -30,10 +30,13 @@ def test_bundled_sample_random_selector(tmp_path):
     result, out = _extract(tmp_path, "--selector", "random", "--num-seeds", "100", "--seed", "3")
     assert result.exit_code == 0, result.output
     records = list(read_jsonl(out / "subgraphs.jsonl"))
-    assert len(records) == 100 and all(set(r) == CONTRACT for r in records)
-    assert [r["num_nodes"] for r in records] == sorted((r["num_nodes"] for r in records), reverse=True)
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["subgraphs"] == 100 and stats["seed"] == 3 and stats["quality"]["success"]
+    held_out = stats["split"]["kg_heldout"]
+    assert len(records) == 100 - sum(held_out["not_asked"].values()) and all(set(r) == CONTRACT for r in records)
+    assert [r["num_nodes"] for r in records] == sorted((r["num_nodes"] for r in records), reverse=True)
+    assert stats["subgraphs"] == len(records) and stats["seed"] == 3 and stats["quality"]["success"]
+    assert held_out["questions"] == stats["split"]["counts"]["kg_heldout"] > 0
+    assert all(r["answer"] == r["answers"][0] for r in records)
     assert stats["ingest"]["source"] == "src/searchplay/data/kg_sample.json"  # committed: no machine path
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from searchplay.rl import PolicyTrainer, TrainingSample
+from searchplay.rl.trainer import combine_stats
 from tests.rl.conftest import tiny_params
 
 PROMPT = [1, 10, 11, 12]
@@ -117,6 +118,33 @@ def test_warmup_is_linear_then_constant(tiny_model_path):
     assert stats["lr"] == 0.0 and stats["weights_changed"] == 0.0
 
 
+def test_warmup_counts_optimizer_steps_so_the_lr_reaches_its_setting(tiny_model_path):
+    """The self-play schedule (a Proposer update of 1 step, then a Solver update of 2): with warmup_steps 3 the
+    steps use lr/3, 2lr/3 and lr, and train/lr (the last step's) is the configured lr. Advancing the schedule
+    once per update instead ran the three steps at lr/3, 2lr/3, 2lr/3 and reported lr/3."""
+    from searchplay.selfplay.step import update_policy
+
+    params = tiny_params(warmup_steps=3, lr=1e-3, proposer_mini_batches=1, solver_mini_batches=2)
+    trainer = PolicyTrainer(tiny_model_path, params)
+    used, step = [], trainer.step
+
+    def recording(samples, **kwargs):  # the rate each optimizer step ran at, as the step reports it
+        stats = step(samples, **kwargs)
+        used.append(stats["lr"])
+        return stats
+
+    trainer.step = recording
+    proposer = [_sample([20, 21], [1, 1], 1.0)]
+    solver = [_sample([30 + k, 31], [1, 1], 1.0 if k % 2 else -1.0) for k in range(4)]
+    roles = update_policy(trainer, proposer, solver, params.selfplay)
+    assert used == pytest.approx([1e-3 / 3, 2e-3 / 3, 1e-3]) and trainer.scheduler.last_epoch == 3
+    assert roles["proposer"]["lr"] == pytest.approx(1e-3 / 3)
+    assert roles["solver"]["lr"] == pytest.approx(1e-3)  # the update's last step ran at the full rate
+    assert combine_stats(list(roles.values()))["lr"] == pytest.approx(1e-3)  # what the loop logs as train/lr
+    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)  # and every later step keeps it
+    assert trainer.step(proposer)["lr"] == pytest.approx(1e-3)
+
+
 def _draw_rng():
     return random.random(), float(np.random.rand()), torch.rand(2).tolist()
 
@@ -171,14 +199,14 @@ def test_bad_input_fails_clearly(tiny_model_path, tmp_path):
 
 def test_update_takes_one_step_per_mini_batch_with_pi_old_from_before_the_first(tiny_model_path):
     """verl's update_actor: 2 mini-batches = 2 optimizer steps; the second slice's ratio is no longer 1
-    because its pi_old was taken before the first step; the scheduler advances once."""
+    because its pi_old was taken before the first step; the scheduler advances once per optimizer step."""
     trainer = PolicyTrainer(tiny_model_path, tiny_params(warmup_steps=4))
     samples = [_sample([20 + k, 21, 22], [1, 1, 1], 1.0 if k % 2 else -1.0) for k in range(4)]
     before = trainer.compute_logprobs(samples[2:])
     stats = trainer.update(samples, mini_batches=2)
     assert stats["optimizer_steps"] == 2 and trainer.global_step == 2 and stats["tokens"] == 12
     assert [s.old_logprobs for s in samples[2:]] == before and samples[0].old_logprobs is None
-    assert trainer.scheduler.last_epoch == 1  # one warm-up step per update, as verl's per update_actor
+    assert trainer.scheduler.last_epoch == 2  # the warm-up counts optimizer steps (docs/decisions/rl.md L8)
     again = [_sample([20 + k, 21, 22], [1, 1, 1], 1.0) for k in range(2)]
     assert trainer.step(again)["ratio_mean"] == pytest.approx(1.0)  # a plain step stays on-policy
 

@@ -23,6 +23,9 @@ ISSUE_METRICS = [
     "train/entropy", "train/kl", "train/grad_norm", "throughput/tokens_per_s", "time/propose_s", "time/verify_s",
     "time/solve_s", "time/update_s", "train/groups_nonzero_advantage", "train/weights_changed",
 ]
+# Whether the Solver improves on questions it has not seen, and whether the update reaches the bf16 weights.
+CURVE_METRICS = ["solver/fresh_accuracy", "solver/fresh_rollouts", "solver/fresh_accuracy_ci_low",
+                 "solver/fresh_accuracy_ci_high", "train/bf16_changed_share", "train/lr"]
 
 
 def logged_metrics(db_path, run_id: str) -> dict[str, list[int]]:
@@ -74,12 +77,14 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
 
     steps = logged_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"])
     undefined = undefined_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"], [1, 2])
-    missing = [(name, step) for name in ISSUE_METRICS for step in (1, 2)
+    missing = [(name, step) for name in ISSUE_METRICS + CURVE_METRICS for step in (1, 2)
                if step not in steps.get(name, []) and name not in undefined[step]]
     assert not missing, f"neither logged nor named undefined: {missing}"
     assert steps["metrics/undefined"] == [1, 2]
     reports = tmp_path / "reports" / "kg_wcr"
     assert json.loads((reports / "metrics.json").read_text())["iteration"] == 2
+    assert all(0.0 <= row["train/bf16_changed_share"] <= 1.0 for row in history)
+    assert (reports / "accuracy.png").read_bytes().startswith(b"\x89PNG")
     with (reports / "history.csv").open() as handle:
         assert [row["iteration"] for row in csv.DictReader(handle)] == ["1.0", "2.0"]
 

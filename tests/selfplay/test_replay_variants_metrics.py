@@ -3,9 +3,10 @@ import random
 
 import pytest
 
+from searchplay.intervals import wilson_interval
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS
 from searchplay.rl import ADVANTAGE_ESTIMATORS
-from searchplay.selfplay.metrics import coverage_statistics, nonzero_advantage_groups
+from searchplay.selfplay.metrics import coverage_statistics, fresh_accuracy, nonzero_advantage_groups
 from searchplay.selfplay.replay import ReplayBuffer, is_reset_step
 from searchplay.selfplay.seeds import Seed
 from searchplay.selfplay.variants import VARIANTS, get_variant
@@ -55,3 +56,15 @@ def test_coverage_statistics_by_outcome_and_bins():
     empty = coverage_statistics([], [])
     assert set(empty) == set(stats) and all(math.isnan(v) for k, v in empty.items() if "count" not in k)
     assert nonzero_advantage_groups([[0.0, 0.0], [0.5, -0.5], []]) == 1
+
+
+def test_fresh_accuracy_counts_only_the_rollouts_on_this_iterations_questions():
+    correct = [[True, False, False], [True, True, True], [False, False, True]]
+    stats = fresh_accuracy(correct, ["fresh", "replay", "replicate"])  # a replicate repeats a fresh question
+    assert stats["solver/fresh_accuracy"] == pytest.approx(1 / 3) and stats["solver/fresh_rollouts"] == 3
+    assert (stats["solver/fresh_accuracy_ci_low"], stats["solver/fresh_accuracy_ci_high"]) == wilson_interval(1, 3)
+    both = fresh_accuracy(correct, ["fresh", "fresh", "replay"])
+    assert both["solver/fresh_accuracy"] == pytest.approx(4 / 6) and both["solver/fresh_rollouts"] == 6
+    none = fresh_accuracy(correct, ["replay"] * 3)
+    assert none["solver/fresh_rollouts"] == 0 and all(math.isnan(v) for k, v in none.items() if "rollouts" not in k)
+    assert set(none) == set(stats)

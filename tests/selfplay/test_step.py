@@ -1,10 +1,12 @@
 """One self-play step on the scripted backend + fake search, with the real rollout loop, judge, rewards,
 advantages and (slow tests) the real PolicyTrainer on a tiny random-init model shared per module."""
 
+import math
 import random
 
 import pytest
 
+from searchplay.intervals import wilson_interval
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor, load_kg_seeds
 from searchplay.selfplay.step import LoopState, Slot, complete_batch, filter_and_verify, propose, run_step
@@ -72,6 +74,8 @@ def test_a_valid_batch_trains_both_roles(setup, trainer):
     assert m["filter/valid_rate_rule"] == 1.0 and m["filter/valid_rate_rag"] == 1.0
     assert m["batch/fresh"] == 3 and m["batch/replayed"] == 0 and m["solver/rollouts"] == 9
     assert 0 < m["solver/accuracy"] < 1 and m["proposer/reward_mean"] > 0
+    assert m["solver/fresh_rollouts"] == 9 and m["solver/fresh_accuracy"] == m["solver/accuracy"]  # all fresh
+    assert m["solver/fresh_accuracy_ci_low"] < m["solver/fresh_accuracy"] < m["solver/fresh_accuracy_ci_high"]
     assert m["train/samples_proposer"] == 3 and m["train/samples_solver"] == 9
     assert m["train/groups_nonzero_advantage"] >= 1 and m["train/weights_changed"] == 1.0
     # the SSP code's schedule: a Proposer update (1 step), then a Solver update (2 mini-batch steps)
@@ -105,6 +109,8 @@ def test_rag_rejections_are_refilled_from_replay_with_zero_proposer_reward(setup
     assert m["filter/valid_rate_rule"] == 1.0 and m["filter/valid_rate_rag"] == 0.0
     assert m["filter/rejected_rag_wrong_answer"] == 3 and m["format/verifier_format_rate"] == 1.0
     assert m["batch/replayed"] == 3 and m["train/samples_solver"] == 9
+    assert m["solver/fresh_rollouts"] == 0 and math.isnan(m["solver/fresh_accuracy"])  # replayed ones do not count
+    assert math.isnan(m["solver/fresh_accuracy_ci_low"]) and not math.isnan(m["solver/accuracy"])
     assert m["proposer/reward_mean"] == 0.0  # replayed slots: the Proposer keeps 0
 
 
@@ -144,6 +150,8 @@ def test_dynamic_sampling_solves_more_seeds_until_a_group_has_a_signal_and_drops
     assert m["train/samples_solver"] == 3 and m["train/samples_proposer"] == 6 and m["solver/rollouts"] == 18
     assert state.cursor.position == 6 and "train/solver/grad_norm" in m
     assert m["filter/valid_rate_rag"] == 1.0 and m["batch/fresh"] == 6  # the extra round's questions count
+    assert m["solver/fresh_rollouts"] == 18 and m["solver/fresh_accuracy"] == pytest.approx(1 / 18)
+    assert (m["solver/fresh_accuracy_ci_low"], m["solver/fresh_accuracy_ci_high"]) == wilson_interval(1, 18)
 
 
 @pytest.mark.slow

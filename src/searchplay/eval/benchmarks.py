@@ -231,6 +231,8 @@ def load_kg_heldout(subgraphs_path: str | Path, params: Params | None = None,
     """Template questions (``searchplay.templates.template_question``) from the ``kg_heldout`` split of the pool.
 
     The split is each record's ``split`` field, written by the kg stage; no model stage trains on it.
+    The golds are every answer the KG gives to the question (``answers``, ``searchplay.kg.golds``), so a
+    one-to-many hop does not make a correct answer wrong; pools written before that field use ``answer``.
     ``params`` is accepted for the loader signature and not read.
     """
     path = _kg_pool(subgraphs_path)
@@ -244,7 +246,7 @@ def load_kg_heldout(subgraphs_path: str | Path, params: Params | None = None,
                 continue
             try:
                 yield location, {"id": str(record["id"]), "question": kg_template_question(record),
-                                 "golden_answers": [record["answer"]],
+                                 "golden_answers": list(record.get("answers") or [record["answer"]]),
                                  "metadata": {"num_hops": record.get("num_hops"),
                                               "waypoints": record.get("waypoints", [])}}
             except (KeyError, TypeError, IndexError) as exc:

@@ -73,19 +73,26 @@ def evaluate_command(
 
 
 def report_command(
+    ctx: typer.Context,
     eval_dir: Path = typer.Option(Path("reports/eval"), "--eval-dir", help="folder of <variant>/metrics.json"),
     out: Path = typer.Option(Path("reports/compare"), "--out", help="where compare.md/.html/metrics.json go"),
     selfplay_dir: Path = typer.Option(Path("reports/selfplay"), "--selfplay-dir",
-                                      help="folder of <variant>/history.csv for the self-play curves (selfplay.png)"),
+                                      help="folder of <variant>/history.csv for the self-play curves (selfplay.png) "
+                                      "and budgets"),
+    track: bool = typer.Option(True, "--track/--no-track", help="log the paired comparisons and self-play budgets "
+                               "to MLflow"),
 ) -> None:
-    """Compare every evaluated variant: tables, a grouped bar chart, self-play curves and a merged metrics file."""
-    from searchplay.eval.report import compare_variants
+    """Compare every evaluated variant: tables, paired tests, self-play budgets and curves, a merged metrics file."""
+    from searchplay.eval.report import compare_variants, log_comparison
 
+    params = get_params(ctx) if track else None
     try:
         written = compare_variants(eval_dir, out, selfplay_dir)
     except FileNotFoundError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
+    if params is not None:
+        log_comparison(params, out)
     console.print("\n".join(str(path) for path in written))
 
 

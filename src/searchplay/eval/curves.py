@@ -1,7 +1,7 @@
 """Self-play learning curves as a PNG: one panel per concern, one line per variant (no browser, no CDN).
 
-``dvc plots`` renders the same ``history.csv`` columns as HTML, but its default template loads Vega from a
-CDN and is blank offline; this chart is what the comparison report embeds. A point whose value is
+``dvc plots`` renders the same ``history.csv`` columns as HTML (in a browser, with the Vega-inline template
+that ``searchplay assets`` writes); this chart is what the comparison report embeds. A point whose value is
 undefined in an iteration (e.g. the Spearman correlation when every rollout was wrong) is not drawn,
 and the panel says how many such points it left out, so a line never disappears silently.
 """

@@ -40,6 +40,7 @@ from searchplay.eval.scoring import (
     headline_metrics,
     majority_baseline_em,
     question_search_recall,
+    scores_by_hops,
 )
 from searchplay.io import portable_name, write_json, write_jsonl
 
@@ -57,6 +58,7 @@ class EvalResult:
 
 BASE = "base"  # --variant base: models.policy as it is, before any training
 WARMSTART = "warmstart"  # --variant warmstart: the format warm-start's checkpoint, before self-play
+WARMSTART_EVE = "warmstart_eve"  # --variant warmstart_eve: the warm-start continued on EVE's formats (eve's start)
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -85,11 +87,12 @@ def latest_checkpoint(params: Params, variant: str) -> Path | None:
     return found.resolve() if found is not None else None
 
 
-def warmstart_model(params: Params) -> Path:
-    """The warm-start checkpoint's HF folder (``<warmstart.out_dir>/model``; rule in ``searchplay.policy``)."""
-    from searchplay.policy import warmstart_model_dir
+def warmstart_model(params: Params, eve: bool = False) -> Path:
+    """The warm-start checkpoint's HF folder (``<warmstart.out_dir>/model``; rule in ``searchplay.policy``);
+    ``eve``: the EVE warm-start's (``<warmstart.eve_out_dir>/model``)."""
+    from searchplay.policy import MODEL_DIR, warmstart_model_dir
 
-    return Path(warmstart_model_dir(params))
+    return Path(params.warmstart.eve_out_dir) / MODEL_DIR if eve else Path(warmstart_model_dir(params))
 
 
 def resolve_model(params: Params, variant: str) -> ModelChoice:
@@ -104,11 +107,12 @@ def resolve_model(params: Params, variant: str) -> ModelChoice:
     policy = ModelChoice(params.models.policy, assets.resolve(params.models.policy), "models.policy")
     if variant == BASE:
         return policy
-    if variant == WARMSTART:
-        folder = warmstart_model(params)
+    if variant in (WARMSTART, WARMSTART_EVE):
+        folder = warmstart_model(params, eve=variant == WARMSTART_EVE)
         if not (folder / "config.json").is_file():
-            raise ModelNotFoundError(f"no warm-start model at {folder} (expected an HF folder with config.json); "
-                                     "run `searchplay warmstart` first")
+            command = "searchplay warmstart" + (" --eve" if variant == WARMSTART_EVE else "")
+            raise ModelNotFoundError(f"no {variant} model at {folder} (expected an HF folder with config.json); "
+                                     f"run `{command}` first")
         return ModelChoice(portable_name(folder), str(folder), "warmstart")
     checkpoint = latest_checkpoint(params, variant)
     if checkpoint is not None:
@@ -154,6 +158,9 @@ def load_and_sample(params: Params,
     cfg = params.evaluate
     sampled = {name: sample_items(bench.items, questions_for(name, len(bench.items), cfg), cfg.seed)
                for name, bench in loaded.items()}
+    if KG_HELDOUT in loaded and (asked := cfg.kg_heldout_n) and asked > (held := len(loaded[KG_HELDOUT].items)):
+        log.warning("kg_heldout has %d questions, fewer than evaluate.kg_heldout_n=%d: every one is asked; raise "
+                    "kg.heldout_share or kg.paths_per_seed for more", held, asked)
     return sampled, loaded
 
 
@@ -217,6 +224,7 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
         answer = kg_majority_answer(kg_pool_path(params))
         run["kg_heldout_majority_answer"] = answer
         per_benchmark[KG_HELDOUT]["majority_baseline_em"] = majority_baseline_em(sampled[KG_HELDOUT], answer)
+        per_benchmark[KG_HELDOUT].update(scores_by_hops(sampled[KG_HELDOUT], answered[paths[KG_HELDOUT]]))
     metrics = flat_metrics(per_benchmark, group_scores(per_benchmark))
     write_json(out_dir / "metrics.json", metrics)
     selfplay_metrics = Path(params.selfplay.reports_dir) / variant / "metrics.json"

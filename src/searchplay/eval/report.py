@@ -8,22 +8,41 @@ and otherwise beside ``evaluate.paper_reference_model``'s rows, labelled as a di
 Every score of ours is shown with its Wilson 95% interval and n (``20.0 [3.6, 62.4] (n=5)``; bars
 carry error bars), so a 5-question score reads as what it is; kg_heldout also shows its majority
 baseline (the EM of always giving the training splits' most common answer). Models are ordered
-base, warm-start, then the self-play variants.
+base, warm-start, then the self-play variants. The comparison report also pairs each trained model with
+the checkpoint it started from, question by question (exact McNemar, ``searchplay.eval.paired``), and
+shows each self-play run's training budget.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.curves import read_histories, selfplay_curves
+from searchplay.eval.paired import (
+    HEAD_TO_HEAD,
+    POOLED,
+    SIGNIFICANCE,
+    STARTED_FROM,
+    PairedComparison,
+    Question,
+    compare_models,
+    comparison_metrics,
+    format_p,
+    shared_benchmarks,
+)
 from searchplay.eval.scoring import GROUPS, INTERVAL_SCORES
-from searchplay.io import atomic_write, write_json
+from searchplay.io import atomic_write, read_jsonl, write_json
+
+if TYPE_CHECKING:
+    from searchplay.config import Params
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
 GROUP_COLUMNS = (("general_qa", "GeneralQA"), ("multihop_qa", "Multi-HopQA"), ("avg", "Avg"))
@@ -31,7 +50,7 @@ LABELS = {"nq": "NQ", "triviaqa": "TriviaQA", "popqa": "PopQA", "hotpotqa": "Hot
           "2wikimultihopqa": "2Wiki", "musique": "MuSiQue", "bamboogle": "Bamboogle",
           "fanoutqa": "FanOutQA (sub-q)", "kg_heldout": "KG held-out"}
 METHOD_LABELS = {"base": "base model", "ssp": "+ SSP", "kg_wcr": "+ KG+WCR (Ours)"}
-MODEL_ORDER = ("base", "warmstart")  # then the self-play variants, by name
+MODEL_ORDER = ("base", "warmstart", "warmstart_eve")  # then the self-play variants, by name
 INTERVAL_NOTE = "[low, high]: Wilson 95% interval of the proportion correct; n: questions asked"
 
 
@@ -401,21 +420,177 @@ def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: di
     return [out_dir / "report.md", out_dir / "report.html", *charts]
 
 
-def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None) -> list[Path]:
-    """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``; with
-    ``selfplay_dir``, also the variants' self-play curves (``selfplay.png``) from their history.csv."""
-    variants = read_variant_metrics(eval_dir)
-    if not variants:
-        raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
-    out = Path(out)
-    judges = {name: _judge_of(Path(eval_dir) / name) for name in variants}
-    benchmarks = [b for b in PAPER_BENCHMARKS if any(f"{b}.judge_acc" in m for m in variants.values())]
-    extra = sorted({k.split(".")[0] for m in variants.values() for k in m} - set(PAPER_BENCHMARKS)
-                   - {key for key, _ in GROUP_COLUMNS})
-    columns = benchmarks + extra
-    baseline = majority_baseline(variants)
-    answer = next((a for a in (_run_of(Path(eval_dir) / n).get("kg_heldout_majority_answer") for n in variants)
-                   if a), None)
+# --- paired comparisons (exact McNemar) and the self-play budget ----------------------------------------------
+
+PAIRED_HEADER = ["comparison (A vs B)", "scope", "n", "both right", "only A right", "only B right", "both wrong",
+                 "exact McNemar p"]
+PAIRED_INTERVALS_NOTE = ("Wilson intervals of two models overlapping does not mean there is no difference: both "
+                         "models answered the same questions, and this paired test, which reads only the questions "
+                         "where their correctness differs, is the one to read.")
+
+
+def read_correctness(eval_dir: str | Path, models: Iterable[str]) -> dict[str, dict[Question, bool]]:
+    """Per model, (benchmark, id) -> the judge's verdict (``judge_correct``) of every record in
+    ``<eval_dir>/<model>/predictions/*.jsonl``; a record without a verdict, and a model without predictions,
+    are left out."""
+    correct = {}
+    for model in models:
+        answers = {(record.get("benchmark", path.stem), str(record["id"])): bool(record["judge_correct"])
+                   for path in sorted((Path(eval_dir) / model / "predictions").glob("*.jsonl"))
+                   for record in read_jsonl(path) if "id" in record and "judge_correct" in record}
+        if answers:
+            correct[model] = answers
+    return correct
+
+
+def scope_label(comparison: PairedComparison, correct: dict[str, dict[Question, bool]]) -> str:
+    """``KG held-out``, or ``all benchmarks pooled (8 benchmarks)``."""
+    if comparison.scope != POOLED:
+        return LABELS.get(comparison.scope, comparison.scope)
+    count = len(shared_benchmarks(correct[comparison.model_a], correct[comparison.model_b]))
+    return f"all benchmarks pooled ({count} benchmark{'' if count == 1 else 's'})"
+
+
+def _questions(count: int) -> str:
+    return f"{count} question{'' if count == 1 else 's'}"
+
+
+def _p_phrase(p: float) -> str:
+    shown = format_p(p)
+    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
+
+
+def paired_note(comparison: PairedComparison, scope: str, judges: dict[str, str]) -> str:
+    """One comparison in plain words, from its numbers.
+
+    >>> paired_note(PairedComparison("kg_wcr", "warmstart", "kg_heldout", 23, 2, 6, 0, 15, 0.03125), "KG held-out", {})
+    'kg_wcr vs warmstart on KG held-out: 6 questions turned right, 0 turned wrong, p = 0.031: kg_wcr is better \
+(paired, exact McNemar).'
+    """
+    a, b = comparison.model_a, comparison.model_b
+    head = f"{comparison.label} on {scope}: "
+    if not comparison.discordant:
+        note = (f"{head}no answer differs in correctness ({comparison.both_right} both right, {comparison.both_wrong} "
+                f"both wrong of {comparison.n}): there is nothing to compare, p = 1.")
+    else:
+        counts = (f"{_questions(comparison.only_a)} turned right, {comparison.only_b} turned wrong"
+                  if STARTED_FROM.get(a) == b else
+                  f"{a} alone right on {_questions(comparison.only_a)}, {b} alone right on {comparison.only_b}")
+        verdict = (f"{comparison.better} is better (paired, exact McNemar)" if comparison.better
+                   else "no evidence of a difference")
+        note = f"{head}{counts}, {_p_phrase(comparison.p)}: {verdict}."
+    if judges.get(a, "unknown") != judges.get(b, "unknown"):
+        note += f" Judged differently ({a}: {judges.get(a)}; {b}: {judges.get(b)}): the pairing mixes two judges."
+    return note
+
+
+def unpaired_notes(correct: dict[str, dict[Question, bool]], judges: dict[str, str]) -> list[str]:
+    """Why an evaluated model (``judges``' keys) is missing from the paired comparisons, one note per model:
+    it has no scored predictions, or the checkpoint it started from has none."""
+    notes = []
+    for model in judges:
+        start = STARTED_FROM.get(model)
+        if model not in correct:
+            notes.append(f"{model}: no predictions with a verdict under its predictions/ folder, so it is not paired.")
+        elif start and start not in correct:
+            notes.append(f"{model}: not set against {start}, the checkpoint it started from, which has no "
+                         "predictions here.")
+    return notes
+
+
+def paired_table(comparisons: list[PairedComparison], correct: dict[str, dict[Question, bool]],
+                 judges: dict[str, str]) -> Table | None:
+    """The "Paired comparisons (exact McNemar)" table with its reading notes; None when nothing was paired.
+    ``judges`` maps every evaluated model to its judge."""
+    if not comparisons:
+        return None
+    scopes = [scope_label(comparison, correct) for comparison in comparisons]
+    rows = [[c.label, scope, c.n, c.both_right, c.only_a, c.only_b, c.both_wrong, format_p(c.p)]
+            for c, scope in zip(comparisons, scopes, strict=True)]
+    starts = ", ".join(f"{model} from {start}" for model, start in STARTED_FROM.items())
+    heads = ", ".join(f"{a} against {b}" for a, b in HEAD_TO_HEAD)
+    caption = (f"Each trained model against the checkpoint it started from ({starts}), and {heads} (the headline "
+               "method against the SSP baseline), where both were evaluated; on KG held-out and on every "
+               "benchmark both answered, pooled. Only the questions both models answered are paired, by "
+               "(benchmark, id); correct = the judge's verdict behind judge accuracy.")
+    notes = [paired_note(c, scope, judges) for c, scope in zip(comparisons, scopes, strict=True)]
+    notes += unpaired_notes(correct, judges)
+    notes += [PAIRED_INTERVALS_NOTE,
+              f"only A right: questions A got right and B wrong (only B right: the reverse); p: exact two-sided "
+              f"McNemar test, a binomial test of the discordant questions with p = 1/2; a difference is called "
+              f"at p < {SIGNIFICANCE}."]
+    return Table("Paired comparisons (exact McNemar)", PAIRED_HEADER, rows, caption=caption, notes=notes)
+
+
+# budget name -> (history.csv column summed over iterations, table header)
+BUDGET_COLUMNS = {"groups": ("train/groups", "groups trained"), "rollouts": ("solver/rollouts", "Solver rollouts"),
+                  "optimizer_steps": ("train/optimizer_steps", "optimizer steps"),
+                  "tokens": ("train/tokens", "trained tokens")}
+PHASE_A = "_phase_a"  # a two-phase variant's first phase writes its history as <variant>_phase_a
+
+
+def column_total(rows: list[dict[str, float]], column: str) -> float | None:
+    """The sum of a history column over its rows (an empty cell counts 0); None when no row has the column."""
+    values = [row[column] for row in rows if column in row]
+    return sum(value for value in values if math.isfinite(value)) if values else None
+
+
+def selfplay_budget(histories: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float | None]]:
+    """Per self-play run, its iterations (history rows) and the totals of ``BUDGET_COLUMNS``, by name with a
+    Phase A just before its variant."""
+    runs = sorted(histories, key=lambda run: (run.removesuffix(PHASE_A), not run.endswith(PHASE_A)))
+    return {run: {"iterations": float(len(histories[run])),
+                  **{name: column_total(histories[run], column) for name, (column, _) in BUDGET_COLUMNS.items()}}
+            for run in runs}
+
+
+def budget_label(run: str) -> str:
+    """``eve_phase_a`` -> ``eve (Phase A)``; any other run as it is."""
+    return f"{run.removesuffix(PHASE_A)} (Phase A)" if run.endswith(PHASE_A) else run
+
+
+def _count(value: float | None) -> str | None:
+    return None if value is None else f"{round(value):,}"
+
+
+def budget_table(budget: dict[str, dict[str, float | None]]) -> Table | None:
+    """"Self-play budget": what each self-play run trained on, summed over its iterations; None without runs."""
+    if not budget:
+        return None
+    header = ["self-play run", "iterations", *(label for _, label in BUDGET_COLUMNS.values())]
+    rows = [[budget_label(run), *(_count(totals[name]) for name in ["iterations", *BUDGET_COLUMNS])]
+            for run, totals in budget.items()]
+    notes = ["Summed over the rows of each run's history.csv (one per iteration): "
+             + ", ".join(f"{label} = {column}" for column, label in BUDGET_COLUMNS.values())
+             + "; –: the history has no such column."]
+    notes += [f"{run} is trained in two phases: its budget from its start is the {budget_label(run + PHASE_A)} "
+              f"row and the {run} row together." for run in budget if run + PHASE_A in budget]
+    return Table("Self-play budget", header, rows, notes=notes)
+
+
+def budget_metrics(budget: dict[str, dict[str, float | None]]) -> dict[str, float]:
+    """Flat ``budget.<run>.<name>`` entries; a column the history lacks is left out."""
+    return {f"budget.{run}.{name}": value for run, totals in budget.items()
+            for name, value in totals.items() if value is not None}
+
+
+def log_comparison(params: Params, out: str | Path) -> None:
+    """Log the paired comparisons and budgets of ``<out>/metrics.json`` as metrics of an MLflow run (experiment
+    ``<prefix>-report``), with the report files as artifacts."""
+    import mlflow
+
+    from searchplay.tracking import start_run
+
+    merged = json.loads((Path(out) / "metrics.json").read_text(encoding="utf-8"))
+    metrics = {key: value for key, value in merged.items() if key.startswith(("paired.", "budget."))}
+    with start_run(params, "report", "compare"):
+        mlflow.log_metrics(metrics)
+        mlflow.log_artifacts(str(out), artifact_path="compare")
+
+
+def score_tables(variants: dict[str, dict[str, float]], columns: list[str], baseline: float | None,
+                 answer: str | None) -> list[Table]:
+    """One table per score (judge accuracy first), each model a row with its intervals and reading notes."""
     tables = []
     scores = [("judge_acc", "Judge accuracy"), ("em", "EM"), ("f1", "F1"), ("sub_em", "sub-EM")]
     retrieval = any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns)
@@ -434,13 +609,39 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
         if any(is_partial(m) for m in variants.values()):
             notes.append(PARTIAL_NOTE)
         tables.append(Table(f"{label} (0-100)", header, rows, notes=notes))
+    return tables
+
+
+def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None) -> list[Path]:
+    """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``; with
+    ``selfplay_dir``, also the variants' self-play curves (``selfplay.png``) and training budgets from their
+    history.csv. Right after the judge-accuracy table come the paired comparisons (exact McNemar on each
+    model's predictions) and the self-play budget."""
+    variants = read_variant_metrics(eval_dir)
+    if not variants:
+        raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
+    out = Path(out)
+    judges = {name: _judge_of(Path(eval_dir) / name) for name in variants}
+    benchmarks = [b for b in PAPER_BENCHMARKS if any(f"{b}.judge_acc" in m for m in variants.values())]
+    extra = sorted({k.split(".")[0] for m in variants.values() for k in m} - set(PAPER_BENCHMARKS)
+                   - {key for key, _ in GROUP_COLUMNS})
+    columns = benchmarks + extra
+    baseline = majority_baseline(variants)
+    answer = next((a for a in (_run_of(Path(eval_dir) / n).get("kg_heldout_majority_answer") for n in variants)
+                   if a), None)
+    tables = score_tables(variants, columns, baseline, answer)
     tables[0].notes += [f"{name}: judge {judge}" for name, judge in judges.items()]
-    preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
-                "the rest = each variant after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
-    charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
-    if retrieval:
-        charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
+    correct = read_correctness(eval_dir, variants)
+    comparisons = compare_models(correct, KG_HELDOUT)
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
+    budget = selfplay_budget(histories)
+    tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), budget_table(budget)) if table]
+    preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
+                "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
+                "after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
+    charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
+    if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):
+        charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
     if histories:
         charts.append(selfplay_curves(out / "selfplay.png", histories))
     images = "".join(f"\n![{chart.stem}]({chart.name})\n" for chart in charts)
@@ -449,7 +650,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     with atomic_write(out / "compare.html") as handle:
         handle.write(to_html(tables, "Models compared", preamble, [chart.name for chart in charts]))
     merged = {f"{name}.{key}": value for name, m in variants.items() for key, value in m.items()}
-    write_json(out / "metrics.json", merged)
+    merged |= {key: value for comparison in comparisons for key, value in comparison_metrics(comparison).items()}
+    write_json(out / "metrics.json", merged | budget_metrics(budget))
     return [out / "compare.md", out / "compare.html", out / "metrics.json", *charts]
 
 

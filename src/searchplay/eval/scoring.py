@@ -150,6 +150,27 @@ def group_scores(per_benchmark: dict[str, dict[str, float]]) -> dict[str, dict[s
     return groups
 
 
+def scores_by_hops(items: Sequence[QAItem], records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """kg_heldout's questions and judge accuracy (0-100) per hop count: ``hops_<k>_n``, ``hops_<k>_judge_acc``.
+
+    ``records`` are the predictions of ``items``, in the same order; items without ``num_hops`` are left out.
+
+    >>> items = [QAItem(i, "q?", ["a"], "kg_heldout", {"num_hops": h}) for i, h in (("x", 3), ("y", 3), ("z", 4))]
+    >>> scores_by_hops(items, [{"judge_correct": c} for c in (True, False, False)])
+    {'hops_3_n': 2.0, 'hops_3_judge_acc': 50.0, 'hops_4_n': 1.0, 'hops_4_judge_acc': 0.0}
+    """
+    by_hops: dict[int, list[bool]] = {}
+    for item, record in zip(items, records, strict=True):
+        if isinstance(hops := item.metadata.get("num_hops"), int):
+            by_hops.setdefault(hops, []).append(bool(record["judge_correct"]))
+    scores: dict[str, float] = {}
+    for hops in sorted(by_hops):
+        correct = by_hops[hops]
+        scores[f"hops_{hops}_n"] = float(len(correct))
+        scores[f"hops_{hops}_judge_acc"] = 100 * sum(correct) / len(correct)
+    return scores
+
+
 def flat_metrics(per_benchmark: dict[str, dict[str, float]], groups: dict[str, dict[str, float]]) -> dict[str, float]:
     """``<benchmark|group>.<score>`` -> number: the DVC metric file and the MLflow metrics."""
     flat: dict[str, float] = {}

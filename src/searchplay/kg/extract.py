@@ -54,6 +54,7 @@ class ExtractionStats:
     seeds_tried: int = 0
     discarded_short: int = 0
     discarded_no_distractor: int = 0
+    discarded_duplicate: int = 0
     selector_calls: int = 0
     invalid_replies: int = 0
     invalid_stops: int = 0
@@ -239,7 +240,8 @@ def extract_subgraphs(store: GraphStore, seeds: list[str], selector: RelationSel
     Seeds go in waves of ``config.selector_batch_size``; the pool is sorted by num_nodes descending
     (the paper's curriculum, Table 10), ties broken by id for determinism.
     """
-    stats, records, queue = ExtractionStats(), [], iter(seeds[: num_subgraphs * config.max_seed_factor])
+    stats, records, queue = ExtractionStats(), [], iter(seed_walks(seeds, num_subgraphs, config))
+    seen_ids: set[str] = set()
     while len(records) < num_subgraphs:
         wave = _next_wave(store, queue, min(config.selector_batch_size, num_subgraphs - len(records)), config, rng)
         if not wave:
@@ -257,13 +259,32 @@ def extract_subgraphs(store: GraphStore, seeds: list[str], selector: RelationSel
             if len(distractors) < config.min_distractors:
                 stats.discarded_no_distractor += 1
                 continue
-            records.append(subgraph_record(store, state, distractors, selector))
+            record = subgraph_record(store, state, distractors, selector)
+            if record["id"] in seen_ids:  # another walk from the same seed took the same relations
+                stats.discarded_duplicate += 1
+                continue
+            seen_ids.add(record["id"])
+            records.append(record)
             if progress is not None:
                 progress(1)
             if len(records) >= num_subgraphs:
                 break
     records.sort(key=lambda r: (-r["num_nodes"], r["id"]))
     return records, stats
+
+
+def seed_walks(seeds: list[str], num_subgraphs: int, config) -> list[str]:
+    """The seeds to walk from, in order: every seed once, then every seed again, ``kg.paths_per_seed`` passes.
+
+    At most ``num_subgraphs * kg.max_seed_factor`` walks. Walks from one seed differ by their random
+    target length and choices; a walk that repeats an earlier one's relations is discarded.
+
+    >>> from types import SimpleNamespace
+    >>> seed_walks(["a", "b"], 3, SimpleNamespace(paths_per_seed=2, max_seed_factor=1))
+    ['a', 'b', 'a']
+    """
+    walks = list(seeds) * config.paths_per_seed
+    return walks[: num_subgraphs * config.max_seed_factor]
 
 
 def _next_wave(store: GraphStore, queue: Iterable[str], size: int, config, rng: random.Random) -> list[PathState]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from searchplay.assets import bundled_sample_path
 from searchplay.io import atomic_dir, portable_name, write_json, write_jsonl
 from searchplay.kg.extract import extract_subgraphs, pool_stats
+from searchplay.kg.golds import answer_share, heldout_questions, with_answers
 from searchplay.kg.readers import ReadReport
 from searchplay.kg.relations import RelationFilter
 from searchplay.kg.selectors import RelationSelector, make_selector
@@ -89,6 +91,29 @@ def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelec
     return summary
 
 
+def split_pool(store: GraphStore, records: list[dict[str, Any]], config) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every record with its ``answers`` (``searchplay.kg.golds``) and its ``split``, decided by its seed.
+
+    All paths from one seed share a split, so no held-out question starts from an entity that a
+    training question starts from. Held-out questions that cannot be scored fairly are not asked
+    (``heldout_questions``); the returned summary says how many, and how the kept ones spread.
+    """
+    records = [with_answers(store, record) for record in records]
+    for record in records:
+        record["split"] = split_of(str(record["seed_id"]), config.heldout_share, config.warmstart_share)
+    held = [r for r in records if r["split"] == "kg_heldout"]
+    asked, not_asked = heldout_questions(held, config.heldout_max_golds, config.heldout_max_answer_share)
+    asked_ids = {r["id"] for r in asked}
+    records = [r for r in records if r["split"] != "kg_heldout" or r["id"] in asked_ids]
+    top_answer, top_share = answer_share(asked)
+    hops = Counter(r["num_hops"] for r in asked)
+    return records, {"questions": len(asked), "not_asked": not_asked,
+                     "multi_gold_questions": sum(len(r["answers"]) > 1 for r in asked),
+                     "hop_histogram": {str(k): hops[k] for k in sorted(hops)},
+                     "top_answer": top_answer, "top_answer_share": round(top_share, 4),
+                     "max_golds": config.heldout_max_golds, "max_answer_share": config.heldout_max_answer_share}
+
+
 def _extract_pool(params, store: GraphStore, store_dir: Path, report: ReadReport, selector: RelationSelector | None,
                   progress: Callable[[str, int | None], Callable[[int], None]] | None
                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -107,11 +132,10 @@ def _extract_pool(params, store: GraphStore, store_dir: Path, report: ReadReport
     records, stats = extract_subgraphs(store, seeds, selector, RelationFilter.from_config(config), config,
                                        config.num_seeds, rng,
                                        progress("extracting subgraphs", config.num_seeds) if progress else None)
-    for record in records:
-        record["split"] = split_of(str(record["id"]), config.heldout_share, config.warmstart_share)
+    records, heldout = split_pool(store, records, config)
     summary = pool_stats(records, stats)
-    summary["split"] = {"counts": split_counts(records), "heldout_share": config.heldout_share,
-                        "warmstart_share": config.warmstart_share, "salt": SALT}
+    summary["split"] = {"counts": split_counts(records), "by": "seed_id", "heldout_share": config.heldout_share,
+                        "warmstart_share": config.warmstart_share, "salt": SALT, "kg_heldout": heldout}
     summary["ingest"] = {"source": portable_name(report.source), "entities": report.entities, "lines": report.lines,
                          "bad_lines": report.bad_lines, "bad_line_examples": report.examples}
     summary["seed"] = config.seed

@@ -12,8 +12,13 @@ Batch mapping (docs/decisions/rl.md L10): one ``step(samples)`` = one optimizer 
 split into micro-batches of ``selfplay.micro_batch_size`` sequences whose gradients are accumulated.
 One ``update(samples, mini_batches)`` = one role's update, verl's ``update_actor``: ``mini_batches``
 optimizer steps over consecutive slices, every slice's pi_old taken from the policy before the first
-step, and one learning-rate scheduler step. The SSP code's "global batch 256 / mini-batch 128" is one
-Proposer update with 1 step and one Solver update with 2 steps (x5 rollouts) per iteration.
+step. The learning-rate schedule advances once per optimizer step, so its warm-up counts optimizer steps
+(docs/decisions/rl.md L8). The SSP code's "global batch 256 / mini-batch 128" is one Proposer update with
+1 step and one Solver update with 2 steps (x5 rollouts) per iteration.
+
+Start weights (``start_change_share``): the share of parameters whose value in the dtype rollouts and
+evaluation run in differs from the start weights' (``searchplay.rl.drift``); an fp32 update below the bf16
+rounding step changes no answer.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from searchplay.precision import autocast_enabled
 from searchplay.prefix_kv import PrefixStore, shared_prefixes
+from searchplay.rl.drift import cast_snapshot, changed_elements, evaluation_dtype
 from searchplay.rl.losses import entropy_from_logits, low_var_kl, policy_loss_terms, token_weights
 from searchplay.rl.sample import TrainingSample
 
@@ -42,8 +48,9 @@ REF_PREFIX_ENTRIES = 64  # the reference's stored prefixes (each a few MB at 135
 class _Warmup:
     """Linear warm-up then constant (verl ``constant`` schedule); a callable object so LambdaLR saves it.
 
-    lr factor after k optimizer steps: (k + 1) / warmup (first step already learns), or verl's
-    k / warmup with ``from_zero`` (first step at lr 0); 1 once k + 1 >= warmup.
+    lr factor of the step after k optimizer steps: (k + 1) / warmup (first step already learns), or verl's
+    k / warmup with ``from_zero`` (first step at lr 0); so once ``warmup`` steps are done the factor is 1.
+    The trainer advances it once per optimizer step.
     """
 
     def __init__(self, warmup_steps: int, from_zero: bool) -> None:
@@ -104,6 +111,8 @@ class PolicyTrainer:
         self._keep_logits = _accepts_logits_to_keep(model)
         self._ref_prefixes = PrefixStore()  # the frozen reference's shared prompt prefixes, kept across steps
         self._autocast_on = autocast_enabled(self.cfg.autocast_bf16, self.accelerator.device.type)
+        self.eval_dtype = evaluation_dtype(params, self.accelerator.device.type, dtype)
+        self.start_weights = self._start_weights()  # read by start_change_share; kept across load()
 
     # ---- public API ---------------------------------------------------------------------------------
     @property
@@ -134,8 +143,8 @@ class PolicyTrainer:
         """One role's update (verl ``update_actor``): ``mini_batches`` optimizer steps over consecutive slices.
 
         pi_old is the policy before the first step for every slice: the first slice's comes from its
-        own forward, the later slices' are computed up front without gradient. The scheduler advances
-        once per update, as verl's does per ``update_actor`` call.
+        own forward, the later slices' are computed up front without gradient. Each step advances the
+        learning-rate schedule once (verl advances it once per ``update_actor`` call; docs/decisions/rl.md L8).
         """
         if not samples:
             raise ValueError("PolicyTrainer.update: no samples (skip the role's update when it has no data)")
@@ -145,12 +154,11 @@ class PolicyTrainer:
         if later:
             for sample, old in zip(later, self.compute_logprobs(later), strict=True):
                 sample.old_logprobs = old
-        stats = [self.step(part, advance_schedule=False) for part in slices]
-        self.scheduler.step()
-        return combine_stats(stats)
+        return combine_stats([self.step(part) for part in slices])
 
-    def step(self, samples: list[TrainingSample], advance_schedule: bool = True) -> dict[str, float]:
-        """One optimizer step on ``samples`` (gradient accumulation over micro-batches); returns statistics."""
+    def step(self, samples: list[TrainingSample]) -> dict[str, float]:
+        """One optimizer step on ``samples`` (gradient accumulation over micro-batches), then one step of the
+        learning-rate schedule; returns statistics (``lr``: the rate this step used)."""
         import torch
 
         if not samples:
@@ -191,8 +199,7 @@ class PolicyTrainer:
                                    (clipped * weights).sum(), (ratio * weights).sum()]).double()
         grad_norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
         self.optimizer.step()
-        if advance_schedule:
-            self.scheduler.step()
+        self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.global_step += 1
         totals = acc.reduce(totals, reduction="sum")
@@ -248,7 +255,25 @@ class PolicyTrainer:
         self.global_step = int(json.loads((final / TRAINER_STATE).read_text())["global_step"])
         self.model.eval()
 
+    def start_change_share(self) -> float:
+        """Share of all parameter elements whose value cast to ``eval_dtype`` (the dtype rollouts and evaluation
+        run in) differs from the start weights' cast: 0 when no update since the start reached an answer."""
+        import torch
+
+        changed, total = changed_elements(self.model.parameters(), self.start_weights, self.eval_dtype)
+        counts = self.accelerator.reduce(torch.tensor([changed, total], dtype=torch.float64,
+                                                      device=self.accelerator.device), reduction="sum")
+        return float(counts[0] / counts[1]) if float(counts[1]) else float("nan")
+
     # ---- internals ----------------------------------------------------------------------------------
+    def _start_weights(self) -> list[Any]:
+        """The weights at construction (``model_path``, the start of self-play, also after a later ``load``):
+        the frozen reference's tensors where there is one on this process (the same values, no copy), else
+        a copy in ``eval_dtype`` (270 MB in bf16 at 135M), of this process's shard."""
+        if self.ref_model is not None and not self._sharded:
+            return list(self.ref_model.parameters())
+        return cast_snapshot(self.model.parameters(), self.eval_dtype)
+
     @property
     def _sharded(self) -> bool:
         return self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM")
@@ -427,14 +452,14 @@ class PolicyTrainer:
 
 def combine_stats(stats: list[dict[str, float]]) -> dict[str, float]:
     """Statistics of several optimizer steps as one row: counts and seconds summed, losses and ratios
-    averaged over steps, the largest gradient norm beside the mean, the learning rate of the first."""
+    averaged over steps, the largest gradient norm beside the mean, the learning rate the last step used."""
     summed = ("tokens", "sequences", "seconds", "optimizer_steps")
     out = {key: sum(row[key] for row in stats) for key in summed}
     for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio_mean", "grad_norm"):
         out[key] = sum(row[key] for row in stats) / len(stats)
     out["grad_norm_max"] = max(row["grad_norm"] for row in stats)
     out["weights_changed"] = max(row["weights_changed"] for row in stats)
-    out["lr"], out["step"] = stats[0]["lr"], stats[-1]["step"]
+    out["lr"], out["step"] = stats[-1]["lr"], stats[-1]["step"]
     out["tokens_per_s"] = out["tokens"] / max(out["seconds"], 1e-9)
     return out
 

@@ -288,6 +288,7 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         "verifier/p_with_evidence": m.mean([_rate(p[0]) for p in pairs.values()]),
         "verifier/p_without_evidence": m.mean([_rate(p[1]) for p in pairs.values()]),
         "solver/accuracy": m.mean([float(c) for cs in correct.values() for c in cs]),
+        **m.fresh_accuracy(list(correct.values()), ["fresh"] * len(correct)),  # every question written this iteration
         "solver/rollouts": float(len(solver_trajs)),
         "batch/questions": float(len(valid)),
         "train/groups": float(len(hop_groups)),
@@ -432,6 +433,7 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     clock["solve"] += time.perf_counter() - tic
 
     samples, group_advs, rewards, f1s, present, verbatim, correct_all = [], [], [], [], [], [], []
+    correct_groups: list[list[bool]] = []
     for item, group in zip(items, groups, strict=True):
         predicted = [extract_evidence(model_text(t)) for t in group]
         correct = [bool(t.answer is not None and exact_match(t.answer, item["answer"])) for t in group]
@@ -446,6 +448,7 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         group_advs.append([a for adv in advantages for a in adv])
         rewards += scored.rewards
         correct_all += correct
+        correct_groups.append(correct)
         f1s += [token_f1(e, item["evidence"]) if e else 0.0 for e in predicted]
         present += [bool(e) for e in predicted]
         verbatim += [is_verbatim(e, returned_snippets(t)) for e, t in zip(predicted, group, strict=True) if e]
@@ -461,6 +464,8 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         "batch/questions": float(len(items)),
         "solver/reward_mean": m.mean(rewards),
         "solver/accuracy": m.mean([float(c) for c in correct_all]),
+        # Phase B: this iteration's draw from the hand-off set (a later iteration may draw a question again)
+        **m.fresh_accuracy(correct_groups, ["fresh"] * len(correct_groups)),
         "solver/rollouts": float(len(flat)),
         "solver/evidence_presence_rate": m.mean([float(p) for p in present]),
         "solver/evidence_f1_mean": m.mean(f1s),

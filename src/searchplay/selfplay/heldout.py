@@ -51,6 +51,11 @@ def heldout_records(pool_path: str | Path, limit: int | None = None) -> list[dic
     return records[:limit] if limit else records
 
 
+def record_golds(record: dict[str, Any]) -> list[str]:
+    """Every answer the KG gives to a subgraph's question (``answers``), or its one ``answer`` in older pools."""
+    return [str(a) for a in record.get("answers") or [record["answer"]]]
+
+
 def benchmark_questions(data_dir: str | Path, name: str, n: int, seed: int) -> list[tuple[str, list[str]]]:
     """(question, golden answers) of ``n`` questions of a FlashRAG-format benchmark file, drawn as evaluation
     draws them (``sorted(Random(seed).sample(range(N), n))``); its test split, else dev."""
@@ -75,7 +80,7 @@ def heldout_curve(runtime: Any, params: Any, pool_path: str | Path) -> dict[str,
 
     cfg = params.selfplay
     held_out = heldout_records(pool_path, cfg.eval_kg_n)
-    sets = {"kg_heldout": [(template_question(r), [str(r["answer"])]) for r in held_out],
+    sets = {"kg_heldout": [(template_question(r), record_golds(r)) for r in held_out],
             cfg.eval_benchmark: benchmark_questions(params.evaluate.data_dir, cfg.eval_benchmark, cfg.eval_n,
                                                     params.evaluate.seed)}
     items = [(name, question, golds) for name, pairs in sets.items() for question, golds in pairs]
@@ -143,7 +148,7 @@ def run_heldout_analysis(runtime: Any, params: Any, out_dir: str | Path, pool_pa
     """Greedy Solver rollouts on the held-out subgraphs, scored by the judge; writes rq1.{csv,md,png}."""
     from dataclasses import replace
 
-    records = heldout_records(pool_path)
+    records = heldout_records(pool_path, params.selfplay.eval_kg_n)
     if not records:
         log.warning("no kg_heldout subgraphs in %s: the RQ1 analysis is skipped", pool_path)
         return {}
@@ -151,7 +156,7 @@ def run_heldout_analysis(runtime: Any, params: Any, out_dir: str | Path, pool_pa
     config = replace(runtime.solver_config, temperature=0.0)
     trajectories = runtime.rollouts([runtime.encode(solver_messages(q, config.question_format)) for q in questions],
                                     "solver", config)
-    verdicts = runtime.judge.judge_many([(q, t.answer, [str(r["answer"])])
+    verdicts = runtime.judge.judge_many([(q, t.answer, record_golds(r))
                                          for q, t, r in zip(questions, trajectories, records, strict=True)])
     correct = [bool(v.correct and v.method != "error" and t.answer is not None)
                for v, t in zip(verdicts, trajectories, strict=True)]

@@ -4,7 +4,8 @@
 seeds for the variant, builds the runtime (policy backend, verifier, search tool, judge, trainer) unless
 one is injected, restores the newest checkpoint on ``resume``, and after EVERY iteration writes a
 checkpoint atomically, logs the iteration's metrics to MLflow (step = iteration) with decoded sample
-trajectories as an artifact, and rewrites ``reports/selfplay/<variant>/metrics.json`` and ``history.csv``.
+trajectories as an artifact, and rewrites ``reports/selfplay/<variant>/metrics.json``, ``history.csv`` and
+``accuracy.png``.
 
 A resume continues the checkpoint's MLflow run and logs the iterations it lacks (a kill between the
 checkpoint and the MLflow log); the checkpoint also holds its iteration's questions, so the question pool
@@ -29,6 +30,7 @@ from typing import Any
 from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
+from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
 from searchplay.selfplay.eve import finish_phase_a, phase_run_name, phase_state, run_eve_step
@@ -43,7 +45,7 @@ from searchplay.selfplay.seeds import (
     load_kg_seeds,
     shuffled,
 )
-from searchplay.selfplay.step import LoopState, Runtime, StepResult, run_step
+from searchplay.selfplay.step import LoopState, Runtime, StepResult, evaluated_change_share, run_step
 from searchplay.selfplay.variants import Variant, get_variant
 
 log = logging.getLogger(__name__)
@@ -211,7 +213,8 @@ def _finite_or_none(value: Any) -> Any:
 
 
 def write_reports(folder: Path, history: list[dict[str, float]]) -> None:
-    """``metrics.json`` (the last iteration, a DVC metric) and ``history.csv`` (every iteration, a DVC plot)."""
+    """``metrics.json`` (the last iteration, a DVC metric), ``history.csv`` (every iteration, a DVC plot) and
+    ``accuracy.png`` (the Solver's accuracy on fresh questions per iteration, titled with the folder's run name)."""
     if not history:
         return
     write_json(folder / "metrics.json", {k: _finite_or_none(v) for k, v in history[-1].items()})
@@ -225,6 +228,7 @@ def write_reports(folder: Path, history: list[dict[str, float]]) -> None:
         writer.writerow({k: "" if _finite_or_none(v) is None else v for k, v in row.items()})
     with atomic_write(folder / "history.csv") as handle:
         handle.write(buffer.getvalue())
+    draw_fresh_accuracy(folder / ACCURACY_PNG, history, folder.name)
 
 
 QUESTION_POOL = "questions.jsonl"
@@ -381,6 +385,7 @@ def train_iteration(runtime: Runtime, variant: Variant, params: Params, state: L
     result = step_function(variant)(runtime, variant, params, state)
     state.iteration = iteration
     row = {"iteration": float(iteration), **result.metrics,
+           "train/bf16_changed_share": evaluated_change_share(runtime.trainer),  # every variant, all processes
            "time/iteration_s": time.perf_counter() - tic, "data/epoch": float(state.cursor.epoch)}
     every = params.selfplay.eval_every
     if every and (iteration % every == 0 or iteration == iterations):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from searchplay.intervals import wilson_interval
 from searchplay.rewards.stats import (
     DEFAULT_COVERAGE_BINS,
     accuracy_by_coverage,
@@ -39,6 +40,21 @@ def coverage_statistics(coverage: Sequence[float], correct: Sequence[bool]) -> d
         stats[f"coverage/accuracy_bin_{label}"] = row["accuracy"]
         stats[f"coverage/count_bin_{label}"] = float(row["n"])
     return stats
+
+
+def fresh_accuracy(correct: Sequence[Sequence[bool]], sources: Sequence[str]) -> dict[str, float]:
+    """Solver accuracy on the iteration's fresh questions: the share of correct rollouts over the groups whose
+    question the Proposer wrote this iteration (``source == 'fresh'``; replayed and replicated ones are left
+    out), their count, and its Wilson 95% interval. NaN (skipped and counted by the loop) with no fresh rollout.
+
+    >>> fresh_accuracy([[True, False], [True, True]], ["fresh", "replay"])["solver/fresh_accuracy"]
+    0.5
+    """
+    flat = [c for group, source in zip(correct, sources, strict=True) if source == "fresh" for c in group]
+    n, hits = len(flat), sum(flat)
+    low, high = wilson_interval(hits, n) if n else (NAN, NAN)
+    return {"solver/fresh_accuracy": rate(hits, n), "solver/fresh_rollouts": float(n),
+            "solver/fresh_accuracy_ci_low": low, "solver/fresh_accuracy_ci_high": high}
 
 
 def step_credit_statistics(step_rewards: Sequence[float], step_advantages: Sequence[float]) -> dict[str, float]:

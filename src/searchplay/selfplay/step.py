@@ -470,6 +470,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         "throughput/tokens_per_s": m.rate(generated, rollout_seconds) if rollout_seconds > 0 else m.NAN,
     }
     metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
+    metrics.update(m.fresh_accuracy(correct, [slot.source for slot in slots]))
     metrics.update(m.coverage_statistics(coverage, flat_correct))
     metrics.update(m.step_credit_statistics(scored.step_rewards, scored.step_advantages))
     metrics.update({f"train/{k}": float(v) for k, v in train_stats.items() if isinstance(v, int | float)})
@@ -513,6 +514,14 @@ def distance_from_start(trainer: Any) -> float:
     for p, r in zip(model.parameters(), reference.parameters(), strict=True):
         total += float((p.detach().float() - r.detach().to(p.device).float()).pow(2).sum())
     return total ** 0.5
+
+
+def evaluated_change_share(trainer: Any) -> float:
+    """Share of all parameters whose value in the rollout/evaluation dtype (bf16 where rollouts use it) differs
+    from the start of self-play (``PolicyTrainer.start_change_share``): 0 means no update so far changed an
+    answer, however far the fp32 weights moved. NaN for a trainer without start weights (test fakes)."""
+    share = getattr(trainer, "start_change_share", None)
+    return float(share()) if callable(share) else float("nan")
 
 
 def _decode(runtime: Runtime, ids: list[int]) -> str:

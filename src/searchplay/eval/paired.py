@@ -1,0 +1,171 @@
+"""Paired comparisons of two models on the same questions: the exact McNemar test.
+
+Two models answered the same sampled questions, so their scores are not independent: a question both get
+right (or both wrong) says nothing about which is better; only the discordant questions do, the ones one
+model gets right and the other wrong. Under "no difference" each discordant question is equally likely to
+go either way, so the count of one kind is Binomial(discordant, 1/2): the exact McNemar test. Wilson
+intervals of two models overlapping does not mean no difference; this test is the one to read
+(docs/decisions/eval.md, "Paired comparisons"). Pure functions over counts and correctness maps; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# The checkpoint each trained model started from: the comparison a training step is judged by. warmstart is
+# supervised fine-tuning of base; warmstart_eve continues the warm-start on EVE's formats; the self-play
+# variants ssp, kg_wcr and gdcr start from warmstart, eve from warmstart_eve (through its Phase A stage).
+STARTED_FROM: dict[str, str] = {
+    "warmstart": "base",
+    "warmstart_eve": "warmstart",
+    "ssp": "warmstart",
+    "kg_wcr": "warmstart",
+    "gdcr": "warmstart",
+    "eve": "warmstart_eve",
+}
+DEFAULT_START = "warmstart"  # a self-play variant not named above starts from the shared warm-start
+# Head-to-head comparisons beside those: the headline method against the SSP baseline.
+HEAD_TO_HEAD: tuple[tuple[str, str], ...] = (("kg_wcr", "ssp"),)
+SIGNIFICANCE = 0.05  # the two-sided level at which a paired difference is called a difference
+POOLED = "pooled"  # the scope of every benchmark both models answered, questions paired by (benchmark, id)
+
+Question = tuple[str, str]  # (benchmark, question id)
+
+
+def mcnemar_exact(only_a: int, only_b: int) -> float:
+    """Exact two-sided McNemar p-value from the discordant counts: min(1, 2 P(X <= min(b, c))), X ~ Bin(b+c, 1/2).
+
+    1.0 when no answer differs (b + c = 0): there is nothing to compare.
+
+    >>> mcnemar_exact(6, 0)
+    0.03125
+    >>> mcnemar_exact(1, 5)
+    0.21875
+    >>> mcnemar_exact(0, 0)
+    1.0
+    """
+    if only_a < 0 or only_b < 0:
+        raise ValueError(f"mcnemar_exact: counts must be >= 0, got only_a={only_a}, only_b={only_b}")
+    discordant = only_a + only_b
+    if discordant == 0:
+        return 1.0
+    from scipy.stats import binomtest  # p = 1/2 is symmetric: SciPy's two-sided p is the doubled tail
+
+    return min(1.0, float(binomtest(min(only_a, only_b), discordant, 0.5).pvalue))
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Model A against model B on the questions both answered, in one scope: a benchmark's name, or ``POOLED``."""
+
+    model_a: str
+    model_b: str
+    scope: str
+    n: int
+    both_right: int
+    only_a: int
+    only_b: int
+    both_wrong: int
+    p: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.model_a} vs {self.model_b}"
+
+    @property
+    def discordant(self) -> int:
+        """Questions one model got right and the other wrong: the only ones the test reads."""
+        return self.only_a + self.only_b
+
+    @property
+    def significant(self) -> bool:
+        return self.discordant > 0 and self.p < SIGNIFICANCE
+
+    @property
+    def better(self) -> str | None:
+        """The model shown better (paired, exact McNemar at ``SIGNIFICANCE``), or None."""
+        if not self.significant:
+            return None
+        return self.model_a if self.only_a > self.only_b else self.model_b
+
+
+def compare_paired(model_a: str, correct_a: Mapping[Question, bool], model_b: str,
+                   correct_b: Mapping[Question, bool], scope: str) -> PairedComparison:
+    """Pair two models' per-question correctness on the questions both answered (the intersection only).
+
+    >>> a = {("nq", "1"): True, ("nq", "2"): True, ("nq", "3"): False, ("nq", "9"): True}
+    >>> b = {("nq", "1"): True, ("nq", "2"): False, ("nq", "3"): False}
+    >>> c = compare_paired("a", a, "b", b, "nq")
+    >>> (c.n, c.both_right, c.only_a, c.only_b, c.both_wrong, c.p)
+    (3, 1, 1, 0, 1, 1.0)
+    """
+    shared = correct_a.keys() & correct_b.keys()
+    pairs = [(bool(correct_a[q]), bool(correct_b[q])) for q in shared]
+    only_a = sum(a and not b for a, b in pairs)
+    only_b = sum(b and not a for a, b in pairs)
+    return PairedComparison(model_a, model_b, scope, n=len(pairs), both_right=sum(a and b for a, b in pairs),
+                            only_a=only_a, only_b=only_b, both_wrong=sum(not (a or b) for a, b in pairs),
+                            p=mcnemar_exact(only_a, only_b))
+
+
+def in_benchmark(correct: Mapping[Question, bool], benchmark: str) -> dict[Question, bool]:
+    """The questions of one benchmark."""
+    return {question: right for question, right in correct.items() if question[0] == benchmark}
+
+
+def shared_benchmarks(correct_a: Mapping[Question, bool], correct_b: Mapping[Question, bool]) -> list[str]:
+    """The benchmarks with at least one question both models answered, sorted."""
+    return sorted({benchmark for benchmark, _ in correct_a.keys() & correct_b.keys()})
+
+
+def comparison_pairs(models: Iterable[str]) -> list[tuple[str, str]]:
+    """(A, B) pairs among ``models``: each trained model against its start (a model ``STARTED_FROM`` does not
+    name against ``DEFAULT_START``), then ``HEAD_TO_HEAD``; a pair is left out unless both models are present.
+
+    >>> comparison_pairs(["base", "warmstart", "kg_wcr", "ssp", "eve", "kg_new"])
+    [('warmstart', 'base'), ('ssp', 'warmstart'), ('kg_wcr', 'warmstart'), ('kg_new', 'warmstart'), ('kg_wcr', 'ssp')]
+    """
+    present = list(models)
+    starts = {**STARTED_FROM, **{m: DEFAULT_START for m in present if m not in (*STARTED_FROM, "base")}}
+    pairs = [(model, start) for model, start in starts.items() if model in present and start in present]
+    pairs += [pair for pair in HEAD_TO_HEAD if pair[0] in present and pair[1] in present and pair not in pairs]
+    return pairs
+
+
+def format_p(p: float) -> str:
+    """A p-value in two significant digits (``0.031``), ``1`` at 1, ``< 0.001`` below it.
+
+    >>> [format_p(p) for p in (0.03125, 0.21875, 1.0, 0.0004)]
+    ['0.031', '0.22', '1', '< 0.001']
+    """
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def comparison_metrics(comparison: PairedComparison) -> dict[str, float]:
+    """Flat ``paired.<A>_vs_<B>.<scope>.<field>`` entries (names MLflow accepts as metric keys).
+
+    >>> sorted(comparison_metrics(PairedComparison("a", "b", "pooled", 2, 1, 1, 0, 0, 1.0)))[:2]
+    ['paired.a_vs_b.pooled.both_right', 'paired.a_vs_b.pooled.both_wrong']
+    """
+    prefix = f"paired.{comparison.model_a}_vs_{comparison.model_b}.{comparison.scope}"
+    fields = {"n": comparison.n, "both_right": comparison.both_right, "only_a": comparison.only_a,
+              "only_b": comparison.only_b, "both_wrong": comparison.both_wrong, "p": comparison.p}
+    return {f"{prefix}.{name}": value for name, value in fields.items()}
+
+
+def compare_models(correct: Mapping[str, Mapping[Question, bool]], benchmark: str) -> list[PairedComparison]:
+    """Each of ``comparison_pairs(correct)`` on ``benchmark`` alone, then on every benchmark pooled; a scope
+    with no question both models answered is left out.
+
+    >>> right, wrong = {("kg", "1"): True, ("nq", "1"): True}, {("kg", "1"): False, ("nq", "1"): True}
+    >>> [(c.label, c.scope, c.n, c.only_a) for c in compare_models({"warmstart": wrong, "ssp": right}, "kg")]
+    [('ssp vs warmstart', 'kg', 1, 1), ('ssp vs warmstart', 'pooled', 2, 1)]
+    """
+    comparisons = []
+    for model_a, model_b in comparison_pairs(correct):
+        scoped = compare_paired(model_a, in_benchmark(correct[model_a], benchmark), model_b,
+                                in_benchmark(correct[model_b], benchmark), benchmark)
+        pooled = compare_paired(model_a, correct[model_a], model_b, correct[model_b], POOLED)
+        comparisons += [comparison for comparison in (scoped, pooled) if comparison.n]
+    return comparisons
