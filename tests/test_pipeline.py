@@ -117,7 +117,7 @@ def test_metrics_show_lists_the_headline_files_and_a_full_file_on_request(quick_
     shown = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json"], repo, pipeline_env))
     files = set(shown[""]["data"])  # "": the workspace
     assert files == {f"reports/eval/{model}/headline.json"
-                     for model in ("base", "warmstart", "ssp", "kg_wcr", "gdcr", "eve")}, files
+                     for model in ("base", "warmstart", "warmstart_eve", "ssp", "kg_wcr", "gdcr", "eve")}, files
     full = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json", "reports/eval/kg_wcr/metrics.json"],
                           repo, pipeline_env))
     assert "kg_heldout.em" in full[""]["data"]["reports/eval/kg_wcr/metrics.json"]["data"]

@@ -38,3 +38,10 @@ def test_answer_leak_is_case_insensitive_and_normalized():
     assert answer_in_question("Kurt Gödel", "Who advised kurt godel at Vienna?")
     assert answer_in_question("The Seine", "Does the SEINE flow north?")
     assert not answer_in_question("Seine", GOOD)
+
+
+def test_a_kg_question_must_name_its_paths_head_entity_when_asked():
+    question = "Which continent is the country whose capital is on the Seine part of, starting from Paris?"
+    assert rule_filter(proposer(question), "Europe", head_names=["Paris"]) is None
+    assert rule_filter(proposer(question), "Europe", head_names=["Romania", "România"]) == "no_head_entity"
+    assert rule_filter(proposer(question), "Europe") is None  # off: the papers' filter

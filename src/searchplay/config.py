@@ -288,6 +288,8 @@ class SelfplayConfig(Section):
     seed_answers: str | None = Field(None, description="JSONL of SSP seed answers (None: KG answers)")
     ssp_search_turns: int = Field(3, ge=1, description="SSP prompt's search count n for answers without one")
     reject_duplicate_searches: bool = Field(True, description="rule filter: identical queries reject (SSP code)")
+    require_head_entity: bool = Field(False, description="rule filter, KG Proposers: the question must name its "
+                                      "path's head entity (beyond the papers; docs/decisions/selfplay.md)")
     rag_verification: bool = Field(True, description="RAG-verify rule-valid questions (SSP Table 3 ablation)")
     noise_unit: Literal["document", "block"] = Field(
         "document", description="RAG noise: single documents (paper) or whole other-trajectory blocks (SSP code)")

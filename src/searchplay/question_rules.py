@@ -20,7 +20,7 @@ MIN_QUESTION_WORDS = 10  # SSP code: fewer than 10 whitespace-separated words is
 
 # Rejection reasons, in the order the rules are checked (logged as counts per iteration).
 REJECT_REASONS = ("no_question", "empty", "too_short", "too_long", "too_few_words", "answer_in_question",
-                  "no_information", "too_few_searches", "duplicate_searches")
+                  "no_information", "too_few_searches", "duplicate_searches", "no_head_entity")
 
 
 class ProposerOutput(Protocol):
@@ -58,12 +58,34 @@ def answer_in_question(answer: str, question: str) -> bool:
     return bool(normalized) and normalized in normalize_answer(question, "unicode")
 
 
-def rule_filter(trajectory: ProposerOutput, answer: str, rules: FilterRules = FilterRules()) -> str | None:
+def names_entity(question: str, names: Sequence[str]) -> bool:
+    """Whether ``question`` names the entity: one of its ``names`` (label, aliases) as a case-insensitive
+    substring, or in normalized form (accents and punctuation folded).
+
+    >>> names_entity("Which sea is next to the capital of Türkiye?", ["Turkey", "Turkiye"])
+    True
+    >>> names_entity("What is the continent of the country of Romania?", ["Bucharest"])
+    False
+    """
+    folded, normalized = question.casefold(), f" {normalize_answer(question, 'unicode')} "
+    for name in (n.strip() for n in names):
+        if not name:
+            continue
+        normalized_name = normalize_answer(name, "unicode")
+        if name.casefold() in folded or (normalized_name and f" {normalized_name} " in normalized):
+            return True
+    return False
+
+
+def rule_filter(trajectory: ProposerOutput, answer: str, rules: FilterRules = FilterRules(),
+                head_names: Sequence[str] | None = None) -> str | None:
     """Why a Proposer trajectory's question is rejected (one of ``REJECT_REASONS``), or None if it passes.
 
     SSP §3.3 rules (1)-(4) with the SSP code's thresholds: a first ``<question>`` span must exist, be
     non-empty, have 10-1000 characters and at least 10 words, not contain a*; the trajectory must hold
-    retrieved material and at least ``min_searches`` distinct search queries.
+    retrieved material and at least ``min_searches`` distinct search queries. With ``head_names`` (a KG
+    path's head entity: label and aliases) the question must also name it: a question that does not start
+    where its path starts cannot have the path's end as its answer (a rule beyond the papers').
     """
     if trajectory.question is None:
         return "no_question"
@@ -85,4 +107,6 @@ def rule_filter(trajectory: ProposerOutput, answer: str, rules: FilterRules = Fi
         return "too_few_searches"
     if rules.reject_duplicate_searches and len(set(queries)) != len(queries):
         return "duplicate_searches"
+    if head_names is not None and not names_entity(question, head_names):
+        return "no_head_entity"
     return None

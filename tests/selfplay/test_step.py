@@ -241,3 +241,53 @@ def test_gdcr_step_logs_step_credit_and_trains(params_factory, tokenizer, tmp_pa
     assert m["gdcr/step_reward_mean"] > 0 and m["gdcr/steps"] > 0
     assert 0 < m["gdcr/positive_step_advantage_share"] < 1
     assert m["train/groups_nonzero_advantage"] >= 1 and m["train/weights_changed"] == 1.0
+
+
+def _proposal(question: str, answers: list[str], reason: str | None = None):
+    from searchplay.agent.trajectory import Trajectory
+    from searchplay.selfplay.seeds import Seed
+    from searchplay.selfplay.step import Proposal
+
+    record = {"path": [{"label": "France", "aliases": ["French Republic"]}, {"label": "Paris"}], "answers": answers,
+              "relations": [{"label": "capital"}], "distractors": []}
+    trajectory = Trajectory(role="proposer", prompt_ids=[1], response_ids=[2], loss_mask=[1], turns=[],
+                            question=question)
+    return Proposal(Seed("s", answers[0], ("France",), 1, record), trajectory, reason)
+
+
+def test_a_kg_slot_accepts_every_answer_its_path_gives_and_an_answer_only_slot_does_not():
+    from searchplay.selfplay.step import fresh_slots
+
+    proposals = [_proposal("Which city is the capital of the French Republic?", ["Paris", "Lutetia"])]
+    kg_slot, = fresh_slots(proposals, path_golds=True)
+    assert kg_slot.golds == ["Paris", "Lutetia"]
+    assert Slot.from_entry(kg_slot.to_entry(), "replay").golds == ["Paris", "Lutetia"]  # replayed with them
+    answer_slot, = fresh_slots(proposals)
+    assert answer_slot.golds == ["Paris"]
+
+
+def test_the_head_named_rate_counts_accepted_questions_that_name_the_paths_head():
+    from searchplay.selfplay.step import head_named_rate
+
+    proposals = [_proposal("Which city is the capital of the French Republic?", ["Paris"]),
+                 _proposal("What is the capital of the country of Romania?", ["Paris"]),
+                 _proposal("What is the capital of Italy, a country?", ["Paris"], reason="too_few_searches")]
+    assert head_named_rate(proposals) == 0.5
+    assert math.isnan(head_named_rate(proposals[2:]))
+
+
+def test_the_head_entity_rule_rejects_a_question_about_another_entity(params_factory):
+    from searchplay.agent.trajectory import Turn
+    from searchplay.retrieval.types import Document
+
+    params = params_factory(rag_verification=False)
+    turns = [Turn(text=f"<search>{q}</search>", start=0, end=1, action="search", search_queries=[q],
+                  documents=[Document("d", "T", "text")]) for q in ("capital of Romania", "Romania river")]
+    proposals = [_proposal("What is the capital city of the country called Romania in Europe?", ["Paris"]),
+                 _proposal("What is the capital city of the country called France in Europe?", ["Bern"])]
+    for proposal in proposals:
+        proposal.trajectory.turns = turns
+    filter_and_verify(None, proposals, params, random.Random(0), head_rule=True)
+    assert [p.reason for p in proposals] == ["no_head_entity", None]
+    filter_and_verify(None, proposals, params, random.Random(0))
+    assert [p.reason for p in proposals] == [None, None]  # off: the papers' rule filter

@@ -27,7 +27,7 @@ from searchplay.agent.proposer_prompts import (
 from searchplay.agent.trajectory import Trajectory
 from searchplay.config import Params
 from searchplay.llm.backend import SamplingParams
-from searchplay.question_rules import REJECT_REASONS, FilterRules, rule_filter
+from searchplay.question_rules import REJECT_REASONS, FilterRules, names_entity, rule_filter
 from searchplay.retrieval.types import Document
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
 from searchplay.rewards.gdcr import subgraph_aliases, subgraph_triples
@@ -90,15 +90,23 @@ class Slot:
     proposer_index: int | None = None  # which Proposer trajectory wrote it (fresh only)
     graph: list[tuple[str, str, str]] = field(default_factory=list)  # the seed subgraph's label triples (GDCR)
     aliases: dict[str, list[str]] = field(default_factory=dict)  # node label -> aliases, where the record has them
+    other_answers: list[str] = field(default_factory=list)  # every other answer the KG gives to the path's chain
+
+    @property
+    def golds(self) -> list[str]:
+        """What the judge accepts: a* and, for a KG path through a one-to-many hop, the chain's other ends."""
+        return [self.answer, *self.other_answers]
 
     def to_entry(self) -> dict[str, Any]:
         return {"question": self.question, "answer": self.answer, "waypoints": list(self.waypoints),
-                "seed_id": self.seed_id, "graph": [list(t) for t in self.graph], "aliases": dict(self.aliases)}
+                "seed_id": self.seed_id, "graph": [list(t) for t in self.graph], "aliases": dict(self.aliases),
+                "other_answers": list(self.other_answers)}
 
     @classmethod
     def from_entry(cls, entry: dict[str, Any], source: str) -> Slot:
         return cls(entry["question"], entry["answer"], list(entry.get("waypoints", [])), entry.get("seed_id", ""),
-                   source, graph=[tuple(t) for t in entry.get("graph", [])], aliases=dict(entry.get("aliases", {})))
+                   source, graph=[tuple(t) for t in entry.get("graph", [])], aliases=dict(entry.get("aliases", {})),
+                   other_answers=list(entry.get("other_answers", [])))
 
 
 @dataclass
@@ -201,27 +209,54 @@ def rag_verify(runtime: Runtime, proposals: list[Proposal], params: Params, rng:
             proposal.reason = "rag_wrong_answer"
 
 
-def filter_and_verify(runtime: Runtime, proposals: list[Proposal], params: Params, rng: random.Random) -> None:
-    """Rule filter, then RAG verification of the survivors; sets each proposal's ``reason``."""
+def head_names(seed: Seed) -> list[str] | None:
+    """The label and aliases of the head entity of the seed's KG path, or None for a seed without a path."""
+    path = (seed.record or {}).get("path") or []
+    if not path or not path[0].get("label"):
+        return None
+    return [str(path[0]["label"]), *(str(a) for a in path[0].get("aliases") or [])]
+
+
+def filter_and_verify(runtime: Runtime, proposals: list[Proposal], params: Params, rng: random.Random,
+                      head_rule: bool = False) -> None:
+    """Rule filter, then RAG verification of the survivors; sets each proposal's ``reason``.
+
+    ``head_rule`` (``selfplay.require_head_entity`` where the variant's Proposer is shown the path): a question
+    must name its path's head entity."""
     rules = FilterRules(min_searches=params.selfplay.min_searches,
                         reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
     for proposal in proposals:
-        proposal.reason = rule_filter(proposal.trajectory, proposal.seed.answer, rules)
+        heads = head_names(proposal.seed) if head_rule else None
+        proposal.reason = rule_filter(proposal.trajectory, proposal.seed.answer, rules, heads)
     if params.selfplay.rag_verification:
         rag_verify(runtime, proposals, params, rng)
 
 
-def fresh_slots(proposals: list[Proposal], offset: int = 0) -> list[Slot]:
+def head_named_rate(proposals: list[Proposal]) -> float:
+    """The share of accepted questions that name their KG path's head entity: the check of a question's gold
+    that the KG allows (a question about another entity is not answered by the path's end). NaN with none."""
+    checked = [names_entity(p.trajectory.question, heads) for p in proposals
+               if p.reason is None and p.trajectory.question and (heads := head_names(p.seed)) is not None]
+    return m.rate(sum(checked), len(checked))
+
+
+def fresh_slots(proposals: list[Proposal], offset: int = 0, path_golds: bool = False) -> list[Slot]:
+    """The accepted questions as Solver slots; ``path_golds`` (a Proposer shown the path) also accepts every
+    other answer the KG gives to the path's relation chain."""
     return [Slot(p.trajectory.question.strip(), p.seed.answer, list(p.seed.waypoints), p.seed.seed_id, "fresh",
-                 offset + i, **seed_graph(p.seed)) for i, p in enumerate(proposals)
+                 offset + i, **seed_graph(p.seed, path_golds)) for i, p in enumerate(proposals)
             if p.reason is None and p.trajectory.question]
 
 
-def seed_graph(seed: Seed) -> dict[str, Any]:
-    """The seed's KG subgraph as label triples and node aliases (empty for a plain-answer seed)."""
+def seed_graph(seed: Seed, path_golds: bool = False) -> dict[str, Any]:
+    """The seed's KG subgraph as label triples and node aliases (empty for a plain-answer seed), and with
+    ``path_golds`` the other answers of its relation chain (the record's ``answers`` besides a*)."""
     if seed.record is None:
         return {}
-    return {"graph": subgraph_triples(seed.record), "aliases": subgraph_aliases(seed.record)}
+    graph = {"graph": subgraph_triples(seed.record), "aliases": subgraph_aliases(seed.record)}
+    if path_golds:
+        graph["other_answers"] = [str(a) for a in seed.record.get("answers") or [] if str(a) != seed.answer]
+    return graph
 
 
 def complete_batch(slots: list[Slot], batch_size: int, strategy: str, replay: ReplayBuffer,
@@ -254,7 +289,7 @@ def solve(runtime: Runtime, slots: list[Slot], group_size: int) -> list[list[Tra
 
 def judge_groups(runtime: Runtime, slots: list[Slot], groups: list[list[Trajectory]]) -> tuple[list[list[bool]], int]:
     """c_i per rollout: the judge's verdict on the last ``<answer>``; no answer or a judge error is 0."""
-    items = [(slot.question, t.answer, [slot.answer]) for slot, group in zip(slots, groups, strict=True) for t in group]
+    items = [(slot.question, t.answer, slot.golds) for slot, group in zip(slots, groups, strict=True) for t in group]
     verdicts = runtime.judge.judge_many(items) if items else []
     errors = sum(v.method == "error" for v in verdicts)
     flat = [bool(v.correct and v.method != "error" and t.answer is not None)
@@ -341,7 +376,8 @@ def propose_and_filter(runtime: Runtime, variant: Variant, params: Params, seeds
     proposals = propose(runtime, variant, seeds)
     clock["propose"] += time.perf_counter() - tic
     tic = time.perf_counter()
-    filter_and_verify(runtime, proposals, params, rng)
+    filter_and_verify(runtime, proposals, params, rng,
+                      head_rule=params.selfplay.require_head_entity and variant.proposer_sees_path)
     clock["verify"] += time.perf_counter() - tic
     return proposals
 
@@ -354,13 +390,13 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
 
     proposals = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
     first_round = list(proposals)
-    slots = fresh_slots(proposals)
+    slots = fresh_slots(proposals, path_golds=variant.proposer_sees_path)
     rounds = 0
     while cfg.batch_completion == "resample" and len(slots) < cfg.batch_size and rounds < cfg.resample_max_rounds:
         rounds += 1
         extra = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size - len(slots)),
                                    rng, clock)
-        slots += fresh_slots(extra, offset=len(proposals))
+        slots += fresh_slots(extra, offset=len(proposals), path_golds=variant.proposer_sees_path)
         proposals += extra
     fresh_count = len(slots)
     slots = complete_batch(slots, cfg.batch_size, cfg.batch_completion, state.replay, rng)
@@ -380,7 +416,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
            and sampling_rounds < cfg.dynamic_sampling_max_rounds):
         sampling_rounds += 1
         extra = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
-        extra_slots = fresh_slots(extra, offset=len(proposals))
+        extra_slots = fresh_slots(extra, offset=len(proposals), path_golds=variant.proposer_sees_path)
         proposals += extra
         fresh_count += len(extra_slots)
         tic = time.perf_counter()
@@ -470,6 +506,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         "throughput/tokens_per_s": m.rate(generated, rollout_seconds) if rollout_seconds > 0 else m.NAN,
     }
     metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
+    metrics["filter/head_named_rate"] = head_named_rate(proposals) if variant.proposer_sees_path else m.NAN
     metrics.update(m.fresh_accuracy(correct, [slot.source for slot in slots]))
     metrics.update(m.coverage_statistics(coverage, flat_correct))
     metrics.update(m.step_credit_statistics(scored.step_rewards, scored.step_advantages))

@@ -61,6 +61,11 @@ class Variant:
     warmstart: str = "shared"  # searchplay.policy.initial_policy: the shared warm-start, or EVE's continuation
     description: str = ""
 
+    @property
+    def proposer_sees_path(self) -> bool:
+        """Whether the Proposer is shown the seed's KG path (its question can then be checked against it)."""
+        return self.proposer_prompt == "kg"
+
     def proposer_messages(self, seed: Seed) -> Messages:
         return PROPOSER_PROMPTS[self.proposer_prompt](seed)
 
