@@ -278,3 +278,16 @@ def test_the_paired_numbers_and_budgets_are_mlflow_metrics_of_a_report_run(tmp_p
     [run] = mlflow.search_runs([experiment.experiment_id], output_format="list")
     assert run.data.metrics["paired.kg_wcr_vs_ssp.kg_heldout.only_a"] == 7
     assert run.data.metrics["budget.ssp.tokens"] == 909 and "base.nq.n" not in run.data.metrics
+
+
+def test_kg_heldout_accuracy_by_hop_count_is_a_table_with_n_per_column():
+    from searchplay.eval.report import hops_table
+
+    variants = {"warmstart": {"kg_heldout.hops_3_n": 60.0, "kg_heldout.hops_3_judge_acc": 10.0,
+                              "kg_heldout.hops_4_n": 50.0, "kg_heldout.hops_4_judge_acc": 4.0},
+                "kg_wcr": {"kg_heldout.hops_3_n": 60.0, "kg_heldout.hops_3_judge_acc": 15.0,
+                           "kg_heldout.hops_4_n": 50.0, "kg_heldout.hops_4_judge_acc": 2.0}}
+    table = hops_table(variants)
+    assert table.header == ["model", "3 hops (n=60)", "4 hops (n=50)"]
+    assert table.rows == [["warmstart", 10.0, 4.0], ["kg_wcr", 15.0, 2.0]]
+    assert hops_table({"base": {"nq.n": 5.0}}) is None

@@ -568,6 +568,22 @@ def budget_table(budget: dict[str, dict[str, float | None]]) -> Table | None:
     return Table("Self-play budget", header, rows, notes=notes)
 
 
+def hops_table(variants: dict[str, dict[str, float]]) -> Table | None:
+    """"KG held-out by hop count": each model's judge accuracy per path length, with n; None without the keys."""
+    prefix = f"{KG_HELDOUT}.hops_"
+    hops = sorted({int(key.removeprefix(prefix).removesuffix("_n")) for m in variants.values() for key in m
+                   if key.startswith(prefix) and key.endswith("_n")})
+    if not hops:
+        return None
+    counts = [next((m.get(f"{KG_HELDOUT}.hops_{h}_n") for m in variants.values()
+                    if f"{KG_HELDOUT}.hops_{h}_n" in m), 0) for h in hops]
+    header = ["model", *(f"{h} hops (n={int(n or 0)})" for h, n in zip(hops, counts, strict=True))]
+    rows = [[name, *(m.get(f"{KG_HELDOUT}.hops_{h}_judge_acc") for h in hops)] for name, m in variants.items()]
+    return Table("KG held-out by hop count (judge accuracy, 0-100)", header, rows,
+                 notes=["The hop count is the length of the question's path; a question names none of its "
+                        "waypoints, so each hop is one more search to chain."])
+
+
 def budget_metrics(budget: dict[str, dict[str, float | None]]) -> dict[str, float]:
     """Flat ``budget.<run>.<name>`` entries; a column the history lacks is left out."""
     return {f"budget.{run}.{name}": value for run, totals in budget.items()
@@ -635,7 +651,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     comparisons = compare_models(correct, KG_HELDOUT)
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     budget = selfplay_budget(histories)
-    tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), budget_table(budget)) if table]
+    tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), budget_table(budget),
+                                        hops_table(variants)) if table]
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
                 "after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
