@@ -1,4 +1,4 @@
-"""Fault drills (issue 16): cause each fault for real and check that no data is lost and the error is clear.
+"""Fault drills: cause each fault for real and check that no data is lost and the error is clear.
 
     python benchmarks/drills.py [--only NAME ...] [--list]
 

@@ -1,4 +1,4 @@
-"""Embedder speed by dtype, and whether retrieval stays the same (issue 21, target 1).
+"""Embedder speed by dtype, and whether retrieval stays the same.
 
 Embeds the first ``--passages`` passages of the corpus with ``searchplay.retrieval.Embedder`` in fp32
 and in each ``--dtypes`` entry, in the same process, then queries both with the questions of a shipped

@@ -1,4 +1,4 @@
-"""Index build with the embedding cache (issue 21, target 1): cold, warm, and after one passage changed.
+"""Index build with the embedding cache: cold, warm, and after one passage changed.
 
 Builds a LanceDB index of the first ``--passages`` corpus passages three times with the bundled MiniLM
 embedder and one cache folder: empty cache (every passage embedded), the same corpus again (none

@@ -12,7 +12,7 @@ share of time in generation, retrieval and judging (timers inside the runner).
 
 ``--rerun`` then evaluates twice more into the same folder: unchanged (every prediction is reused by its
 settings fingerprint) and with another metric option (``evaluate.normalization: unicode``: every question
-is asked and scored again), and prints both walls against the first run's (issue 15: reuse >= 5x faster).
+is asked and scored again), and prints both walls against the first run's.
 
 Without --index, a real LanceDB index of the first --passages bundled Wikipedia lead sections is
 built in a temp folder (MiniLM embeddings); the build is timed separately and not counted.

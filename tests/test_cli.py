@@ -83,7 +83,7 @@ def test_a_missing_params_file_or_a_bad_set_exits_2_with_the_cause(tmp_path):
     assert code == 2 and "--set" in output
 
 
-# --- issue 16 item 7: errors a retry cannot fix exit 2 with one line, a traceback only with --debug ---
+# --- errors a retry cannot fix exit 2 with one line, a traceback only with --debug ---
 
 
 def report_args(tmp_path, out) -> list[str]:

@@ -139,7 +139,7 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
 
 def test_flow_overrides_apply_to_the_run_only(repo_root, tmp_path):
     """`prefect deployment run 'retrain/weekly' -p quick=true` must not leave the quick profile in params.yaml
-    (issue 14, item 7): during the run the file has it, afterwards it is byte-identical, even after a failure."""
+   : during the run the file has it, afterwards it is byte-identical, even after a failure."""
     import shutil
 
     from flows.retrain import quick_profile, run_scoped_overrides

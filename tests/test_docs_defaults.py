@@ -1,4 +1,4 @@
-"""The embedded defaults that docs/decisions quote are the ones params.yaml sets (issue 17).
+"""The embedded defaults that docs/decisions quote are the ones params.yaml sets.
 
 Read from the decisions: every bold bullet that opens with a quoted setting (``- **`selfplay.lr: 1e-5`**``)
 and every setting quoted in the "Embedded-default scale (params.yaml)" section of selfplay.md.

@@ -1,4 +1,4 @@
-"""The fault drills of issue 16 (benchmarks/drills.py): every drill holds.
+"""The fault drills (benchmarks/drills.py): every drill holds.
 
 The script runs once (about 70 s on 2 shared cores: real CLI subprocesses, a server on 127.0.0.1,
 MLflow on sqlite) and each drill's row of its table is one test case.

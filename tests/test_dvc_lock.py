@@ -1,4 +1,4 @@
-"""The committed dvc.lock matches the committed code and params (issue 16, item 10).
+"""The committed dvc.lock matches the committed code and params.
 
 A stale lock makes a fresh clone's ``dvc repro`` redo every stage from ``kg`` on, and makes the committed
 reports look as if they came from other code. Outputs are not checked (a clone has none); code and params

@@ -1,5 +1,5 @@
-"""`dvc plots show` draws the self-play curves against the iteration, from columns the stage writes (issue 14,
-item 10): every top-level plot of dvc.yaml names x = iteration and y columns of the committed history.csv."""
+"""`dvc plots show` draws the self-play curves against the iteration, from columns the stage writes: every
+top-level plot of dvc.yaml names x = iteration and y columns of the committed history.csv."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The package floors: data stages import no other stage, model stages import no other model stage, and the
-quality gates import no model stage (issue 18). Read from the source with ``ast``; nothing is imported."""
+quality gates import no model stage. Read from the source with ``ast``; nothing is imported."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def backward(source: str, target: str) -> bool:
 def test_no_stage_imports_across_its_floor():
     found = {edge: files for edge, files in import_edges().items() if backward(*edge)}
     named = {f"{a} -> {b}": files for (a, b), files in found.items()}
-    assert not named, f"imports against the package floors (DESIGN.md layout; issue 18): {named}"
+    assert not named, f"imports against the package floors (docs/architecture.md): {named}"
 
 
 def test_package_imports_have_no_cycle():

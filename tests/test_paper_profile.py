@@ -1,6 +1,6 @@
-"""``params.paper.yaml`` against the papers' numbers (issue 17): one table, one row per default.
+"""``params.paper.yaml`` against the papers' numbers: one table, one row per default.
 
-Each row: dotted key, the paper's value, where the number comes from (the digests in ../shared/notes
+Each row: dotted key, the paper's value, where the number comes from (the papers' tables
 quote every one), and the decision that explains a deliberate difference (None: no difference).
 """
 

@@ -1,4 +1,4 @@
-"""``params.paper.yaml``'s backends, wired as a GPU cluster runs them, against local stand-ins (issue 21, item 5).
+"""``params.paper.yaml``'s backends, wired as a GPU cluster runs them, against local stand-ins.
 
 The profile names vLLM for rollouts, a ``/retrieve`` server for search, and OpenAI-compatible
 endpoints for the judge and the KG relation selector. Here the cluster is one HTTP server on

@@ -106,7 +106,7 @@ def tracked_params(tmp_path, **tracking) -> Params:
 
 @pytest.mark.slow
 def test_an_interrupted_run_ends_killed_and_a_failed_one_failed(tmp_path, monkeypatch):
-    """Issue 16 item 3: SIGTERM and Ctrl-C end the run KILLED, an exception FAILED; none stays RUNNING."""
+    """SIGTERM and Ctrl-C end the run KILLED, an exception FAILED; none stays RUNNING."""
     import os
     import signal
     import time
@@ -137,7 +137,7 @@ def test_an_interrupted_run_ends_killed_and_a_failed_one_failed(tmp_path, monkey
 
 @pytest.mark.slow
 def test_a_new_run_ends_runs_left_running_by_dead_processes_on_this_host(tmp_path, monkeypatch):
-    """Issue 16 item 3: a SIGKILLed stage leaves its run RUNNING; the next run of the experiment ends it KILLED."""
+    """a SIGKILLed stage leaves its run RUNNING; the next run of the experiment ends it KILLED."""
     import os
     import socket
     import subprocess

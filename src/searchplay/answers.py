@@ -1,7 +1,7 @@
 """Answer normalization and metrics: exact match, substring exact match, token F1.
 
 Shared by the rule filter (answer leaks), the judge, the warm-start's checks and evaluation, so it
-lives below every stage (DESIGN.md, "Floors run one way").
+lives below every stage (docs/architecture.md, "Package floors").
 
 These are the scores Search-R1, FlashRAG and SSP report (SSP §4.1 reports LLM-as-a-judge as the
 headline and EM/F1 beside it; the KG paper's Table 7 reports EM/F1). Pure functions over strings.

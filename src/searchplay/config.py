@@ -221,7 +221,7 @@ Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr"
 
 
 class SelfplayConfig(Section):
-    variant: Variant = Field("kg_wcr", description="method (DESIGN.md table)")
+    variant: Variant = Field("kg_wcr", description="method (the README's variants table)")
     iterations: int = Field(2, ge=1, description="self-play steps")
     batch_size: int = Field(4, ge=1, description="Proposer seeds per step (papers: 256)")
     group_size: int = Field(5, ge=1, description="Solver rollouts per question G (papers: 5)")

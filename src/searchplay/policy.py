@@ -1,7 +1,7 @@
 """Which weights a model stage starts from or scores: the base policy, the warm-start, a self-play checkpoint.
 
 Shared by the warm-start (writes it), self-play (starts from it) and evaluation (scores it), so it
-lives below all three (DESIGN.md, "Floors run one way").
+lives below all three (docs/architecture.md, "Package floors").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Self-play's sequences share long prefixes. The G Solver rollouts of a question s
 and every Proposer prompt of one family shares the instruction block before its seed (about 630 of
 the KG prompt's 1,200 tokens). Under causal attention a prefix's keys and values do not depend on what
 follows it, so they are computed once, without gradient, and copied into the cache of each sequence that
-starts with it (issue 21: reuse the KV cache of the shared prompt). The rollout backend does this
+starts with it. The rollout backend does this
 before its first turn, and the RL update before its forwards.
 """
 

@@ -9,7 +9,7 @@ between runs, machines or pool sizes, and a subgraph's split does not depend on 
 
 The kg stage writes each record's split into ``subgraphs.jsonl`` and the counts into ``stats.json``
 (checked by a Great Expectations expectation); the model stages only read the field. This module
-lives below every stage because all of them share it (DESIGN.md, "Floors run one way").
+lives below every stage because all of them share it (docs/architecture.md, "Package floors").
 """
 
 from __future__ import annotations

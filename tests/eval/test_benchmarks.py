@@ -119,7 +119,7 @@ def _cut(path, suffix):
                                                  ("", r"its last line \(30\) has no newline")])
 @pytest.mark.parametrize("on_malformed", ["skip", "error"])
 def test_truncated_file_fails_whatever_on_malformed_says(tmp_path, suffix, message, on_malformed):
-    """Issue 16: a cut file is not a malformed last record to skip; the questions after the cut are lost."""
+    """a cut file is not a malformed last record to skip; the questions after the cut are lost."""
     path = _cut(tmp_path / "nq" / "test.jsonl", suffix)
     with pytest.raises(TruncatedBenchmarkError, match=rf"test\.jsonl{suffix} is truncated: {message}"):
         load_flashrag_jsonl(path, "nq", on_malformed=on_malformed)

@@ -59,7 +59,7 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir,
         assert (out / "charts" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     run = json.loads((out / "run.json").read_text())
     assert run["model_source"] == "models.policy" and run["judge"] == "fake-judge"
-    headline = json.loads((out / "headline.json").read_text())  # issue 14 item 12: the few numbers, nested
+    headline = json.loads((out / "headline.json").read_text())  # the few numbers, nested
     assert headline["eval"]["avg_judge_acc"] == 50.0 and headline["eval"]["valid_rate"] == 100.0
     assert "selfplay" not in headline  # models.policy: no self-play history to report
 

@@ -76,7 +76,7 @@ def _assert_previous_run_intact(out):
 
 
 def test_missing_dump_keeps_the_previous_store(tmp_path, tiny_dump):
-    """Issue 16: with a missing --dump path the store went from 63 entities to 0."""
+    """with a missing --dump path the store went from 63 entities to 0."""
     out = _previous_run(tmp_path, tiny_dump)
     result, _ = _extract(tmp_path, "--dump", str(tmp_path / "missing.json"), "--selector", "random")
     assert result.exit_code == 1 and "not a readable file" in result.output

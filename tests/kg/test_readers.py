@@ -60,7 +60,7 @@ def _dump(tmp_path, data: bytes, suffix: str = "") -> Path:
 @pytest.mark.parametrize("suffix", [".gz", ".bz2"])
 @pytest.mark.parametrize("shard", [(0, 1), (1, 2)])
 def test_compressed_dump_cut_in_the_middle_fails(tmp_path, tiny_dump, suffix, shard):
-    """Issue 16: a .gz cut in half counted as one bad line, dropping the rest with exit code 0."""
+    """a .gz cut in half counted as one bad line, dropping the rest with exit code 0."""
     path = _dump(tmp_path, tiny_dump, suffix)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     reader = DumpReader(path, max_bad_line_share=1.0, shard=shard)  # no bad-line share lets it pass

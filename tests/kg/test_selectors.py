@@ -120,7 +120,7 @@ def test_choice_constraint_rejects_a_tokenizer_that_merges_digits():
 
 
 def test_local_selector_is_served_by_the_policy_backend(monkeypatch, smollm2_tokenizer):
-    """Issue 17: the selector's model comes from ``load_backend`` with the run's params (models.device:
+    """The selector's model comes from ``load_backend`` with the run's params (models.device:
     CUDA where there is a GPU, the rollout dtype), not a private CPU copy."""
     import searchplay.llm as llm
     from searchplay.config import Params

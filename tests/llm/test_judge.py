@@ -30,7 +30,7 @@ def openai_judge(tmp_path=None, **kwargs) -> Judge:
     return Judge(llm, "ssp", cache)
 
 
-# Real-looking judge replies (issue 15): explicit verdicts, sentence forms, reasoning blocks, and the
+# Real-looking judge replies: explicit verdicts, sentence forms, reasoning blocks, and the
 # replies that must never count as correct.
 VERDICTS = [
     ("Correct", True), ("correct.", True), ('"Correct"', True), ("**Correct**", True), ("  CORRECT\n", True),

@@ -161,7 +161,7 @@ def _cut(tmp_path, suffix):
                                                  (".bz2", "the compressed stream ends before its end-of-stream marker"),
                                                  ("", r"its last line \(40\) has no newline")])
 def test_truncated_corpus_fails_and_writes_nothing(tmp_path, suffix, message):
-    """Issue 16: a cut file is not a few malformed lines; it fails whatever corpus.max_bad_line_share says."""
+    """a cut file is not a few malformed lines; it fails whatever corpus.max_bad_line_share says."""
     from searchplay.io import TruncatedInputError
     from searchplay.retrieval.corpus import TruncatedCorpusError
 

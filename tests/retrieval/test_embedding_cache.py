@@ -1,4 +1,4 @@
-"""The embedding cache (issue 21): a rebuild embeds only the passages it has not embedded before."""
+"""The embedding cache: a rebuild embeds only the passages it has not embedded before."""
 
 from __future__ import annotations
 

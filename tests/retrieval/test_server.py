@@ -74,7 +74,7 @@ def test_failure_inside_search_is_a_500_without_internals_and_the_server_survive
     assert http.post("/retrieve", json={"queries": ["a"]}).status_code == 200
 
 
-# Issue 16, item 5: no bounds on /retrieve.
+# no bounds on /retrieve.
 
 @pytest.mark.parametrize(("body", "status", "says"), [
     ({"queries": []}, 422, "queries is empty"),
@@ -140,7 +140,7 @@ def test_client_splits_batches_and_cuts_queries_to_the_bounds():
                                                           f"about {'d' * 10}", "about e"]
 
 
-# Issue 16, item 4: 500 to every request after `index build` replaced the index, while /health said ok.
+# 500 to every request after `index build` replaced the index, while /health said ok.
 
 def test_server_keeps_answering_after_the_index_is_rebuilt(tmp_path):
     index = build_tiny_index(tmp_path)

@@ -1,4 +1,4 @@
-"""Load test (issue 16, items 4 and 5): bounded concurrent traffic to a real server on 127.0.0.1 while
+"""Load test: bounded concurrent traffic to a real server on 127.0.0.1 while
 ``index build`` swaps the index underneath; no request may fail and p99 latency stays bounded.
 
 Bounded on purpose (a shared 2-core machine): CLIENTS threads send REQUESTS requests in all, the index is

@@ -1,5 +1,5 @@
 """One PolicyTrainer step with two CPU processes (torch.distributed, gloo) equals the single-process step
-(issue 21): the samples are sharded over the processes, each process's loss is scaled so that DDP's gradient
+the samples are sharded over the processes, each process's loss is scaled so that DDP's gradient
 average is the single-process sum, and the statistics are reduced. ``two_process_step.py`` runs the step."""
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_a_run_killed_mid_iteration_resumes_to_the_same_iteration_count(tmp_path
         AutoModelForCausalLM.from_pretrained(folder / "model")  # every checkpoint loads
     with (tmp_path / "reports" / "kg_wcr" / "history.csv").open() as handle:
         assert [row["iteration"] for row in csv.DictReader(handle)] == ["1.0", "2.0", "3.0"]
-    from mlflow import MlflowClient  # issue 16 item 3: the SIGKILLed run is continued, not left RUNNING
+    from mlflow import MlflowClient  # the SIGKILLed run is continued, not left RUNNING
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("searchplay-selfplay").experiment_id])

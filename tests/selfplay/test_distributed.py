@@ -1,4 +1,4 @@
-"""Self-play on several processes (issue 21, item 4): the sharding helpers, and one kg_wcr iteration on two CPU
+"""Self-play on several processes: the sharding helpers, and one kg_wcr iteration on two CPU
 processes (torchrun, gloo) that ends with the same weights and history as on one process."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from tests.selfplay.selfplay_fakes import ScriptedBackend, write_kg_pool
 
 pytestmark = pytest.mark.slow  # the real PolicyTrainer (tiny model), save/load, MLflow
 
-# Every statistic issue 6 asks for, by the name it is logged under (one MLflow step per iteration).
+# Every statistic the loop logs, by the name it is logged under (one MLflow step per iteration).
 ISSUE_METRICS = [
     "solver/reward_mean", "solver/wcr_process_reward", "proposer/reward_mean", "filter/valid_rate_rule",
     "filter/valid_rate_rag", "coverage/mean_correct", "coverage/mean_incorrect", "coverage/spearman_rho",
@@ -110,7 +110,7 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
 
 
 def test_undefined_metrics_are_skipped_counted_and_named_never_logged_as_nan():
-    """Issue 14 item 4: MLflow draws NaN as a broken chart; an undefined point is left out and said so."""
+    """MLflow draws NaN as a broken chart; an undefined point is left out and said so."""
     from searchplay.selfplay.loop import _loggable
 
     metrics, undefined = _loggable({"iteration": 2.0, "solver/reward_mean": 0.0, "coverage/spearman_rho": float("nan"),
@@ -133,7 +133,7 @@ class FakeTrainer:
 
 
 def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tmp_path, monkeypatch):
-    """Issue 16 item 3: the resume continues the killed MLflow run, logs the iteration it lacks and puts the
+    """the resume continues the killed MLflow run, logs the iteration it lacks and puts the
     iteration's questions back into the pool, also when nothing is left to train."""
     from types import SimpleNamespace
 
@@ -218,7 +218,7 @@ def test_gdcr_run_logs_step_credit_and_writes_the_heldout_rq1(tmp_path, monkeypa
 
 def test_eval_every_logs_a_heldout_curve(tmp_path, monkeypatch, tokenizer, tiny_model_dir, trainer):
     """selfplay.eval_every: kg_heldout plus one benchmark, judged greedily, as heldout/* history columns and
-    MLflow steps (issue 14: evaluation curves across self-play iterations)."""
+    MLflow steps."""
     from tests.selfplay.selfplay_fakes import subgraph_record
 
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""Great Expectations suite for the KG subgraph pool (issue 3, item 7).
+"""Great Expectations suite for the KG subgraph pool.
 
 Checks: hops within [min_hops, max_hops], answer present, len(waypoints) == num_hops, unique ids,
 no answer among the waypoints, and every record in exactly one of the three splits (self-play,

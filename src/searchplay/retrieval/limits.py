@@ -1,7 +1,7 @@
 """What one ``/retrieve`` request may ask of the server, and how long it may take (``serve.*`` in params.yaml).
 
 Without bounds one request with a huge query list held the server for 250 s and an empty one was answered
-200 (issue 16, item 5). The server refuses what is over these bounds with 413 or 422 and a message that
+200. The server refuses what is over these bounds with 413 or 422 and a message that
 names the bound; ``RetrieverClient`` splits and cuts its requests to the same bounds, so our own rollout
 workers never hit them.
 """

@@ -74,7 +74,7 @@ def benchmark_questions(data_dir: str | Path, name: str, n: int, seed: int) -> l
 
 
 def heldout_curve(runtime: Any, params: Any, pool_path: str | Path) -> dict[str, float]:
-    """A small held-out evaluation of the current policy (issue 14): kg_heldout and one benchmark, greedy,
+    """A small held-out evaluation of the current policy: kg_heldout and one benchmark, greedy,
     with the self-play judge; ``heldout/<name>_acc`` in 0-1 and the question counts."""
     from dataclasses import replace
 

@@ -45,7 +45,7 @@ PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, 
 
 @dataclass(frozen=True)
 class Variant:
-    """One method of the DESIGN.md table, as names into the prompt, reward and advantage registries."""
+    """One method of the README's variants table, as names into the prompt, reward and advantage registries."""
 
     name: str
     seeds: SeedSource  # 'kg': subgraph records; 'answers': selfplay.seed_answers, else the KG answers;

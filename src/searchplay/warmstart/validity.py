@@ -1,6 +1,6 @@
 """Format validity per role, sampled on held-out prompts with the self-play rollout loop and filters.
 
-The rates the warm-start must raise (issue 13's acceptance), each measured exactly as self-play
+The rates the warm-start must raise, each measured exactly as self-play
 counts it: ``proposer_valid_rate`` passes the self-play rule filter (a ``<question>`` of 10+ words,
 no answer leak, 2+ distinct searches), ``solver_answer_rate`` closes ``<answer>`` within the turn
 budget, ``verifier_format_rate`` writes SSP's "Answer:" line within its 70 tokens. Rollouts use
