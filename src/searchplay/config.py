@@ -290,6 +290,8 @@ class SelfplayConfig(Section):
     reject_duplicate_searches: bool = Field(True, description="rule filter: identical queries reject (SSP code)")
     require_head_entity: bool = Field(False, description="rule filter, KG Proposers: the question must name its "
                                       "path's head entity (beyond the papers; docs/decisions/selfplay.md)")
+    require_last_relation: bool = Field(False, description="rule filter, KG Proposers: the question must mention "
+                                        "its path's last relation (beyond the papers; docs/decisions/selfplay.md)")
     rag_verification: bool = Field(True, description="RAG-verify rule-valid questions (SSP Table 3 ablation)")
     noise_unit: Literal["document", "block"] = Field(
         "document", description="RAG noise: single documents (paper) or whole other-trajectory blocks (SSP code)")

@@ -8,11 +8,13 @@ question-quality gate all apply the same rules.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from searchplay.answers import normalize_answer
+from searchplay.templates import RELATION_PHRASES
 
 MIN_QUESTION_CHARS = 10  # SSP code: len(question.strip()) < 10 is invalid
 MAX_QUESTION_CHARS = 1000  # SSP code
@@ -20,7 +22,13 @@ MIN_QUESTION_WORDS = 10  # SSP code: fewer than 10 whitespace-separated words is
 
 # Rejection reasons, in the order the rules are checked (logged as counts per iteration).
 REJECT_REASONS = ("no_question", "empty", "too_short", "too_long", "too_few_words", "answer_in_question",
-                  "no_information", "too_few_searches", "duplicate_searches", "no_head_entity")
+                  "no_information", "too_few_searches", "duplicate_searches", "no_head_entity",
+                  "no_last_relation")
+
+# Words too common in questions to show which relation one asks for ("located in ..." is every place).
+GENERIC_WORDS = frozenset({"the", "that", "this", "what", "which", "whose", "where", "with", "from", "into", "is",
+                           "of", "or", "an", "a", "in", "to", "by", "on", "located", "next", "thing", "kind",
+                           "part", "larger", "whole"})
 
 
 class ProposerOutput(Protocol):
@@ -77,15 +85,42 @@ def names_entity(question: str, names: Sequence[str]) -> bool:
     return False
 
 
+def relation_words(label: str) -> set[str]:
+    """The words that show a question asks for relation ``label``: its label's and its template phrase's
+    content words (``searchplay.templates``), lower-case, without the generic ones.
+
+    >>> sorted(relation_words("shares border with"))
+    ['border', 'bordering', 'country', 'shares']
+    """
+    phrase = RELATION_PHRASES.get(" ".join(label.split()).casefold(), "").replace("{x}", "")
+    return {w for w in re.findall(r"[a-z]+", f"{label} {phrase}".casefold()) if len(w) >= 4 and w not in GENERIC_WORDS}
+
+
+def asks_relation(question: str, label: str) -> bool:
+    """Whether ``question`` mentions relation ``label`` (one of its ``relation_words`` as a case-insensitive
+    substring, so "border" matches "bordering"). A KG Proposer's question that does not mention the path's
+    last relation asks for something else than the path's end (its gold).
+
+    >>> asks_relation("Which continent is the country of Romania on?", "continent")
+    True
+    >>> asks_relation("What is the continent that is the country of Romania?", "subclass of")
+    False
+    """
+    words = relation_words(label)
+    folded = question.casefold()
+    return not words or any(word in folded for word in words)  # a relation without content words: unchecked
+
+
 def rule_filter(trajectory: ProposerOutput, answer: str, rules: FilterRules = FilterRules(),
-                head_names: Sequence[str] | None = None) -> str | None:
+                head_names: Sequence[str] | None = None, last_relation: str | None = None) -> str | None:
     """Why a Proposer trajectory's question is rejected (one of ``REJECT_REASONS``), or None if it passes.
 
     SSP §3.3 rules (1)-(4) with the SSP code's thresholds: a first ``<question>`` span must exist, be
     non-empty, have 10-1000 characters and at least 10 words, not contain a*; the trajectory must hold
     retrieved material and at least ``min_searches`` distinct search queries. With ``head_names`` (a KG
     path's head entity: label and aliases) the question must also name it: a question that does not start
-    where its path starts cannot have the path's end as its answer (a rule beyond the papers').
+    where its path starts cannot have the path's end as its answer (a rule beyond the papers'). With
+    ``last_relation`` (the label of the path's last hop) it must mention that relation (``asks_relation``).
     """
     if trajectory.question is None:
         return "no_question"
@@ -109,4 +144,6 @@ def rule_filter(trajectory: ProposerOutput, answer: str, rules: FilterRules = Fi
         return "duplicate_searches"
     if head_names is not None and not names_entity(question, head_names):
         return "no_head_entity"
+    if last_relation is not None and not asks_relation(question, last_relation):
+        return "no_last_relation"
     return None

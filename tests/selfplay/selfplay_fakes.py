@@ -20,6 +20,7 @@ from searchplay.retrieval.types import Document
 _SSP_ANSWER = re.compile(r"The answer I provided is: (.*?)\.\n")
 _KG_ANSWER = re.compile(r'"correct_answer": "(.*?)"')
 _CODE = re.compile(r"clue code (\w+)")
+_TEMPLATE_HEAD = re.compile(r"of Seed(\d+)\?")  # a subgraph_record's template question ends at its head
 
 
 def code_of(answer: str) -> str:
@@ -103,6 +104,8 @@ class ScriptedBackend:
     def _solve(self, text: str, turns: int) -> str:
         match = _CODE.search(text)
         answer = self.by_code.get(match.group(1), "none") if match else "none"
+        if head := _TEMPLATE_HEAD.search(text):  # a template question (the kg_template control)
+            match, answer = head, f"Answer{head.group(1)}"
         if turns == 0:
             return f"<think>Search the clue.</think><search>clue code {match.group(1) if match else ''}</search>"
         self.solver_count += 1

@@ -93,6 +93,19 @@ def test_a_valid_batch_trains_both_roles(setup, trainer):
 
 
 @pytest.mark.slow
+def test_the_template_control_trains_the_solver_on_template_questions_without_a_proposer(setup, trainer):
+    params, backend, runtime, state, variant = setup("kg_template", trainer=trainer)
+    result = run_step(runtime, variant, params, state)
+    m = result.metrics
+    assert m["proposer/proposals"] == 0 and m["train/samples_proposer"] == 0 and "train/proposer/grad_norm" not in m
+    assert m["batch/fresh"] == 3 and m["solver/rollouts"] == 9 and 0 < m["solver/accuracy"] < 1
+    assert m["train/samples_solver"] == 9 and m["train/weights_changed"] == 1.0
+    assert math.isnan(m["filter/gold_checked_rate"])  # no Proposer question to check
+    assert all(q["question"].startswith("What is the relation 2 of") for q in result.questions)
+    assert backend.verifier_calls == 0 and result.samples["proposer"] == []
+
+
+@pytest.mark.slow
 def test_binary_variant_has_no_process_reward_and_the_buffer_resets(setup, trainer):
     params, _, runtime, state, variant = setup("kg", trainer=trainer, replay_reset_every=1)
     m = run_step(runtime, variant, params, state).metrics
@@ -266,28 +279,59 @@ def test_a_kg_slot_accepts_every_answer_its_path_gives_and_an_answer_only_slot_d
     assert answer_slot.golds == ["Paris"]
 
 
-def test_the_head_named_rate_counts_accepted_questions_that_name_the_paths_head():
-    from searchplay.selfplay.step import head_named_rate
+def test_the_gold_check_rates_count_accepted_questions_that_name_the_head_and_ask_the_last_relation():
+    from searchplay.selfplay.step import gold_check_metrics
 
     proposals = [_proposal("Which city is the capital of the French Republic?", ["Paris"]),
+                 _proposal("Which river flows through the French Republic, in the west?", ["Paris"]),
                  _proposal("What is the capital of the country of Romania?", ["Paris"]),
                  _proposal("What is the capital of Italy, a country?", ["Paris"], reason="too_few_searches")]
-    assert head_named_rate(proposals) == 0.5
-    assert math.isnan(head_named_rate(proposals[2:]))
+    rates = gold_check_metrics(proposals)
+    assert rates["filter/head_named_rate"] == pytest.approx(2 / 3)
+    assert rates["filter/gold_checked_rate"] == pytest.approx(1 / 3)  # only the first asks for the capital
+    assert all(math.isnan(v) for v in gold_check_metrics(proposals[3:]).values())
+
+
+def test_template_slots_ask_each_path_as_its_template_question_with_every_kg_answer():
+    from searchplay.selfplay.seeds import Seed
+    from searchplay.selfplay.step import template_slots
+
+    record = {"path": [{"label": "Ravenna"}, {"label": "Italy"}, {"label": "Europe"}], "answers": ["Europe", "Asia"],
+              "relations": [{"label": "country"}, {"label": "continent"}], "distractors": []}
+    slot, = template_slots([Seed("sg", "Europe", ("Ravenna", "Italy"), 2, record), Seed("plain", "Paris")])
+    assert slot.question == "What is the continent of the country of Ravenna?"
+    assert slot.golds == ["Europe", "Asia"] and slot.source == "fresh" and slot.proposer_index is None
 
 
 def test_the_head_entity_rule_rejects_a_question_about_another_entity(params_factory):
     from searchplay.agent.trajectory import Turn
     from searchplay.retrieval.types import Document
 
-    params = params_factory(rag_verification=False)
+    params = params_factory(rag_verification=False, require_head_entity=True)
     turns = [Turn(text=f"<search>{q}</search>", start=0, end=1, action="search", search_queries=[q],
                   documents=[Document("d", "T", "text")]) for q in ("capital of Romania", "Romania river")]
     proposals = [_proposal("What is the capital city of the country called Romania in Europe?", ["Paris"]),
                  _proposal("What is the capital city of the country called France in Europe?", ["Bern"])]
     for proposal in proposals:
         proposal.trajectory.turns = turns
-    filter_and_verify(None, proposals, params, random.Random(0), head_rule=True)
+    filter_and_verify(None, proposals, params, random.Random(0), sees_path=True)
     assert [p.reason for p in proposals] == ["no_head_entity", None]
-    filter_and_verify(None, proposals, params, random.Random(0))
+    filter_and_verify(None, proposals, params_factory(rag_verification=False), random.Random(0), sees_path=True)
     assert [p.reason for p in proposals] == [None, None]  # off: the papers' rule filter
+    filter_and_verify(None, proposals, params, random.Random(0))
+    assert [p.reason for p in proposals] == [None, None]  # an answer-only Proposer has no path to check
+
+
+def test_the_last_relation_rule_rejects_a_question_that_asks_for_something_else(params_factory):
+    from searchplay.agent.trajectory import Turn
+    from searchplay.retrieval.types import Document
+
+    params = params_factory(rag_verification=False, require_last_relation=True)
+    turns = [Turn(text=f"<search>{q}</search>", start=0, end=1, action="search", search_queries=[q],
+                  documents=[Document("d", "T", "text")]) for q in ("capital of France", "France river")]
+    proposals = [_proposal("Which river runs through the country called France in Europe?", ["Paris"]),
+                 _proposal("What is the capital city of the country called France in Europe?", ["Bern"])]
+    for proposal in proposals:
+        proposal.trajectory.turns = turns
+    filter_and_verify(None, proposals, params, random.Random(0), sees_path=True)
+    assert [p.reason for p in proposals] == ["no_last_relation", None]

@@ -27,7 +27,7 @@ from searchplay.agent.proposer_prompts import (
 from searchplay.agent.trajectory import Trajectory
 from searchplay.config import Params
 from searchplay.llm.backend import SamplingParams
-from searchplay.question_rules import REJECT_REASONS, FilterRules, names_entity, rule_filter
+from searchplay.question_rules import REJECT_REASONS, FilterRules, asks_relation, names_entity, rule_filter
 from searchplay.retrieval.types import Document
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
 from searchplay.rewards.gdcr import subgraph_aliases, subgraph_triples
@@ -38,6 +38,7 @@ from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import Seed, SeedCursor
 from searchplay.selfplay.turns import token_turns, trajectory_steps
 from searchplay.selfplay.variants import Variant
+from searchplay.templates import template_question
 
 log = logging.getLogger(__name__)
 
@@ -217,27 +218,48 @@ def head_names(seed: Seed) -> list[str] | None:
     return [str(path[0]["label"]), *(str(a) for a in path[0].get("aliases") or [])]
 
 
+def last_relation(seed: Seed) -> str | None:
+    """The label of the last hop of the seed's KG path (the relation its gold answers), None without a path."""
+    relations = (seed.record or {}).get("relations") or []
+    label = str(relations[-1].get("label") or "") if relations else ""
+    return label or None
+
+
 def filter_and_verify(runtime: Runtime, proposals: list[Proposal], params: Params, rng: random.Random,
-                      head_rule: bool = False) -> None:
+                      sees_path: bool = False) -> None:
     """Rule filter, then RAG verification of the survivors; sets each proposal's ``reason``.
 
-    ``head_rule`` (``selfplay.require_head_entity`` where the variant's Proposer is shown the path): a question
-    must name its path's head entity."""
-    rules = FilterRules(min_searches=params.selfplay.min_searches,
-                        reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
+    For a Proposer shown the KG path (``sees_path``), ``selfplay.require_head_entity`` rejects a question that
+    does not name the path's head and ``selfplay.require_last_relation`` one that does not mention its last
+    relation (rules beyond the papers', docs/decisions/selfplay.md)."""
+    cfg = params.selfplay
+    rules = FilterRules(min_searches=cfg.min_searches, reject_duplicate_searches=cfg.reject_duplicate_searches)
     for proposal in proposals:
-        heads = head_names(proposal.seed) if head_rule else None
-        proposal.reason = rule_filter(proposal.trajectory, proposal.seed.answer, rules, heads)
-    if params.selfplay.rag_verification:
+        heads = head_names(proposal.seed) if sees_path and cfg.require_head_entity else None
+        relation = last_relation(proposal.seed) if sees_path and cfg.require_last_relation else None
+        proposal.reason = rule_filter(proposal.trajectory, proposal.seed.answer, rules, heads, relation)
+    if cfg.rag_verification:
         rag_verify(runtime, proposals, params, rng)
 
 
-def head_named_rate(proposals: list[Proposal]) -> float:
-    """The share of accepted questions that name their KG path's head entity: the check of a question's gold
-    that the KG allows (a question about another entity is not answered by the path's end). NaN with none."""
-    checked = [names_entity(p.trajectory.question, heads) for p in proposals
-               if p.reason is None and p.trajectory.question and (heads := head_names(p.seed)) is not None]
-    return m.rate(sum(checked), len(checked))
+def path_checks(proposals: list[Proposal]) -> list[tuple[bool, bool]]:
+    """(names the path's head, mentions its last relation) for each accepted question with a KG path."""
+    checks = []
+    for p in proposals:
+        heads, relation = head_names(p.seed), last_relation(p.seed)
+        if p.reason is None and p.trajectory.question and heads is not None:
+            question = p.trajectory.question
+            checks.append((names_entity(question, heads), relation is None or asks_relation(question, relation)))
+    return checks
+
+
+def gold_check_metrics(proposals: list[Proposal]) -> dict[str, float]:
+    """How far the KG vouches for the golds of the accepted questions: the share that name their path's head
+    (``filter/head_named_rate``) and the share that also mention its last relation
+    (``filter/gold_checked_rate``: the question asks for what the path's end is). NaN with none."""
+    checks = path_checks(proposals)
+    return {"filter/head_named_rate": m.rate(sum(h for h, _ in checks), len(checks)),
+            "filter/gold_checked_rate": m.rate(sum(h and r for h, r in checks), len(checks))}
 
 
 def fresh_slots(proposals: list[Proposal], offset: int = 0, path_golds: bool = False) -> list[Slot]:
@@ -246,6 +268,13 @@ def fresh_slots(proposals: list[Proposal], offset: int = 0, path_golds: bool = F
     return [Slot(p.trajectory.question.strip(), p.seed.answer, list(p.seed.waypoints), p.seed.seed_id, "fresh",
                  offset + i, **seed_graph(p.seed, path_golds)) for i, p in enumerate(proposals)
             if p.reason is None and p.trajectory.question]
+
+
+def template_slots(seeds: list[Seed]) -> list[Slot]:
+    """The seeds' KG paths asked as their template questions (``searchplay.templates``), with every answer
+    the KG gives to the path as gold: the ``kg_template`` control's questions, written by no Proposer."""
+    return [Slot(template_question(seed.record), seed.answer, list(seed.waypoints), seed.seed_id, "fresh",
+                 **seed_graph(seed, path_golds=True)) for seed in seeds if seed.record is not None]
 
 
 def seed_graph(seed: Seed, path_golds: bool = False) -> dict[str, Any]:
@@ -376,10 +405,19 @@ def propose_and_filter(runtime: Runtime, variant: Variant, params: Params, seeds
     proposals = propose(runtime, variant, seeds)
     clock["propose"] += time.perf_counter() - tic
     tic = time.perf_counter()
-    filter_and_verify(runtime, proposals, params, rng,
-                      head_rule=params.selfplay.require_head_entity and variant.proposer_sees_path)
+    filter_and_verify(runtime, proposals, params, rng, sees_path=variant.proposer_sees_path)
     clock["verify"] += time.perf_counter() - tic
     return proposals
+
+
+def next_questions(runtime: Runtime, variant: Variant, params: Params, seeds: list[Seed], rng: random.Random,
+                   clock: Counter, offset: int = 0) -> tuple[list[Proposal], list[Slot]]:
+    """A round of questions on ``seeds``: the Proposer's accepted ones, or the template questions of a variant
+    whose questions come from the KG (``Variant.questions == 'template'``, no Proposer rollouts)."""
+    if variant.questions == "template":
+        return [], template_slots(seeds)
+    proposals = propose_and_filter(runtime, variant, params, seeds, rng, clock)
+    return proposals, fresh_slots(proposals, offset=offset, path_golds=variant.proposer_sees_path)
 
 
 def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
@@ -388,15 +426,15 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     rng = state.rng
     clock: dict[str, float] = Counter()
 
-    proposals = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
+    proposals, slots = next_questions(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
     first_round = list(proposals)
-    slots = fresh_slots(proposals, path_golds=variant.proposer_sees_path)
     rounds = 0
     while cfg.batch_completion == "resample" and len(slots) < cfg.batch_size and rounds < cfg.resample_max_rounds:
         rounds += 1
-        extra = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size - len(slots)),
-                                   rng, clock)
-        slots += fresh_slots(extra, offset=len(proposals), path_golds=variant.proposer_sees_path)
+        extra, extra_slots = next_questions(runtime, variant, params,
+                                            state.cursor.next_batch(cfg.batch_size - len(slots)), rng, clock,
+                                            offset=len(proposals))
+        slots += extra_slots
         proposals += extra
     fresh_count = len(slots)
     slots = complete_batch(slots, cfg.batch_size, cfg.batch_completion, state.replay, rng)
@@ -415,8 +453,8 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     while (cfg.dynamic_sampling and scored.signal_groups() < cfg.dynamic_sampling_min_groups
            and sampling_rounds < cfg.dynamic_sampling_max_rounds):
         sampling_rounds += 1
-        extra = propose_and_filter(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
-        extra_slots = fresh_slots(extra, offset=len(proposals), path_golds=variant.proposer_sees_path)
+        extra, extra_slots = next_questions(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng,
+                                            clock, offset=len(proposals))
         proposals += extra
         fresh_count += len(extra_slots)
         tic = time.perf_counter()
@@ -506,7 +544,8 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         "throughput/tokens_per_s": m.rate(generated, rollout_seconds) if rollout_seconds > 0 else m.NAN,
     }
     metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
-    metrics["filter/head_named_rate"] = head_named_rate(proposals) if variant.proposer_sees_path else m.NAN
+    metrics.update(gold_check_metrics(proposals) if variant.proposer_sees_path else
+                   {"filter/head_named_rate": m.NAN, "filter/gold_checked_rate": m.NAN})
     metrics.update(m.fresh_accuracy(correct, [slot.source for slot in slots]))
     metrics.update(m.coverage_statistics(coverage, flat_correct))
     metrics.update(m.step_credit_statistics(scored.step_rewards, scored.step_advantages))

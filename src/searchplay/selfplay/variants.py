@@ -18,6 +18,7 @@ from searchplay.selfplay.seeds import Seed
 
 Messages = list[dict[str, str]]
 SeedSource = Literal["kg", "answers", "documents"]
+QuestionSource = Literal["proposer", "template"]
 
 
 def ssp_proposer(seed: Seed) -> Messages:
@@ -55,6 +56,8 @@ class Variant:
     solver_advantage: str = "grpo"  # key of searchplay.rl.ADVANTAGE_ESTIMATORS (SSP Table 4)
     proposer_advantage: str = "reinforce"  # SSP Table 4: REINFORCE, 1 sample per seed
     proposer_reward: str = "ssp"  # key of searchplay.rewards.PROPOSER_REWARDS: 1 - mean(c_i), 0 if invalid
+    questions: QuestionSource = "proposer"  # 'template': the Solver is asked the KG path's template question
+    # (searchplay.templates) and the Proposer neither writes nor trains (the kg_template control)
     heldout_analysis: bool = False  # after training: step-level graph progress vs success on kg_heldout (GDCR RQ1)
     step: str = "joint"  # searchplay.selfplay.loop.step_function: 'joint' (SSP Alg. 1) or 'eve' (two phases)
     frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (EVE's Phase A Solver)
@@ -87,6 +90,9 @@ VARIANTS: dict[str, Variant] = {
                    proposer_advantage="hrpo", step="eve", frozen_solver=True, warmstart="eve",
                    description="EVE-Agent: (q, a, e) from source documents, R_pro with the evidence verifier and "
                                "HRPO (Phase A), then the Solver on EM + evidence F1 (Phase B) (EVE §3)"),
+    "kg_template": Variant("kg_template", seeds="kg", proposer_prompt="kg", solver_reward="wcr", questions="template",
+                           description="control: kg_wcr's Solver on each path's template question, no Proposer "
+                                       "(does the RL loop teach the Solver, apart from the Proposer's questions?)"),
     "ssp_kg_answers": Variant("ssp_kg_answers", seeds="kg", proposer_prompt="ssp", solver_reward="binary",
                               description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
 }
