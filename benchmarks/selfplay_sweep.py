@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from searchplay.eval.paired import compare_paired  # noqa: E402
 from searchplay.io import read_jsonl  # noqa: E402
+from searchplay.selfplay.metrics import fresh_accuracy_trend  # noqa: E402
 
 KEYS = {"lr": "selfplay.lr", "warmup": "selfplay.warmup_steps", "batch": "selfplay.batch_size",
         "group": "selfplay.group_size", "head": "selfplay.require_head_entity", "seed": "selfplay.seed"}
@@ -68,7 +69,13 @@ def history_totals(history: Path, upto: int) -> dict[str, float]:
 
     fresh = total("solver/fresh_rollouts")
     right = sum(float(r.get("solver/fresh_accuracy") or 0) * float(r.get("solver/fresh_rollouts") or 0) for r in rows)
+    checked = [float(r["filter/gold_checked_rate"]) for r in rows if r.get("filter/gold_checked_rate")]
+    trend = fresh_accuracy_trend([{k: float(r.get(k) or "nan") for k in ("solver/fresh_accuracy",
+                                                                        "solver/fresh_rollouts")} for r in rows])
     return {"groups": total("train/groups"), "rollouts": total("solver/rollouts"),
+            "gold_checked": sum(checked) / len(checked) if checked else float("nan"),
+            "fresh_first_third": trend["trend/fresh_accuracy_first_third"],
+            "fresh_last_third": trend["trend/fresh_accuracy_last_third"], "trend_p": trend["trend/fresh_accuracy_p"],
             "optimizer_steps": total("train/optimizer_steps"), "tokens": total("train/tokens"),
             "fresh_accuracy": right / fresh if fresh else float("nan"),
             "bf16_changed_share": float(rows[-1].get("train/bf16_changed_share") or "nan") if rows else float("nan")}
@@ -93,16 +100,18 @@ def run_config(name: str, fields: dict[str, str], args: argparse.Namespace, base
                             folder / f"eval_{upto}.log")
         correct = kg_correctness(out / args.variant / "predictions" / "kg_heldout.jsonl")
         paired = compare_paired(name, correct, "warmstart", baseline, "kg_heldout")
-        rows.append({"config": name, **fields, "iteration": upto, "n": paired.n, "em": 100 * sum(correct.values())
-                     / len(correct), "wrong_to_right": paired.only_a, "right_to_wrong": paired.only_b,
-                     "p": paired.p, **history_totals(folder / "reports" / args.variant / "history.csv", upto),
+        rows.append({"config": name, "variant": args.variant, **fields, "iteration": upto, "n": paired.n,
+                     "em": 100 * sum(correct.values()) / len(correct), "wrong_to_right": paired.only_a,
+                     "right_to_wrong": paired.only_b, "p": paired.p,
+                     **history_totals(folder / "reports" / args.variant / "history.csv", upto),
                      "selfplay_s_whole_run": round(train_s), "eval_s": round(eval_s)})
         print(markdown([rows[-1]], header=False), flush=True)
     return rows
 
 
-COLUMNS = ("config", "lr", "batch", "iteration", "groups", "rollouts", "optimizer_steps", "fresh_accuracy",
-           "bf16_changed_share", "n", "em", "wrong_to_right", "right_to_wrong", "p", "selfplay_s_whole_run", "eval_s")
+COLUMNS = ("config", "variant", "lr", "batch", "iteration", "groups", "rollouts", "optimizer_steps", "fresh_accuracy",
+           "fresh_first_third", "fresh_last_third", "trend_p", "gold_checked", "bf16_changed_share", "n", "em",
+           "wrong_to_right", "right_to_wrong", "p", "selfplay_s_whole_run", "eval_s")
 
 
 def markdown(rows: list[dict], header: bool = True) -> str:
@@ -127,7 +136,7 @@ def main() -> None:
     print(markdown([]), flush=True)
     rows = []
     for index, text in enumerate(args.config):
-        rows += run_config(f"c{index}", parse_config(text), args, baseline)
+        rows += run_config(f"{args.variant}-c{index}", parse_config(text), args, baseline)
         (args.out / "sweep.json").write_text(json.dumps(rows, indent=1))
     print(markdown(rows))
 

@@ -6,7 +6,12 @@ import pytest
 from searchplay.intervals import wilson_interval
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS
 from searchplay.rl import ADVANTAGE_ESTIMATORS
-from searchplay.selfplay.metrics import coverage_statistics, fresh_accuracy, nonzero_advantage_groups
+from searchplay.selfplay.metrics import (
+    coverage_statistics,
+    fresh_accuracy,
+    fresh_accuracy_trend,
+    nonzero_advantage_groups,
+)
 from searchplay.selfplay.replay import ReplayBuffer, is_reset_step
 from searchplay.selfplay.seeds import Seed
 from searchplay.selfplay.variants import VARIANTS, get_variant
@@ -68,3 +73,18 @@ def test_fresh_accuracy_counts_only_the_rollouts_on_this_iterations_questions():
     none = fresh_accuracy(correct, ["replay"] * 3)
     assert none["solver/fresh_rollouts"] == 0 and all(math.isnan(v) for k, v in none.items() if "rollouts" not in k)
     assert set(none) == set(stats)
+
+
+def test_the_fresh_accuracy_trend_compares_the_first_and_last_third_of_the_iterations():
+    def rows(*accuracies):
+        return [{"solver/fresh_accuracy": a, "solver/fresh_rollouts": 20.0} for a in accuracies]
+
+    rising = fresh_accuracy_trend(rows(0.0, 0.05, 0.1, 0.2, 0.4, 0.5))  # thirds of 2: 1/40 then 18/40
+    assert rising["trend/fresh_accuracy_first_third"] == pytest.approx(0.025)
+    assert rising["trend/fresh_accuracy_last_third"] == pytest.approx(0.45)
+    assert rising["trend/fresh_accuracy_p"] < 0.001 and rising["trend/iterations_per_third"] == 2
+    assert fresh_accuracy_trend(rows(0.5, 0.5, 0.0))["trend/fresh_accuracy_p"] == pytest.approx(1.0)
+    assert math.isnan(fresh_accuracy_trend(rows(0.1, 0.2))["trend/fresh_accuracy_p"])  # no thirds
+    skipped = rows(0.1, 0.2, 0.3)
+    skipped[0] = {"solver/fresh_accuracy": math.nan, "solver/fresh_rollouts": 0.0}  # no fresh question
+    assert math.isnan(fresh_accuracy_trend(skipped)["trend/fresh_accuracy_p"])

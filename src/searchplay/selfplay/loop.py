@@ -30,6 +30,7 @@ from typing import Any
 from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
+from searchplay.selfplay import metrics as m
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
@@ -217,7 +218,8 @@ def write_reports(folder: Path, history: list[dict[str, float]]) -> None:
     ``accuracy.png`` (the Solver's accuracy on fresh questions per iteration, titled with the folder's run name)."""
     if not history:
         return
-    write_json(folder / "metrics.json", {k: _finite_or_none(v) for k, v in history[-1].items()})
+    summary = {**history[-1], **m.fresh_accuracy_trend(history)}
+    write_json(folder / "metrics.json", {k: _finite_or_none(v) for k, v in summary.items()})
     columns: list[str] = []
     for row in history:
         columns += [k for k in row if k not in columns]
