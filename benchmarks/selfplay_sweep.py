@@ -81,12 +81,32 @@ def history_totals(history: Path, upto: int) -> dict[str, float]:
             "bf16_changed_share": float(rows[-1].get("train/bf16_changed_share") or "nan") if rows else float("nan")}
 
 
+def warmstart_sets(args: argparse.Namespace) -> list[str]:
+    """``--set`` items pointing self-play at ``--warmstart`` (a copy, safe from a pipeline re-running beside)."""
+    return [f"warmstart.out_dir={args.warmstart}"] if args.warmstart else []
+
+
+def evaluate_baseline(args: argparse.Namespace) -> Path:
+    """Evaluate the warm-start on kg_heldout exactly as each checkpoint is (same command, same batches), so the
+    paired test compares like with like; its predictions file."""
+    folder = args.out / "warmstart"
+    folder.mkdir(parents=True, exist_ok=True)
+    model = (args.warmstart or ROOT / "checkpoints/warmstart") / "model"
+    flags = [arg for item in [f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"evaluate.model={model}"]
+             for arg in ("--set", item)]
+    seconds = searchplay([*flags, "evaluate", "--variant", "warmstart", "--benchmarks", "kg_heldout", "--out",
+                          str(folder / "eval"), "--no-track"], folder / "eval.log")
+    print(f"warm-start evaluated in {seconds:.0f} s", flush=True)
+    return folder / "eval" / "warmstart" / "predictions" / "kg_heldout.jsonl"
+
+
 def run_config(name: str, fields: dict[str, str], args: argparse.Namespace, baseline: dict) -> list[dict]:
     folder = args.out / name
     folder.mkdir(parents=True, exist_ok=True)
     sets = [f"{KEYS[k]}={v}" for k, v in fields.items() if k in KEYS]
     common = [f"selfplay.checkpoint_dir={folder / 'checkpoints'}", f"selfplay.reports_dir={folder / 'reports'}",
-              "selfplay.keep_checkpoints=100", f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", *sets]
+              "selfplay.keep_checkpoints=100", f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
+              *warmstart_sets(args), *sets]
     flags = [arg for item in common for arg in ("--set", item)]
     iterations = int(fields["iterations"])
     train_s = searchplay([*flags, "selfplay", "--variant", args.variant, "--iterations", str(iterations)],
@@ -130,8 +150,13 @@ def main() -> None:
     parser.add_argument("--variant", default="kg_wcr")
     parser.add_argument("--baseline", type=Path, default=ROOT / "reports/eval/warmstart/predictions/kg_heldout.jsonl",
                         help="the warm-start's kg_heldout predictions (the main job writes them)")
+    parser.add_argument("--evaluate-baseline", action="store_true",
+                        help="evaluate the warm-start here first, as each checkpoint is, instead of --baseline "
+                             "(greedy bf16 answers depend on the batch a question shares)")
+    parser.add_argument("--warmstart", type=Path, help="the warm-start folder to start from (default: "
+                        "warmstart.out_dir); a copy keeps the sweep safe from a pipeline running beside it")
     args = parser.parse_args()
-    baseline = kg_correctness(args.baseline)
+    baseline = kg_correctness(evaluate_baseline(args) if args.evaluate_baseline else args.baseline)
     print(f"warm-start: {sum(baseline.values())}/{len(baseline)} kg_heldout questions right", flush=True)
     print(markdown([]), flush=True)
     rows = []
