@@ -100,7 +100,7 @@ def evaluate_baseline(args: argparse.Namespace) -> Path:
     return folder / "eval" / "warmstart" / "predictions" / "kg_heldout.jsonl"
 
 
-def run_config(name: str, fields: dict[str, str], args: argparse.Namespace, baseline: dict) -> list[dict]:
+def run_config(name: str, fields: dict[str, str], args: argparse.Namespace, baseline_file: Path) -> list[dict]:
     folder = args.out / name
     folder.mkdir(parents=True, exist_ok=True)
     sets = [f"{KEYS[k]}={v}" for k, v in fields.items() if k in KEYS]
@@ -119,6 +119,7 @@ def run_config(name: str, fields: dict[str, str], args: argparse.Namespace, base
                              "--benchmarks", "kg_heldout", "--out", str(out), "--no-track"],
                             folder / f"eval_{upto}.log")
         correct = kg_correctness(out / args.variant / "predictions" / "kg_heldout.jsonl")
+        baseline = kg_correctness(baseline_file)  # read late: another sweep may still be writing it
         paired = compare_paired(name, correct, "warmstart", baseline, "kg_heldout")
         rows.append({"config": name, "variant": args.variant, **fields, "iteration": upto, "n": paired.n,
                      "em": 100 * sum(correct.values()) / len(correct), "wrong_to_right": paired.only_a,
@@ -156,12 +157,14 @@ def main() -> None:
     parser.add_argument("--warmstart", type=Path, help="the warm-start folder to start from (default: "
                         "warmstart.out_dir); a copy keeps the sweep safe from a pipeline running beside it")
     args = parser.parse_args()
-    baseline = kg_correctness(evaluate_baseline(args) if args.evaluate_baseline else args.baseline)
-    print(f"warm-start: {sum(baseline.values())}/{len(baseline)} kg_heldout questions right", flush=True)
+    baseline_file = evaluate_baseline(args) if args.evaluate_baseline else args.baseline
+    if args.evaluate_baseline:
+        baseline = kg_correctness(baseline_file)
+        print(f"warm-start: {sum(baseline.values())}/{len(baseline)} kg_heldout questions right", flush=True)
     print(markdown([]), flush=True)
     rows = []
     for index, text in enumerate(args.config):
-        rows += run_config(f"{args.variant}-c{index}", parse_config(text), args, baseline)
+        rows += run_config(f"{args.variant}-c{index}", parse_config(text), args, baseline_file)
         (args.out / "sweep.json").write_text(json.dumps(rows, indent=1))
     print(markdown(rows))
 
