@@ -217,7 +217,7 @@ class JudgeConfig(Section):
     concurrency: int = Field(8, ge=1, description="concurrent endpoint requests in judge_many")
 
 
-Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr", "eve"]
+Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr", "eve", "kg_template"]
 
 
 class SelfplayConfig(Section):

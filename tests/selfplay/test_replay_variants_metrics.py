@@ -41,6 +41,14 @@ def test_every_variant_resolves_in_the_registries():
         get_variant("kgwcr")
 
 
+def test_the_config_accepts_exactly_the_registered_variants():
+    from typing import get_args
+
+    from searchplay.config import Variant
+
+    assert set(get_args(Variant)) == set(VARIANTS)
+
+
 def test_proposer_prompt_dispatch_by_registry():
     record = subgraph_record(0, 5)
     seed = Seed("sg-0", record["answer"], tuple(record["waypoints"]), 3, record)

@@ -12,7 +12,7 @@ def register(app: typer.Typer) -> None:
     def selfplay(
         ctx: typer.Context,
         variant: str = typer.Option(None, "--variant", help="ssp | kg | kg_wcr | ssp_kg_answers | gdcr | "
-                                    "kg_wcr_gdcr | eve (default: params)"),
+                                    "kg_wcr_gdcr | eve | kg_template (default: params)"),
         iterations: int = typer.Option(None, "--iterations", min=1, help="total self-play steps (default: params)"),
         resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint of this variant"),
         phase: str = typer.Option("all", "--phase", help="all | a | b: a two-phase variant (eve) one phase at a "
