@@ -15,8 +15,9 @@ def captured(monkeypatch):
 
     calls = []
 
-    def fake_evaluate(params, variant, track=True, register=False):
-        calls.append({"variant": variant, "selfplay.variant": params.selfplay.variant, "register": register})
+    def fake_evaluate(params, variant, track=True, register=False, allow_base=False):
+        calls.append({"variant": variant, "selfplay.variant": params.selfplay.variant, "register": register,
+                      "allow_base": allow_base})
         raise stage.ModelNotFoundError("stopped by the test")
 
     monkeypatch.setattr(stage, "evaluate", fake_evaluate)
@@ -29,9 +30,22 @@ def captured(monkeypatch):
 def test_a_variants_evaluation_carries_that_variants_params(captured, flags, logged_variant):
     result = CliRunner().invoke(app, ["evaluate", *flags])
     assert result.exit_code == 1 and "stopped by the test" in result.output
-    assert captured == [{"variant": flags[1], "selfplay.variant": logged_variant, "register": False}]
+    assert captured == [{"variant": flags[1], "selfplay.variant": logged_variant, "register": False,
+                         "allow_base": False}]
 
 
 def test_register_only_when_asked(captured):
     CliRunner().invoke(app, ["evaluate", "--variant", "ssp", "--register"])
     assert captured[-1]["register"] is True
+
+
+def test_the_base_model_stands_in_for_a_missing_checkpoint_only_when_asked(captured):
+    CliRunner().invoke(app, ["evaluate", "--variant", "gdcr", "--allow-base"])
+    assert captured[-1]["allow_base"] is True
+
+
+@pytest.mark.parametrize("name", ["../../../evil", "kg-wcr", "warmstart/../x"])
+def test_a_variant_name_that_is_not_registered_is_one_line_and_exit_2(captured, name):
+    result = CliRunner().invoke(app, ["evaluate", "--variant", name])
+    assert result.exit_code == 2 and captured == []
+    assert "unknown variant" in result.output and "Traceback" not in result.output

@@ -94,6 +94,27 @@ def test_model_resolution_prefers_latest_checkpoint(tmp_path):
                                                                         "Qwen/Qwen2.5-7B-Instruct", "evaluate.model")
 
 
+def test_a_variant_without_a_checkpoint_is_an_error_unless_the_base_model_is_asked_for(tmp_path, monkeypatch):
+    monkeypatch.setattr("searchplay.assets.resolve", lambda value: f"/somewhere/{value}")
+    params = Params.model_validate({"selfplay": {"checkpoint_dir": str(tmp_path)}})
+    with pytest.raises(stage.ModelNotFoundError, match=f"{tmp_path / 'kg_wcr'}.*--allow-base"):
+        stage.resolve_model(params, "kg_wcr")
+    fallback = stage.resolve_model(params, "kg_wcr", allow_base=True)
+    assert fallback == stage.ModelChoice("bundled:smollm2", "/somewhere/bundled:smollm2", stage.BASE_FALLBACK)
+
+
+def test_evaluate_refuses_a_variant_name_that_is_not_registered_before_writing_anything(tmp_path):
+    params = Params.model_validate({"evaluate": {"out_dir": str(tmp_path / "out")}})
+    for name in ("../../evil", "kg_wcr2", ""):
+        with pytest.raises(ValueError, match="unknown variant"):
+            stage.evaluate(params, name, track=False)
+    with pytest.raises(stage.ModelNotFoundError):
+        stage.evaluate(Params.model_validate({"evaluate": {"out_dir": str(tmp_path / "out")},
+                                              "selfplay": {"checkpoint_dir": str(tmp_path / "none")}}),
+                       "kg_wcr", track=False)
+    assert not (tmp_path / "out").exists()
+
+
 def _checkpoint(root, variant="kg_wcr", iteration=2):
     folder = root / variant / f"iter_{iteration:06d}"
     (folder / "model").mkdir(parents=True)

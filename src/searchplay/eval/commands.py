@@ -31,12 +31,20 @@ def evaluate_command(
     track: bool = typer.Option(True, "--track/--no-track", help="log to MLflow (off for partial fan-out runs)"),
     register: bool = typer.Option(False, "--register/--no-register", help="register an evaluated self-play "
                                   "checkpoint in the MLflow model registry (the pipeline's evaluate stages do)"),
+    allow_base: bool = typer.Option(False, "--allow-base", help="a self-play variant without a checkpoint: score "
+                                    "the base model under its name (run.json and the report say so) instead of "
+                                    "failing"),
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
-    from searchplay.cliutil import exit_code_for
+    from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for, print_error
     from searchplay.eval.benchmarks import BenchmarkError
-    from searchplay.eval.evaluate import ModelNotFoundError, evaluate
+    from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants, evaluate
     from searchplay.quality import DataQualityError
+    from searchplay.retrieval.index import RetrievalIndexError
+
+    if variant is not None and variant not in evaluable_variants():
+        print_error("unknown variant", f"--variant {variant!r}; one of {', '.join(evaluable_variants())}")
+        raise typer.Exit(EXIT_BAD_PARAMS)
 
     # the params logged with the run are the ones it used: a self-play variant's evaluation names that variant
     selfplay_variant = variant if variant in get_args(Variant) else None
@@ -45,12 +53,15 @@ def evaluate_command(
                                 "evaluate.out_dir": out, "selfplay.variant": selfplay_variant})
     name = variant or params.selfplay.variant
     try:
-        result = evaluate(params, name, track=track, register=register)
+        result = evaluate(params, name, track=track, register=register, allow_base=allow_base)
     except (BenchmarkError, DataQualityError) as exc:
         console.print(f"[red]benchmark error[/red]: {exc}")
         raise typer.Exit(exit_code_for(exc)) from None
     except ModelNotFoundError as exc:
-        console.print(f"[red]model not found[/red]: {exc}")
+        print_error("model not found", str(exc))
+        raise typer.Exit(1) from None
+    except RetrievalIndexError as exc:
+        print_error("retrieval index", str(exc))
         raise typer.Exit(1) from None
     judge = result.run["judge"]
     console.print(f"judge: {judge}; model: {result.run['model']}")

@@ -19,9 +19,9 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from searchplay.config import Params
+from searchplay.config import Params, Variant
 from searchplay.eval.benchmarks import (
     KG_HELDOUT,
     LoadedBenchmark,
@@ -30,7 +30,7 @@ from searchplay.eval.benchmarks import (
     kg_pool_path,
     load_benchmark,
 )
-from searchplay.eval.report import read_variant_metrics, write_run_report
+from searchplay.eval.report import BASE_FALLBACK, read_variant_metrics, write_run_report
 from searchplay.eval.runner import StageTimes, read_finished, rollout_config, run_benchmarks
 from searchplay.eval.sampling import sample_items
 from searchplay.eval.scoring import (
@@ -95,9 +95,11 @@ def warmstart_model(params: Params, eve: bool = False) -> Path:
     return Path(params.warmstart.eve_out_dir) / MODEL_DIR if eve else Path(warmstart_model_dir(params))
 
 
-def resolve_model(params: Params, variant: str) -> ModelChoice:
+def resolve_model(params: Params, variant: str, allow_base: bool = False) -> ModelChoice:
     """The model to evaluate: ``evaluate.model``; else by variant: ``base`` -> ``models.policy``,
-    ``warmstart`` -> the warm-start checkpoint, any other -> its latest self-play checkpoint (else the policy).
+    ``warmstart`` -> the warm-start checkpoint, any other -> its latest self-play checkpoint. A variant without
+    a checkpoint is an error naming where it looked, unless ``allow_base`` (the base model, recorded as
+    ``BASE_FALLBACK`` in run.json and the report): a report never names a variant it did not score.
     """
     from searchplay import assets
 
@@ -117,9 +119,14 @@ def resolve_model(params: Params, variant: str) -> ModelChoice:
     checkpoint = latest_checkpoint(params, variant)
     if checkpoint is not None:
         return ModelChoice(portable_name(checkpoint), str(checkpoint), "checkpoint")
-    log.warning("no self-play checkpoint under %s/%s; evaluating the base model models.policy=%s",
-                params.selfplay.checkpoint_dir, variant, params.models.policy)
-    return policy
+    where = Path(params.selfplay.checkpoint_dir) / variant
+    if not allow_base:
+        raise ModelNotFoundError(f"no complete self-play checkpoint of {variant} under {where} (iter_NNNNNN/ with "
+                                 f"state.json); run `searchplay selfplay --variant {variant}` first, or pass "
+                                 "--allow-base to score the base model under this name")
+    log.warning("no self-play checkpoint under %s; evaluating the base model models.policy=%s (--allow-base)",
+                where, params.models.policy)
+    return ModelChoice(policy.id, policy.path, BASE_FALLBACK)
 
 
 def model_revision(path: str | Path) -> str | None:
@@ -164,28 +171,38 @@ def load_and_sample(params: Params,
     return sampled, loaded
 
 
+def evaluable_variants() -> tuple[str, ...]:
+    """The names ``--variant`` accepts (each is also an output folder's name): base, the warm-starts and the
+    registered self-play variants."""
+    return (BASE, WARMSTART, WARMSTART_EVE, *get_args(Variant))
+
+
 def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: Any = None, judge: Any = None,
-             track: bool = True, progress: bool = True, register: bool = False) -> EvalResult:
+             track: bool = True, progress: bool = True, register: bool = False,
+             allow_base: bool = False) -> EvalResult:
     """Run the whole stage for one variant; components may be injected (tests, the speed benchmark).
 
     ``register``: also register an evaluated self-play checkpoint in the MLflow model registry (the
-    pipeline's ``evaluate@<variant>`` stages ask for it; an ad-hoc evaluation does not).
+    pipeline's ``evaluate@<variant>`` stages ask for it; an ad-hoc evaluation does not). ``allow_base``: score
+    the base model for a variant without a checkpoint (``resolve_model``).
     """
+    if variant not in evaluable_variants():
+        raise ValueError(f"unknown variant {variant!r}; one of {', '.join(evaluable_variants())}")
     cfg = params.evaluate
     out_dir = Path(cfg.out_dir) / variant
+    choice = resolve_model(params, variant, allow_base)  # before anything is written or loaded
     sampled, loaded = load_and_sample(params, list(cfg.benchmarks))
     write_json(out_dir / "sample.json", {"seed": cfg.seed, "n": cfg.n,
                                          "ids": {name: [i.id for i in items] for name, items in sampled.items()}})
-    choice = resolve_model(params, variant)
     model, revision = choice.id, model_revision(choice.path)
+    if search_tool is None:  # first: a missing index fails before a model loads
+        from searchplay.retrieval import load_search_tool
+
+        search_tool = load_search_tool(params)
     if backend is None:
         from searchplay.llm import load_backend
 
         backend = load_backend(choice.path, params)
-    if search_tool is None:
-        from searchplay.retrieval import load_search_tool
-
-        search_tool = load_search_tool(params)
     if judge is None:
         from searchplay.llm.judge import make_judge
 

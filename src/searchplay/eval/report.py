@@ -65,6 +65,8 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
+BASE_FALLBACK = "models.policy (no self-play checkpoint; --allow-base)"  # run.json model_source of a stand-in
+
 def _cell(value: Any) -> str:
     if value is None:
         return "–"
@@ -404,7 +406,9 @@ def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: di
     run_label = f"this run ({run['variant']})"
     tables = [comparison_table(run_label, metrics, others, run["base_model"], reference_model, judge_name),
               detail_table(per_benchmark, judge_name, run.get("kg_heldout_majority_answer"))]
-    preamble = [f"model: {run['model']} (base: {run['base_model']})", f"judge: {judge_name}",
+    source = run.get("model_source", "")
+    stand_in = f" -- NOT a {run['variant']} checkpoint: {source}" if source == BASE_FALLBACK else ""
+    preamble = [f"model: {run['model']} (base: {run['base_model']}){stand_in}", f"judge: {judge_name}",
                 f"main score: judge accuracy; EM / F1 / sub-EM beside it ({run.get('normalization', 'squad')} "
                 "normalization)",
                 f"sample: n={run['n']} per benchmark (all when smaller), seed={run['seed']}; ids in sample.json",
