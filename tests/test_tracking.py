@@ -10,6 +10,20 @@ def test_flat_params_are_strings_of_bounded_length():
     assert all(isinstance(v, str) and len(v) <= 500 for v in flat.values())
 
 
+def test_no_credential_in_an_endpoint_url_reaches_mlflow(tmp_path, monkeypatch):
+    import mlflow
+
+    monkeypatch.chdir(tmp_path)
+    params = Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"},
+                                    "judge": {"endpoint": "http://user:s3cret@judge.example:8000/v1"}})
+    assert flat_params(params)["judge.endpoint"] == "http://***@judge.example:8000/v1"
+    with start_run(params, "evaluate", "kg_wcr") as run:
+        pass
+    stored = mlflow.get_run(run.info.run_id)
+    assert stored.data.params["judge.endpoint"] == "http://***@judge.example:8000/v1"
+    assert not any("s3cret" in value for value in [*stored.data.params.values(), *stored.data.tags.values()])
+
+
 def test_git_commit_outside_a_repository(tmp_path):
     assert git_commit(tmp_path) == "unknown"
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import process_alive
+from searchplay.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,8 @@ def dvc_stage_hashes(lock_file: str | Path = "dvc.lock") -> dict[str, str]:
 
 
 def flat_params(params: Params) -> dict[str, str]:
-    return {key: str(value)[:MAX_PARAM_LENGTH] for key, value in params.flat().items()}
+    """Every param as a string for MLflow, cut to its length limit, with credentials in URLs redacted."""
+    return {key: redact_credentials(str(value))[:MAX_PARAM_LENGTH] for key, value in params.flat().items()}
 
 
 def experiment_name(params: Params, stage: str) -> str:

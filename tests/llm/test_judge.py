@@ -108,6 +108,16 @@ def test_timeouts_exhaust_retries_and_fail_closed():
 
 
 @respx.mock
+def test_a_judge_error_names_the_endpoint_without_its_credentials():
+    secret_url = URL.replace("://", "://user:s3cret@")
+    respx.post(secret_url).mock(return_value=httpx.Response(503))
+    judge = Judge(OpenAIJudgeLLM(secret_url.removesuffix("/chat/completions"), "m", max_retries=1,
+                                 sleep=lambda s: None))
+    verdict = judge.judge("q", "x", ["y"])
+    assert verdict.method == "error" and "***@" in verdict.error and "s3cret" not in verdict.error
+
+
+@respx.mock
 def test_client_error_is_not_retried():
     route = respx.post(URL).mock(return_value=httpx.Response(401, text="bad key"))
     verdict = openai_judge(max_retries=3).judge("q", "x", ["y"])

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from searchplay.answers import exact_match, normalize_answer
+from searchplay.redaction import redact_credentials
 
 if TYPE_CHECKING:
     from searchplay.config import JudgeConfig
@@ -296,6 +297,7 @@ class OpenAIJudgeLLM:
 
         self.name = model
         self.url = endpoint.rstrip("/") + "/chat/completions"
+        self.shown_url = redact_credentials(self.url)  # what errors and logs name: never user:password
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.temperature = temperature
@@ -320,12 +322,13 @@ class OpenAIJudgeLLM:
                 last = exc
                 continue
             if response.status_code == 429 or response.status_code >= 500:
-                last = JudgeError(f"{self.url} answered HTTP {response.status_code}")
+                last = JudgeError(f"{self.shown_url} answered HTTP {response.status_code}")
                 continue
             if response.status_code >= 400:
-                raise JudgeError(f"{self.url} answered HTTP {response.status_code}: {response.text[:200]}")
+                raise JudgeError(f"{self.shown_url} answered HTTP {response.status_code}: {response.text[:200]}")
             return _reply_text(response)
-        raise JudgeError(f"no reply from {self.url} after {self.max_retries + 1} attempts: {last}") from last
+        reason = redact_credentials(str(last))  # httpx's messages may quote the URL
+        raise JudgeError(f"no reply from {self.shown_url} after {self.max_retries + 1} attempts: {reason}") from last
 
     def complete_many(self, conversations: Sequence[list[dict]]) -> list[str | Exception]:
         def one(messages: list[dict]) -> str | Exception:
