@@ -215,6 +215,12 @@ class JudgeConfig(Section):
     max_tokens: int = Field(10, ge=1, description="judge reply tokens (SSP code: 10)")
     backoff_s: float = Field(1.0, ge=0, description="first retry delay; doubles per retry (exponential backoff)")
     concurrency: int = Field(8, ge=1, description="concurrent endpoint requests in judge_many")
+    max_error_share: float = Field(0.0, ge=0, le=1, description="an evaluation with a larger share of its answers "
+                                   "unjudged (judge errors) fails, naming the judge; its errors are asked again")
+    max_consecutive_errors: int = Field(16, ge=0, description="stop after this many failed judge calls in a row "
+                                        "(an outage; 0: never stop early)")
+    deadline_s: float | None = Field(None, gt=0, description="seconds of judge calls a process may spend in all "
+                                     "(None: no bound)")
 
 
 Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr", "eve", "kg_template"]

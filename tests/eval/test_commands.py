@@ -49,3 +49,15 @@ def test_a_variant_name_that_is_not_registered_is_one_line_and_exit_2(captured, 
     result = CliRunner().invoke(app, ["evaluate", "--variant", name])
     assert result.exit_code == 2 and captured == []
     assert "unknown variant" in result.output and "Traceback" not in result.output
+
+
+def test_a_judge_outage_exits_non_zero_in_one_line(monkeypatch):
+    import searchplay.eval.evaluate as stage
+    from searchplay.llm.judge import JudgeOutageError
+
+    def down(params, variant, **kwargs):
+        raise JudgeOutageError("4 of 4 answers could not be judged by m at http://***@host/v1")
+
+    monkeypatch.setattr(stage, "evaluate", down)
+    result = CliRunner().invoke(app, ["evaluate", "--variant", "ssp"])
+    assert result.exit_code == 1 and "judge outage" in result.output and "Traceback" not in result.output

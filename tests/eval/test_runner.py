@@ -58,6 +58,37 @@ def test_a_changed_setting_rescores_and_an_unchanged_one_reuses(tmp_path, monkey
     assert len(asked) == 8 and {r["settings"] for r in records} == {"judge-b"}
 
 
+@pytest.mark.parametrize("answered", [503, 200])
+def test_a_judge_outage_is_never_a_final_verdict_a_rerun_asks_again(tmp_path, monkeypatch, fake_trajectory,
+                                                                    fake_backend, answered):
+    import httpx
+    import respx
+
+    from searchplay.eval.evaluate import check_judge_errors
+    from searchplay.llm.judge import Judge, JudgeOutageError, OpenAIJudgeLLM
+
+    url = "http://user:pw@judge.test/v1"
+    path, asked = tmp_path / "nq.jsonl", []
+    wrong = scripted_solver(lambda answer: fake_trajectory("not " + answer), asked)
+    monkeypatch.setattr(runner, "solve_batch", wrong)
+    judge = Judge(OpenAIJudgeLLM(url, "judge-model", max_retries=0, sleep=lambda s: None))
+    kwargs = dict(backend=fake_backend, search_tool=None, judge=judge, config=None, model="m", batch_size=4)
+    with respx.mock:
+        respx.post(url + "/chat/completions").mock(return_value=httpx.Response(503))
+        down = run_benchmark(ITEMS[:4], path, **kwargs)
+    assert all(r["judge_error"] for r in down)
+    with pytest.raises(JudgeOutageError, match=r"4 of 4 answers could not be judged by judge-model at "
+                                               r"http://\*\*\*@judge.test"):
+        check_judge_errors(judge, down, max_share=0.0)
+    with respx.mock:
+        route = respx.post(url + "/chat/completions").mock(return_value=httpx.Response(
+            answered, json={"choices": [{"message": {"role": "assistant", "content": "Incorrect"}}]}))
+        again = run_benchmark(ITEMS[:4], path, **kwargs)
+    assert route.call_count == 4 and len(asked) == 8  # every unjudged answer is asked again
+    assert all(r["judge_error"] for r in again) == (answered == 503)
+    check_judge_errors(judge, down, max_share=1.0)  # a share the user allows passes
+
+
 def test_settings_fingerprint_follows_what_changes_a_score():
     from searchplay.eval.evaluate import settings_fingerprint
     from searchplay.eval.runner import rollout_config

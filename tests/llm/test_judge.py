@@ -118,6 +118,33 @@ def test_a_judge_error_names_the_endpoint_without_its_credentials():
 
 
 @respx.mock
+def test_an_endpoint_that_keeps_failing_stops_the_judge_after_n_failures_in_a_row():
+    from searchplay.llm.judge import JudgeOutageError
+
+    route = respx.post(URL).mock(side_effect=httpx.ReadTimeout("no reply"))
+    judge = openai_judge(max_retries=0)
+    judge.max_consecutive_errors = 3
+    assert [v.method for v in judge.judge_many([("q", "x", ["y"])] * 2)] == ["error", "error"]
+    with pytest.raises(JudgeOutageError, match="failed 3 times in a row"):
+        judge.judge_many([("q", "x", ["y"])] * 2)
+    assert route.call_count == 4
+
+
+@respx.mock
+def test_one_good_reply_resets_the_failure_count_and_the_deadline_bounds_the_time():
+    from searchplay.llm.judge import JudgeOutageError
+
+    respx.post(URL).mock(side_effect=[httpx.Response(503), reply("Correct"), httpx.Response(503)])
+    judge = openai_judge(max_retries=0)
+    judge.max_consecutive_errors = 2
+    methods = [judge.judge("q", f"x{i}", ["y"]).method for i in range(3)]
+    assert methods == ["error", "llm", "error"]  # never two in a row
+    judge.deadline_s, judge.llm_seconds = 1.0, 1.5
+    with pytest.raises(JudgeOutageError, match="judge.deadline_s"):
+        judge.judge("q", "x9", ["y"])
+
+
+@respx.mock
 def test_client_error_is_not_retried():
     route = respx.post(URL).mock(return_value=httpx.Response(401, text="bad key"))
     verdict = openai_judge(max_retries=3).judge("q", "x", ["y"])

@@ -39,6 +39,7 @@ def evaluate_command(
     from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for, print_error
     from searchplay.eval.benchmarks import BenchmarkError
     from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants, evaluate
+    from searchplay.llm.judge import JudgeOutageError
     from searchplay.quality import DataQualityError
     from searchplay.retrieval.index import RetrievalIndexError
 
@@ -62,6 +63,9 @@ def evaluate_command(
         raise typer.Exit(1) from None
     except RetrievalIndexError as exc:
         print_error("retrieval index", str(exc))
+        raise typer.Exit(1) from None
+    except JudgeOutageError as exc:
+        print_error("judge outage", str(exc))
         raise typer.Exit(1) from None
     judge = result.run["judge"]
     console.print(f"judge: {judge}; model: {result.run['model']}")

@@ -235,6 +235,7 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
         per_benchmark[name] = benchmark_scores(answered[path])
         per_benchmark[name]["skipped_records"] = loaded[name].num_skipped
     bar.close()
+    check_judge_errors(judge, [r for records in answered.values() for r in records], params.judge.max_error_share)
     for name, found in question_searches(search_tool, sampled, params.search.top_k, cfg.normalization).items():
         per_benchmark[name]["question_search_recall"] = found
     if KG_HELDOUT in sampled:
@@ -277,6 +278,19 @@ def question_searches(search_tool: Any, sampled: dict[str, list[QAItem]], top_k:
 
 # The evaluation protocol's options (docs/decisions/eval.md "Protocol options"), recorded in run.json.
 PROTOCOL_KEYS = ("eos_without_action", "final_answer_turn", "information_format", "question_format")
+
+
+def check_judge_errors(judge: Any, records: list[dict[str, Any]], max_share: float) -> None:
+    """An evaluation whose share of unjudged answers exceeds ``judge.max_error_share`` is no result: raise
+    ``JudgeOutageError`` naming the judge and the count before any score is written (the predictions file keeps
+    the answers; a re-run judges the failed ones again)."""
+    from searchplay.llm.judge import JudgeOutageError
+
+    errors = sum(bool(r.get("judge_error")) for r in records)
+    if records and errors / len(records) > max_share:
+        where = getattr(judge, "where", getattr(judge, "name", "the judge"))
+        raise JudgeOutageError(f"{errors} of {len(records)} answers could not be judged by {where} (more than "
+                               f"judge.max_error_share={max_share:g}); no scores written, run again once it answers")
 
 
 def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> str:

@@ -179,7 +179,7 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
                    settings: str = "", normalization: str = "squad", evidence: bool = False) -> dict[Path, list[dict]]:
     """Answer and score every item not already in its predictions file (``work``: file -> items) under the
     same ``settings`` fingerprint (model, decoding, judge, metric options); returns each file's records in
-    item order.
+    item order. A record the judge could not score (``judge_error``) is never reused: a re-run asks again.
 
     Batches span benchmarks: seven 5-question benchmarks decode as batches of ``batch_size``, not of 5
     (measured in the main job on 2 fp32 CPU cores: the warm-start's 58 questions took 225 s of
@@ -188,8 +188,8 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
     """
     times = times or StageTimes()
     timed_tool = TimedSearchTool(search_tool, times)
-    finished = {path: {key: record for key, record in read_finished(path).items() if record.get("settings") == settings}
-                for path in work}
+    finished = {path: {key: record for key, record in read_finished(path).items()
+                       if record.get("settings") == settings and not record.get("judge_error")} for path in work}
     todo = [(path, item) for path, items in work.items() for item in items if item.id not in finished[path]]
     for start in range(0, len(todo), batch_size):
         chunk = todo[start:start + batch_size]

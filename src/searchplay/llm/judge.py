@@ -77,6 +77,11 @@ class JudgeError(RuntimeError):
     """An LLM judgement could not be obtained (network, HTTP status, malformed reply)."""
 
 
+class JudgeOutageError(RuntimeError):
+    """The judge is down, not one answer wrong: too many failures in a row, its time budget spent, or too
+    large a share of an evaluation's answers unjudged. Stops the run; nothing is scored from it."""
+
+
 def judge_messages(question: str, prediction: str, golden_answers: Sequence[str], prompt: str = "ssp") -> list[dict]:
     """Chat messages for one LLM judgement (SSP App. D prompt; SSP code's system message)."""
     user = _JUDGE_TEMPLATE.format(question=question, prediction=prediction,
@@ -195,8 +200,12 @@ class Judge:
     """
 
     def __init__(self, llm: JudgeLLM | None = None, prompt: str = "ssp", cache: VerdictCache | None = None,
-                 normalization: str = "squad"):
+                 normalization: str = "squad", max_consecutive_errors: int = 0, deadline_s: float | None = None):
         self.llm = llm
+        self.max_consecutive_errors = max_consecutive_errors  # 0: never stop early
+        self.deadline_s = deadline_s  # seconds of LLM calls this judge may spend in all (None: no bound)
+        self.consecutive_errors = 0
+        self.llm_seconds = 0.0
         self.normalization = normalization  # searchplay.answers scheme of the exact-match shortcut
         self.prompt = prompt
         self.cache = cache
@@ -255,6 +264,12 @@ class Judge:
                                        error=str(reply) if isinstance(reply, Exception) else "unparseable reply"))
         return [v for v in verdicts if v is not None]
 
+    @property
+    def where(self) -> str:
+        """The judge for a message: its model and, for an endpoint, the URL without credentials."""
+        url = getattr(self.llm, "shown_url", None)
+        return f"{self.name} at {url}" if url else self.name
+
     def _llm_verdicts(self, items: Sequence[JudgeItem]) -> list[Verdict]:
         if not items:
             return []
@@ -264,12 +279,24 @@ class Judge:
         conversations = [judge_messages(items[i][0], items[i][1] or "", list(items[i][2]), self.prompt)
                          for i in missing]
         assert self.llm is not None
+        if missing and self.deadline_s is not None and self.llm_seconds >= self.deadline_s:
+            raise JudgeOutageError(f"judge {self.where} spent its {self.deadline_s:.0f} s (judge.deadline_s); "
+                                   "stopping instead of waiting on it")
+        tic = time.perf_counter()
         for i, reply in zip(missing, self.llm.complete_many(conversations), strict=True):
             replies[i] = reply
-        verdicts = []
-        for key, reply in zip(keys, replies, strict=True):
-            verdicts.append(self._verdict(reply, key))
+        self.llm_seconds += time.perf_counter() - tic
+        verdicts = [self._verdict(reply, key) for key, reply in zip(keys, replies, strict=True)]
+        self._count_failures(verdicts)
         return verdicts
+
+    def _count_failures(self, verdicts: Sequence[Verdict]) -> None:
+        """Stop at ``max_consecutive_errors`` failed calls in a row: an outage, not a verdict on the answers."""
+        for verdict in verdicts:
+            self.consecutive_errors = self.consecutive_errors + 1 if verdict.method == "error" else 0
+            if self.max_consecutive_errors and self.consecutive_errors >= self.max_consecutive_errors:
+                raise JudgeOutageError(f"judge {self.where} failed {self.consecutive_errors} times in a row "
+                                       f"(judge.max_consecutive_errors); last: {verdict.error}")
 
     def _verdict(self, reply: str | Exception | None, key: str) -> Verdict:
         if isinstance(reply, Exception) or reply is None:
@@ -385,7 +412,7 @@ def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None, normal
                              config.max_retries, config.backoff_s, config.temperature, config.max_tokens,
                              config.concurrency)
         cache = VerdictCache(config.cache_path) if config.cache_path else None
-        return Judge(llm, config.prompt, cache, normalization)
+        return Judge(llm, config.prompt, cache, normalization, config.max_consecutive_errors, config.deadline_s)
     if backend is None:
         if not config.model:
             raise ValueError("judge.backend is 'local' but judge.model is empty; name a local model folder")
@@ -394,4 +421,5 @@ def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None, normal
         backend = load_backend(config.model)
     # No cache for local judges: the backend may share the policy's changing weights.
     return Judge(LocalJudgeLLM(backend, config.model or "local-policy", config.temperature, config.max_tokens),
-                 config.prompt, normalization=normalization)
+                 config.prompt, normalization=normalization, max_consecutive_errors=config.max_consecutive_errors,
+                 deadline_s=config.deadline_s)
