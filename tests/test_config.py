@@ -113,3 +113,38 @@ def test_a_pipeline_variant_names_two_keys_a_start_and_a_phase(tmp_path):
                                                                                 "phase": "all"}}})
     with pytest.raises(ConfigError, match="unknown variants"):
         load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}})
+
+
+def test_a_params_file_is_layered_over_params_yaml_key_by_key(tmp_path):
+    from searchplay.config import load_params
+
+    (tmp_path / "params.yaml").write_text("kg:\n  selector: random\n  num_seeds: 500\nselfplay:\n  lr: 2.0e-5\n")
+    (tmp_path / "quick.yaml").write_text("kg:\n  num_seeds: 40\n")
+    layered = load_params(tmp_path / "quick.yaml", base=tmp_path / "params.yaml")
+    assert (layered.kg.num_seeds, layered.kg.selector, layered.selfplay.lr) == (40, "random", 2.0e-5)
+    alone = load_params(tmp_path / "quick.yaml")  # library use without a base: the file over the defaults
+    assert alone.kg.selector != "random"
+
+
+@pytest.mark.parametrize(("content", "message"), [(b"", "the file is empty"),
+                                                  (bytes(range(256)), "not a text file"),
+                                                  (b"kg:\n  num_seeds: [1\n", "not valid YAML at line 3")])
+def test_an_empty_binary_or_malformed_params_file_is_one_line_and_exit_2(tmp_path, content, message):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    result = CliRunner().invoke(app, ["--params", str(bad), "search", "Paris"])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("override", [{"kg.num_seeds": True}, {"selfplay.lr": False}, {"judge.deadline_s": True}])
+def test_a_bool_where_a_number_belongs_is_refused(override):
+    from searchplay.config import ConfigError, load_params
+
+    with pytest.raises(ConfigError, match="expected a number"):
+        load_params("absent.yaml", override)
+    assert load_params("absent.yaml", {"selfplay.rag_verification": True}).selfplay.rag_verification is True

@@ -52,8 +52,9 @@ app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_complet
 @app.callback()
 def main(
     ctx: typer.Context,
-    params_file: Path | None = typer.Option(None, "--params", help="params file to read [default: params.yaml; "
-                                            "the built-in defaults where there is none]"),
+    params_file: Path | None = typer.Option(None, "--params", help="params file layered over ./params.yaml, key "
+                                            "by key (e.g. params.quick.yaml) [default: params.yaml alone; the "
+                                            "built-in defaults where there is none]"),
     overrides: list[str] = typer.Option([], "--set", help="override a knob: section.key=value (repeatable)"),
     online: bool = typer.Option(False, help="allow the Hugging Face hub (default: offline)"),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="debug logging"),
@@ -73,7 +74,8 @@ def main(
     except (ConfigError, yaml.YAMLError) as exc:
         print_error("configuration error", "--set: " + " ".join(str(exc).split()))  # YAML errors span lines
         raise typer.Exit(EXIT_BAD_PARAMS) from None
-    ctx.obj = {"params_file": params_file or Path("params.yaml"), "overrides": parsed}
+    ctx.obj = {"params_file": params_file or Path("params.yaml"), "overrides": parsed,
+               "params_explicit": params_file is not None}
 
 
 @app.command("assets")

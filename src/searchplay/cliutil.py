@@ -19,7 +19,9 @@ def get_params(ctx: typer.Context, **cli_overrides) -> Params:
     obj = ctx.find_root().obj or {}
     merged = {**obj.get("overrides", {}), **{k: v for k, v in cli_overrides.items() if v is not None}}
     try:
-        return load_params(obj.get("params_file", Path("params.yaml")), merged)
+        explicit = obj.get("params_explicit", False)  # --params FILE: layered over params.yaml
+        return load_params(obj.get("params_file", Path("params.yaml")), merged,
+                           base=Path("params.yaml") if explicit else None)
     except ConfigError as exc:
         print_error("configuration error", str(exc))
         raise typer.Exit(2) from None

@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 DEFAULT_PARAMS_FILE = Path("params.yaml")
 
@@ -33,9 +34,25 @@ QuestionFormat = Literal["plain", "searchr1"]
 
 
 class Section(BaseModel):
-    """Base for all sections: unknown keys are errors (catches typos such as ``wcr_alpa``)."""
+    """Base for all sections: unknown keys are errors (catches typos such as ``wcr_alpa``), and so is a
+    true/false where a number belongs (pydantic would read ``true`` as 1)."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _numeric_only(field.annotation):
+            raise ValueError(f"expected a number, got {str(value).lower()}")
+        return value
+
+
+def _numeric_only(annotation: Any) -> bool:
+    """Whether a field takes numbers and nothing a bool could mean (int, float, or one of them or None)."""
+    allowed = {int, float, type(None)}
+    members = set(get_args(annotation)) if get_origin(annotation) in (Union, UnionType) else {annotation}
+    return bool(members) and members <= allowed and bool(members & {int, float})
 
 
 class ModelsConfig(Section):
@@ -554,20 +571,21 @@ def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     node[leaf] = value
 
 
-def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any] | None = None) -> Params:
+def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any] | None = None,
+                base: str | Path | None = None) -> Params:
     """Load and validate a params file; ``overrides`` maps dotted keys to values (CLI flags win).
 
-    A missing file means the defaults (so ``searchplay`` works outside a checkout).
+    With ``base`` (the CLI's ``--params FILE`` passes ``params.yaml``), ``path`` is layered over it key by
+    key, as ``params.quick.yaml`` is over ``params.yaml`` in ``make run-quick``, and must not be empty; what
+    neither sets takes the built-in default. A missing file means the defaults (so ``searchplay`` works
+    outside a checkout). A binary or malformed file is a ``ConfigError`` of one line.
     """
     path = Path(path)
     tree: dict[str, Any] = {}
+    if base is not None and Path(base).exists() and Path(base).resolve() != path.resolve():
+        tree = read_params_tree(Path(base))
     if path.exists():
-        try:
-            tree = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(tree, dict):
-            raise ConfigError(f"{path}: expected a mapping of sections, found {type(tree).__name__}")
+        deep_merge(tree, read_params_tree(path, empty_ok=base is None))
     for key, value in (overrides or {}).items():
         if value is not None:
             set_dotted(tree, key, value)
@@ -576,6 +594,39 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
     except ValidationError as exc:
         messages = [_describe(err, str(path)) for err in exc.errors()]
         raise ConfigError("\n".join(messages)) from None
+
+
+def read_params_tree(path: Path, empty_ok: bool = True) -> dict[str, Any]:
+    """A params file's sections as a dict; one-line ``ConfigError`` for a file that is not UTF-8 YAML mapping
+    sections (or, unless ``empty_ok``, that is empty)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (UTF-8 YAML expected)") from None
+    try:
+        tree = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{line}: {getattr(exc, 'problem', None) or exc}") from None
+    if tree is None:
+        if not empty_ok:
+            raise ConfigError(f"{path}: the file is empty; give the sections to change (e.g. selfplay: "
+                              "{iterations: 4}) or leave --params out")
+        return {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections, found {type(tree).__name__}")
+    return tree
+
+
+def deep_merge(into: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
+    """``layer``'s keys over ``into``'s, recursing into sections (a list or a value replaces whole)."""
+    for key, value in layer.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            deep_merge(into[key], value)
+        else:
+            into[key] = value
+    return into
 
 
 def parse_override(text: str) -> tuple[str, Any]:
