@@ -140,7 +140,7 @@ def test_one_good_reply_resets_the_failure_count_and_the_deadline_bounds_the_tim
     methods = [judge.judge("q", f"x{i}", ["y"]).method for i in range(3)]
     assert methods == ["error", "llm", "error"]  # never two in a row
     judge.deadline_s, judge.llm_seconds = 1.0, 1.5
-    with pytest.raises(JudgeOutageError, match="judge.deadline_s"):
+    with pytest.raises(JudgeOutageError, match=r"judge\.deadline_s"):
         judge.judge("q", "x9", ["y"])
 
 
