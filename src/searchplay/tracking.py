@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,9 +124,17 @@ def dvc_stage_hashes(lock_file: str | Path = "dvc.lock") -> dict[str, str]:
             for name, body in stages.items()}
 
 
-def flat_params(params: Params) -> dict[str, str]:
-    """Every param as a string for MLflow, cut to its length limit, with credentials in URLs redacted."""
-    return {key: redact_credentials(str(value))[:MAX_PARAM_LENGTH] for key, value in params.flat().items()}
+def flat_params(params: Params, skip_sections: Collection[str] = ()) -> dict[str, str]:
+    """Every param as a string for MLflow, cut to its length limit, with credentials in URLs redacted;
+    ``skip_sections`` leaves out the params of work the run did not do (self-play's, for a base model)."""
+    return {key: redact_credentials(str(value))[:MAX_PARAM_LENGTH] for key, value in params.flat().items()
+            if key.split(".", 1)[0] not in skip_sections}
+
+
+def in_pipeline() -> bool:
+    """Whether this process runs as a DVC stage (``dvc repro``, ``dvc exp run``, the Prefect flows): DVC sets
+    ``DVC_ROOT``. Evaluations outside one are ad hoc and kept apart in MLflow."""
+    return bool(os.environ.get("DVC_ROOT"))
 
 
 def experiment_name(params: Params, stage: str) -> str:
@@ -139,7 +147,7 @@ class Terminated(SystemExit):
 
 @contextmanager
 def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | None = None,
-              nested: bool = False, run_id: str | None = None) -> Iterator[Any]:
+              nested: bool = False, run_id: str | None = None, skip_sections: Collection[str] = ()) -> Iterator[Any]:
     """Open an MLflow run in experiment ``<prefix>-<stage>`` with params, provenance and process tags.
 
     ``run_id`` continues that run instead (a resumed training; ``resumable_run`` says whether it can be).
@@ -156,7 +164,7 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
     with _sigterm_raises(), mlflow.start_run(run_id=run_id, run_name=run_name, nested=nested) as run:
         try:
             if not nested and run_id is None:  # a continued run has these params already (resumable_run)
-                mlflow.log_params(flat_params(params))
+                mlflow.log_params(flat_params(params, skip_sections))
             mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
                              HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                              **dvc_stage_hashes(), **dvc_experiment_tags(), **(tags or {})})

@@ -34,13 +34,14 @@ def _params(tmp_path, benchmarks_dir, **evaluate):
 
 
 @pytest.mark.slow  # MLflow + matplotlib imports: ~20 s alone on 2 cores
-def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir, scripted, fake_judge, fake_backend,
-                                                      fake_search):
+def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, benchmarks_dir, scripted, fake_judge,
+                                                      fake_backend, fake_search):
     params = _params(tmp_path, benchmarks_dir)
     stage.evaluate(params, "ssp", backend=fake_backend, search_tool=fake_search, judge=fake_judge, track=False,
-                   progress=False)
+                   progress=False, allow_base=True)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))  # as a DVC stage runs it
     result = stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=fake_search, judge=fake_judge,
-                            progress=False)
+                            progress=False, allow_base=True)
     out = tmp_path / "eval" / "kg_wcr"
     metrics = json.loads((out / "metrics.json").read_text())
     assert all(isinstance(v, int | float) for v in metrics.values())
@@ -58,7 +59,8 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir,
     for name in ("bamboogle", "nq"):
         assert (out / "charts" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     run = json.loads((out / "run.json").read_text())
-    assert run["model_source"] == "models.policy" and run["judge"] == "fake-judge"
+    assert run["model_source"] == stage.BASE_FALLBACK and run["judge"] == "fake-judge"
+    assert "NOT a kg_wcr checkpoint" in report  # the base model stood in (--allow-base), and the report says so
     headline = json.loads((out / "headline.json").read_text())  # the few numbers, nested
     assert headline["eval"]["avg_judge_acc"] == 50.0 and headline["eval"]["valid_rate"] == 100.0
     assert "selfplay" not in headline  # models.policy: no self-play history to report
@@ -67,7 +69,17 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, benchmarks_dir,
 
     runs = mlflow.search_runs(experiment_names=["searchplay-evaluate"])
     assert runs["tags.mlflow.runName"].tolist() == ["kg_wcr"] and runs["tags.judge"][0] == "fake-judge"
-    assert runs["metrics.avg.judge_acc"][0] == 50.0
+    assert runs["metrics.avg.judge_acc"][0] == 50.0 and runs["tags.run_kind"][0] == "pipeline"
+    assert "params.judge.backend" in runs and not any(c.startswith("params.selfplay.") for c in runs)  # no self-play
+    started = runs["start_time"][0].timestamp()  # the run opens before the work: sample.json is written after
+    assert started <= (out / "sample.json").stat().st_mtime <= runs["end_time"][0].timestamp()
+
+    monkeypatch.delenv("DVC_ROOT")
+    stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=fake_search, judge=fake_judge,
+                   progress=False, allow_base=True)
+    adhoc = mlflow.search_runs(experiment_names=["searchplay-evaluate-adhoc"])
+    assert adhoc["tags.run_kind"].tolist() == ["adhoc"]
+    assert len(mlflow.search_runs(experiment_names=["searchplay-evaluate"])) == 1  # the pipeline's stay apart
 
     written = compare_variants(tmp_path / "eval", tmp_path / "compare")
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
@@ -103,10 +115,10 @@ def test_a_variant_without_a_checkpoint_is_an_error_unless_the_base_model_is_ask
     assert fallback == stage.ModelChoice("bundled:smollm2", "/somewhere/bundled:smollm2", stage.BASE_FALLBACK)
 
 
-def test_evaluate_refuses_a_variant_name_that_is_not_registered_before_writing_anything(tmp_path):
+def test_evaluate_refuses_a_variant_name_that_is_not_a_plain_folder_name_before_writing_anything(tmp_path):
     params = Params.model_validate({"evaluate": {"out_dir": str(tmp_path / "out")}})
-    for name in ("../../evil", "kg_wcr2", ""):
-        with pytest.raises(ValueError, match="unknown variant"):
+    for name in ("../../evil", "a/b", "", ".hidden"):
+        with pytest.raises(ValueError, match="plain folder name"):
             stage.evaluate(params, name, track=False)
     with pytest.raises(stage.ModelNotFoundError):
         stage.evaluate(Params.model_validate({"evaluate": {"out_dir": str(tmp_path / "out")},

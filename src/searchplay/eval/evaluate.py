@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -171,6 +172,9 @@ def load_and_sample(params: Params,
     return sampled, loaded
 
 
+PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a variant is also a folder name under evaluate.out_dir
+
+
 def evaluable_variants() -> tuple[str, ...]:
     """The names ``--variant`` accepts (each is also an output folder's name): base, the warm-starts and the
     registered self-play variants."""
@@ -182,15 +186,40 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
              allow_base: bool = False) -> EvalResult:
     """Run the whole stage for one variant; components may be injected (tests, the speed benchmark).
 
-    ``register``: also register an evaluated self-play checkpoint in the MLflow model registry (the
-    pipeline's ``evaluate@<variant>`` stages ask for it; an ad-hoc evaluation does not). ``allow_base``: score
-    the base model for a variant without a checkpoint (``resolve_model``).
+    ``track``: one MLflow run spans the whole evaluation (opened before the first question, metrics and
+    artifacts logged at the end, FAILED or KILLED if it does not finish), in ``<prefix>-evaluate`` inside a
+    DVC stage and ``<prefix>-evaluate-adhoc`` otherwise. ``register``: also register an evaluated self-play
+    checkpoint in the MLflow model registry (the pipeline's ``evaluate@<variant>`` stages ask for it; an
+    ad-hoc evaluation does not). ``allow_base``: score the base model for a variant without a checkpoint
+    (``resolve_model``).
     """
-    if variant not in evaluable_variants():
-        raise ValueError(f"unknown variant {variant!r}; one of {', '.join(evaluable_variants())}")
+    if not PLAIN_NAME.fullmatch(variant):  # the CLI takes only evaluable_variants(); a library caller a plain name
+        raise ValueError(f"variant {variant!r} is not a plain folder name (letters, digits, _ and -)")
+    choice = resolve_model(params, variant, allow_base)  # before anything is written or loaded
+    if not track:
+        return _evaluate(params, variant, choice, backend, search_tool, judge, progress)
+    import mlflow
+
+    from searchplay.tracking import in_pipeline, start_run
+
+    stage = "evaluate" if in_pipeline() else "evaluate-adhoc"
+    skipped = () if choice.source == "checkpoint" else SELFPLAY_SECTIONS
+    tags = {"variant": variant, "model": choice.id[:500], "model_source": choice.source,
+            "run_kind": "pipeline" if in_pipeline() else "adhoc"}
+    with start_run(params, stage, variant, tags=tags, skip_sections=skipped) as mlflow_run:
+        result = _evaluate(params, variant, choice, backend, search_tool, judge, progress)
+        mlflow.set_tag("judge", result.run["judge"])
+        mlflow.log_metrics(result.metrics)
+        mlflow.log_artifacts(str(result.out_dir), artifact_path="eval")
+    if register and params.pipeline.register_model and choice.source == "checkpoint":
+        _register(params, variant, result, choice.path, mlflow_run.info.run_id)
+    return result
+
+
+def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, search_tool: Any, judge: Any,
+              progress: bool) -> EvalResult:
     cfg = params.evaluate
     out_dir = Path(cfg.out_dir) / variant
-    choice = resolve_model(params, variant, allow_base)  # before anything is written or loaded
     sampled, loaded = load_and_sample(params, list(cfg.benchmarks))
     write_json(out_dir / "sample.json", {"seed": cfg.seed, "n": cfg.n,
                                          "ids": {name: [i.id for i in items] for name, items in sampled.items()}})
@@ -253,8 +282,6 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     write_json(out_dir / "run.json", {**run, "times_s": vars(times)})
     others = {k: v for k, v in read_variant_metrics(cfg.out_dir).items() if k != variant}
     write_run_report(out_dir, run, per_benchmark, metrics, others, cfg.paper_reference_model)
-    if track:
-        _log_to_mlflow(params, variant, run, metrics, out_dir, choice.path, register)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
 
 
@@ -329,22 +356,17 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="evaluate", unit="q", disable=not enabled)
 
 
-def _log_to_mlflow(params: Params, variant: str, run: dict[str, Any], metrics: dict[str, float], out_dir: Path,
-                   model_path: str, register: bool = False) -> None:
-    import mlflow
+SELFPLAY_SECTIONS = ("selfplay", "eve")  # params an evaluation of a model without self-play does not log
 
-    from searchplay.tracking import start_run
 
-    tags = {"variant": variant, "judge": run["judge"], "model": run["model"][:500], "model_source": run["model_source"]}
-    with start_run(params, "evaluate", variant, tags=tags) as mlflow_run:
-        mlflow.log_metrics(metrics)
-        mlflow.log_artifacts(str(out_dir), artifact_path="eval")
-    if register and params.pipeline.register_model and run["model_source"] == "checkpoint":
-        from searchplay.tracking import EvaluationCoverage, register_model
+def _register(params: Params, variant: str, result: EvalResult, model_path: str, run_id: str) -> None:
+    """Register the evaluated checkpoint as a version of ``<prefix>-<variant>`` with its scores and coverage."""
+    from searchplay.tracking import EvaluationCoverage, register_model
 
-        scores = {key: value for key, value in metrics.items() if key.endswith("judge_acc")}
-        coverage = EvaluationCoverage(benchmarks=list(run["benchmarks"]), judge=run["judge"],
-                                      n={b: int(metrics.get(f"{b}.n", 0)) for b in run["benchmarks"]})
-        version = register_model(mlflow_run.info.run_id, model_path, variant, scores, params, coverage)
-        log.info("registered %s as version %s of %s-%s", run["model"], version,
-                 params.tracking.experiment_prefix, variant)
+    run, metrics = result.run, result.metrics
+    scores = {key: value for key, value in metrics.items() if key.endswith("judge_acc")}
+    coverage = EvaluationCoverage(benchmarks=list(run["benchmarks"]), judge=run["judge"],
+                                  n={b: int(metrics.get(f"{b}.n", 0)) for b in run["benchmarks"]})
+    version = register_model(run_id, model_path, variant, scores, params, coverage)
+    log.info("registered %s as version %s of %s-%s", run["model"], version, params.tracking.experiment_prefix,
+             variant)
