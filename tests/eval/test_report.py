@@ -291,3 +291,11 @@ def test_kg_heldout_accuracy_by_hop_count_is_a_table_with_n_per_column():
     assert table.header == ["model", "3 hops (n=60)", "4 hops (n=50)"]
     assert table.rows == [["warmstart", 10.0, 4.0], ["kg_wcr", 15.0, 2.0]]
     assert hops_table({"base": {"nq.n": 5.0}}) is None
+
+
+def test_a_model_has_one_colour_in_every_chart_and_the_references_their_own():
+    from searchplay.eval.colors import MODEL_COLORS, model_color
+
+    assert len(set(MODEL_COLORS.values())) == len(MODEL_COLORS)  # no two models share a colour
+    assert model_color("kg_wcr") != model_color("eve") != model_color("gdcr")
+    assert model_color("some_new_variant") == model_color("some_new_variant")  # stable for unknown names

@@ -12,19 +12,24 @@ import csv
 import math
 from pathlib import Path
 
+from searchplay.eval.colors import model_color
 from searchplay.io import atomic_write
 
-# (history.csv column, panel title): the headline quantities of SSP App. B.1, the KG paper's Fig. 4 and GDCR
+# (history.csv column, panel title, y-axis label, integer counts): quantities that mean the same for every
+# variant (SSP App. B.1, the KG paper's Fig. 4, GDCR). The Solver's reward is not among them: WCR adds
+# coverage credit and GDCR step rewards, so rewards of different variants are not on one scale.
 PANELS = (
-    ("solver/reward_mean", "Solver reward r_i"),
-    ("solver/accuracy", "Solver correctness c_i"),
-    ("filter/valid_rate_rule", "valid questions (rule filter)"),
-    ("train/groups_nonzero_advantage", "Solver groups with a learning signal"),
-    ("train/weight_delta_l2_from_start", "||theta - theta_0||_2 since self-play started"),
-    ("coverage/spearman_rho", "Spearman(coverage, correctness)"),
-    ("gdcr/step_reward_mean", "GDCR per step (step-level variants)"),
-    ("gdcr/positive_step_advantage_share", "share of steps with A_t,g > 0"),
+    ("solver/fresh_accuracy", "Solver accuracy on this iteration's new questions", "share of rollouts correct", False),
+    ("solver/accuracy", "Solver correctness c_i (all questions solved)", "share of rollouts correct", False),
+    ("filter/valid_rate_rule", "Proposer questions passing the rule filter", "share of proposals", False),
+    ("filter/gold_checked_rate", "accepted KG questions naming the path's head\nand its last relation",
+     "share of accepted questions", False),
+    ("train/groups_nonzero_advantage", "Solver groups with a learning signal", "groups", True),
+    ("train/bf16_changed_share", "weights whose bf16 value moved since the start", "share of parameters", False),
+    ("coverage/spearman_rho", "Spearman(coverage, correctness)", "rho", False),
+    ("gdcr/step_reward_mean", "GDCR reward per step (step-level variants)", "reward per step", False),
 )
+MARKERS = "osD^vP*X"  # one per variant, so overlapping lines stay apart
 
 
 def read_histories(selfplay_dir: str | Path) -> dict[str, list[dict[str, float]]]:
@@ -53,23 +58,31 @@ def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    fig, axes = plt.subplots(2, 4, figsize=(16, 6.5))
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colors = {variant: palette[k % len(palette)] for k, variant in enumerate(histories)}  # one per run, every panel
-    for ax, (column, title) in zip(axes.flat, PANELS, strict=True):
+    fig, axes = plt.subplots(2, 4, figsize=(16, 6.8))
+    markers = {variant: MARKERS[k % len(MARKERS)] for k, variant in enumerate(histories)}
+    offsets = {variant: 0.06 * (k - (len(histories) - 1) / 2) for k, variant in enumerate(histories)}
+    iterations = [int(row["iteration"]) for rows in histories.values() for row in rows
+                  if math.isfinite(row.get("iteration", math.nan))] or [1]
+    first, last = min(iterations), max(iterations)
+    for ax, (column, title, ylabel, integer) in zip(axes.flat, PANELS, strict=True):
         undefined = 0
         for variant, rows in histories.items():
             points = [(row["iteration"], row.get(column, math.nan)) for row in rows]
             shown = [(x, y) for x, y in points if math.isfinite(y)]
             undefined += len(points) - len(shown)
-            if shown:
-                ax.plot([x for x, _ in shown], [y for _, y in shown], marker="o", label=variant,
-                        color=colors[variant])
+            if shown:  # each variant a little off the integer iteration, so equal values do not hide a line
+                ax.plot([x + offsets[variant] for x, _ in shown], [y for _, y in shown], marker=markers[variant],
+                        label=variant, color=model_color(variant), alpha=0.85)
         ax.set_title(title + (f"\n({undefined} undefined point(s) not drawn)" if undefined else ""), fontsize=9)
         ax.set_xlabel("iteration", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
+        ax.set_xlim(first - 0.5, last + 0.5)  # the same whole iterations on every panel, even with one point
         ax.xaxis.get_major_locator().set_params(integer=True)
-    handles = [plt.Line2D([], [], color=colors[variant], marker="o", label=variant) for variant in histories]
+        if integer:
+            ax.yaxis.get_major_locator().set_params(integer=True)
+    handles = [plt.Line2D([], [], color=model_color(variant), marker=markers[variant], label=variant)
+               for variant in histories]
     fig.legend(handles=handles, loc="upper right", fontsize=8, ncol=len(handles))
     fig.suptitle("Self-play, per iteration (reports/selfplay/<variant>/history.csv; a two-phase variant's first "
                  "phase as <variant>_phase_a)", fontsize=10, x=0.3)

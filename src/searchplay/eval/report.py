@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
+from searchplay.eval.colors import model_color
 from searchplay.eval.curves import read_histories, selfplay_curves
 from searchplay.eval.paired import (
     HEAD_TO_HEAD,
@@ -316,12 +317,14 @@ Interval = tuple[float, float] | None
 
 def bar_chart(path: str | Path, title: str, labels: list[str], series: dict[str, list[float | None]],
               ylabel: str, intervals: dict[str, list[Interval]] | None = None,
-              baselines: dict[int, tuple[float, str]] | None = None, caption: str = "", rotation: int = 20) -> Path:
+              baselines: dict[int, tuple[float, str]] | None = None, caption: str = "", rotation: int = 20,
+              colors: dict[str, str] | None = None) -> Path:
     """A (grouped) bar chart PNG; ``series`` maps a legend label to one value per x label (None: no bar).
 
     ``intervals`` gives a series' (low, high) per x label, drawn as error bars (None: no bar);
     ``baselines`` maps an x index to (value, legend label), a dashed line across that group's bars;
-    ``caption`` is printed under the axes; ``rotation`` turns the x labels (degrees).
+    ``caption`` is printed under the axes; ``rotation`` turns the x labels (degrees); ``colors`` maps a
+    series to its colour (``searchplay.eval.colors``; default: matplotlib's cycle).
     """
     import matplotlib
 
@@ -335,7 +338,7 @@ def bar_chart(path: str | Path, title: str, labels: list[str], series: dict[str,
     for index, (name, values) in enumerate(series.items()):
         xs = [i + index * width for i, v in enumerate(values) if v is not None]
         ys = [v for v in values if v is not None]
-        ax.bar(xs, ys, width, label=name)
+        ax.bar(xs, ys, width, label=name, **({"color": colors[name]} if colors and name in colors else {}))
         bars = [(i + index * width, v, ci) for i, (v, ci) in enumerate(zip(values, intervals.get(name, []),
                                                                             strict=False)) if v is not None and ci]
         if bars:
@@ -719,4 +722,4 @@ def compare_chart(path: Path, models: dict[str, dict[str, float]], columns: list
                "Avg: unweighted mean of the paper benchmarks, no interval.")
     title, axis = COMPARE_CHARTS[score]
     return bar_chart(path, title, labels, series, axis, intervals=intervals, baselines=baselines, caption=caption,
-                     rotation=0)
+                     rotation=0, colors={name: model_color(name) for name in models})

@@ -1,0 +1,40 @@
+"""One colour per model in every chart the comparison draws (compare.png, retrieval.png, selfplay.png).
+
+Fixed per name, so a model keeps its colour whatever else is plotted beside it: the references in greys and
+blues, the self-play variants in distinct hues, a variant's first phase (``<variant>_phase_a``) a lighter
+tint of its colour. A name not listed takes a colour from the rest of the tab20 palette by a stable hash.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+MODEL_COLORS = {
+    "base": "#7f7f7f",  # grey: no training
+    "warmstart": "#1f77b4",  # blue: the format warm-start
+    "warmstart_eve": "#aec7e8",  # light blue: the warm-start continued on EVE's formats
+    "ssp": "#ff7f0e",
+    "kg_wcr": "#2ca02c",
+    "gdcr": "#9467bd",
+    "eve": "#8c564b",
+    "kg": "#d62728",
+    "kg_wcr_gdcr": "#e377c2",
+    "ssp_kg_answers": "#bcbd22",
+    "kg_template": "#17becf",
+}
+PHASE_TINTS = {"eve_phase_a": "#c49c94"}  # light brown: eve's Phase A
+SPARE = ("#98df8a", "#ff9896", "#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5", "#ffbb78")
+REFERENCE_HATCH = "//"  # bars of a paper's published result: hatched and white-filled, never one of ours
+
+
+def model_color(name: str) -> str:
+    """The colour of model or run ``name``.
+
+    >>> model_color("kg_wcr"), model_color("eve_phase_a")
+    ('#2ca02c', '#c49c94')
+    """
+    if name in MODEL_COLORS:
+        return MODEL_COLORS[name]
+    if name in PHASE_TINTS:
+        return PHASE_TINTS[name]
+    return SPARE[zlib.crc32(name.encode()) % len(SPARE)]
