@@ -299,3 +299,18 @@ def test_a_model_has_one_colour_in_every_chart_and_the_references_their_own():
     assert len(set(MODEL_COLORS.values())) == len(MODEL_COLORS)  # no two models share a colour
     assert model_color("kg_wcr") != model_color("eve") != model_color("gdcr")
     assert model_color("some_new_variant") == model_color("some_new_variant")  # stable for unknown names
+
+
+def test_the_learning_table_reads_the_loops_trend_test_and_the_gold_check_rate():
+    from searchplay.eval.report import learning_table
+
+    histories = {"kg_wcr": [{"iteration": 1.0, "filter/gold_checked_rate": 0.5},
+                            {"iteration": 2.0, "filter/gold_checked_rate": float("nan")},
+                            {"iteration": 3.0, "filter/gold_checked_rate": 1.0}],
+                 "ssp": [{"iteration": 1.0}]}
+    summaries = {"kg_wcr": {"trend/fresh_accuracy_first_third": 0.1, "trend/fresh_accuracy_last_third": 0.3,
+                            "trend/fresh_accuracy_p": 0.0123}, "ssp": {"trend/fresh_accuracy_p": None}}
+    table = learning_table(histories, summaries)
+    assert table.rows[0] == ["kg_wcr", 3, "10.0%", "30.0%", "0.012", "75.0%"]
+    assert table.rows[1] == ["ssp", 1, None, None, None, None]
+    assert learning_table({}, {}) is None

@@ -575,6 +575,50 @@ def budget_table(budget: dict[str, dict[str, float | None]]) -> Table | None:
     return Table("Self-play budget", header, rows, notes=notes)
 
 
+def read_selfplay_summaries(selfplay_dir: str | Path | None) -> dict[str, dict[str, Any]]:
+    """``run -> metrics.json`` of every self-play run under ``selfplay_dir`` (the loop's last iteration and its
+    learning-curve test, ``trend/*``)."""
+    if selfplay_dir is None:
+        return {}
+    return {path.parent.name: json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted(Path(selfplay_dir).glob("*/metrics.json"))}
+
+
+def _mean_finite(rows: list[dict[str, float]], column: str) -> float | None:
+    values = [row[column] for row in rows if column in row and math.isfinite(row[column])]
+    return sum(values) / len(values) if values else None
+
+
+def learning_table(histories: dict[str, list[dict[str, float]]], summaries: dict[str, dict[str, Any]]) -> Table | None:
+    """"Self-play learning": per run, the Solver's fresh-question accuracy over the first and the last third of
+    its iterations with the one-sided Fisher p (the loop's ``trend/*``), and the mean share of its accepted KG
+    questions that pass the KG gold check. None without runs."""
+    runs = [run for run in histories if run in summaries]
+    if not runs:
+        return None
+
+    def share(value: Any) -> str | None:
+        return None if value is None or not math.isfinite(float(value)) else f"{100 * float(value):.1f}%"
+
+    rows = []
+    for run in runs:
+        trend = summaries[run]
+        p = trend.get("trend/fresh_accuracy_p")
+        rows.append([budget_label(run), len(histories[run]), share(trend.get("trend/fresh_accuracy_first_third")),
+                     share(trend.get("trend/fresh_accuracy_last_third")),
+                     None if p is None else f"{float(p):.3f}",
+                     share(_mean_finite(histories[run], "filter/gold_checked_rate"))])
+    header = ["self-play run", "iterations", "fresh accuracy, first third", "last third", "p (last > first)",
+              "accepted KG questions gold-checked"]
+    notes = ["Fresh accuracy: the share of correct Solver rollouts on the questions written in those iterations "
+             "(thirds of len // 3 iterations; none below 3 iterations). p: one-sided Fisher exact test on the "
+             "pooled rollouts; the rollouts of one question are not independent, so it is optimistic.",
+             "Gold-checked: the mean over iterations of filter/gold_checked_rate, the share of accepted questions "
+             "that name their path's head entity and mention its last relation (docs/decisions/selfplay.md); "
+             "–: not a KG Proposer, or no column in this run's history."]
+    return Table("Self-play learning", header, rows, notes=notes)
+
+
 def hops_table(variants: dict[str, dict[str, float]]) -> Table | None:
     """"KG held-out by hop count": each model's judge accuracy per path length, with n; None without the keys."""
     prefix = f"{KG_HELDOUT}.hops_"
@@ -658,7 +702,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     comparisons = compare_models(correct, KG_HELDOUT)
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     budget = selfplay_budget(histories)
-    tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), budget_table(budget),
+    learning = learning_table(histories, read_selfplay_summaries(selfplay_dir))
+    tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), budget_table(budget), learning,
                                         hops_table(variants)) if table]
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
