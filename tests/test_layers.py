@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "searchplay"
 DATA_STAGES = {"kg", "retrieval"}
 MODEL_STAGES = {"warmstart", "selfplay", "eval"}
@@ -70,3 +72,49 @@ def test_package_imports_have_no_cycle():
 def test_the_rule_sees_a_backward_import():
     assert backward("kg", "selfplay") and backward("selfplay", "eval") and backward("quality", "warmstart")
     assert not backward("selfplay", "rl") and not backward("eval", "agent") and not backward("quality", "split")
+
+
+def module_of(path: Path) -> str:
+    """``searchplay.retrieval.search`` for src/searchplay/retrieval/search.py (a package's __init__: the package)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_edges() -> dict[str, set[str]]:
+    """Module -> the searchplay modules it imports, at the top or inside a function (a deferred import is still
+    a dependency), its own package's ``__init__`` left out (importing a sibling loads it first anyway)."""
+    modules = {module_of(path): path for path in PACKAGE.rglob("*.py")}
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                candidates = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            else:
+                continue
+            targets |= {c for c in candidates if c in modules and c != name and not name.startswith(c + ".")}
+        edges[name] = targets
+    return edges
+
+
+def test_no_module_import_cycle_inside_a_package_either():
+    from graphlib import CycleError, TopologicalSorter
+
+    try:
+        tuple(TopologicalSorter(module_edges()).static_order())
+    except CycleError as error:
+        raise AssertionError(f"module import cycle {' -> '.join(error.args[1][::-1])}") from None
+
+
+def test_the_module_rule_sees_a_deferred_import_cycle(tmp_path, monkeypatch):
+    package = tmp_path / "searchplay"
+    (package / "pkg").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "pkg" / "__init__.py").write_text("")
+    (package / "pkg" / "a.py").write_text("from searchplay.pkg.b import f\n")
+    (package / "pkg" / "b.py").write_text("def f():\n    from searchplay.pkg.a import g\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["PACKAGE"]), "PACKAGE", package)
+    with pytest.raises(AssertionError, match="module import cycle"):
+        test_no_module_import_cycle_inside_a_package_either()

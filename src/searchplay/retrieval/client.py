@@ -9,8 +9,7 @@ from typing import Any
 
 from searchplay.retrieval.corpus import parse_contents
 from searchplay.retrieval.limits import RequestLimits
-from searchplay.retrieval.search import split_blank
-from searchplay.retrieval.types import Document, SearchTool
+from searchplay.retrieval.types import Document, SearchTool, split_blank
 
 log = logging.getLogger(__name__)
 

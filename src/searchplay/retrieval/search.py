@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from searchplay.retrieval.corpus import join_contents
 from searchplay.retrieval.index import MANIFEST, RetrievalIndexError, default_nprobes, open_table, read_manifest
-from searchplay.retrieval.types import Document, SearchTool
+from searchplay.retrieval.types import Document, SearchTool, split_blank
 
 log = logging.getLogger(__name__)
 
@@ -22,15 +22,6 @@ RRF_K = 60  # Cormack et al. 2009, "Reciprocal Rank Fusion outperforms Condorcet
 RESULT_COLUMNS = ["id", "title", "text"]
 SWAP_WAIT_S = 5.0  # how long a search cut short by `index build`'s folder swap waits for the new index
 SWAP_POLL_S = 0.01  # how often it looks meanwhile (the swap is two renames: milliseconds)
-
-
-def split_blank(queries: Sequence[str]) -> tuple[list[int], list[str]]:
-    """Positions and texts of the non-blank queries; blank ones are logged and answered with []."""
-    kept = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
-    if len(kept) < len(queries):
-        log.warning("%d empty or whitespace-only search queries: returning no documents for them",
-                    len(queries) - len(kept))
-    return [i for i, _ in kept], [q for _, q in kept]
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[Document]], top_k: int, k: int = RRF_K) -> list[Document]:

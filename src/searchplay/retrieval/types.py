@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -28,3 +31,12 @@ class SearchTool(Protocol):
     """
 
     def search(self, queries: Sequence[str], top_k: int = 3) -> list[list[Document]]: ...
+
+
+def split_blank(queries: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Positions and texts of the non-blank queries; blank ones are logged and answered with []."""
+    kept = [(i, q) for i, q in enumerate(queries) if isinstance(q, str) and q.strip()]
+    if len(kept) < len(queries):
+        log.warning("%d empty or whitespace-only search queries: returning no documents for them",
+                    len(queries) - len(kept))
+    return [i for i, _ in kept], [q for _, q in kept]
