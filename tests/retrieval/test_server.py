@@ -101,6 +101,35 @@ def test_a_huge_body_is_refused_before_parsing():
     assert response.status_code == 413 and "serve.max_queries" in response.json()["detail"]
 
 
+def test_a_chunked_body_is_bounded_as_a_sized_one_and_a_good_one_passes_through():
+    limits = RequestLimits(max_queries=4, max_query_chars=40)
+    http = TestClient(create_app(ScriptedTool(), limits), raise_server_exceptions=False)
+    headers = {"content-type": "application/json"}
+
+    def chunks(total: int):  # no Content-Length: httpx sends a generator chunked
+        yield b'{"queries": ["'
+        for _ in range(total // 1024):
+            yield b"x" * 1024
+        yield b'"]}'
+
+    response = http.post("/retrieve", content=chunks(20 * limits.max_body_bytes), headers=headers)
+    assert response.status_code == 413 and "serve.max_queries" in response.json()["detail"]
+
+    def small():
+        yield b'{"queries": ["where is Bern"],'
+        yield b' "topk": 1}'
+
+    response = http.post("/retrieve", content=small(), headers=headers)
+    assert response.status_code == 200 and response.json()["result"][0][0]["id"] == "7"
+
+
+def test_a_body_that_is_not_utf8_gets_400_not_500():
+    http = TestClient(create_app(ScriptedTool()), raise_server_exceptions=False)
+    response = http.post("/retrieve", content=b'{"queries": ["\xff\xfe caf\xe9"]}')
+    assert response.status_code == 400 and "UTF-8" in response.json()["detail"]
+    assert http.post("/retrieve", json={"queries": ["q"]}).status_code == 200  # and it keeps serving
+
+
 def test_a_slow_search_gets_504_and_a_request_finding_no_worker_503():
     tool = BlockingTool()
     limits = RequestLimits(timeout_s=0.3, workers=1, queue=1)

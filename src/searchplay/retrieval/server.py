@@ -100,6 +100,56 @@ def internal_error(what: str) -> JSONResponse:
         "detail": f"internal error in the retriever (error id {error_id}); the server log has the details"})
 
 
+class BoundedBody:
+    """ASGI middleware: a request body over ``limits.max_body_bytes`` gets 413 before anything parses it, whether
+    its size is declared (Content-Length) or not (chunked: counted as it arrives, never held beyond the bound),
+    and a body that is not UTF-8 gets 400. The body read here is handed on to the app unchanged."""
+
+    def __init__(self, app: Any, limits: RequestLimits):
+        self.app, self.limits = app, limits
+
+    def _too_large(self, size: int | None) -> JSONResponse:
+        said = f"request body of {size} bytes" if size is not None else "request body"
+        return JSONResponse(status_code=413, content={"detail": (
+            f"{said} over {self.limits.max_body_bytes} bytes, the most for {self.limits.max_queries} queries of "
+            f"{self.limits.max_query_chars} characters (serve.max_queries, serve.max_query_chars)")})
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length", b"").decode("latin-1")
+        if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
+            return await self._too_large(int(declared))(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limits.max_body_bytes:
+                return await self._too_large(None)(scope, receive, send)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            response = JSONResponse(status_code=400, content={"detail": "request body is not UTF-8 (JSON expected)"})
+            return await response(scope, receive, send)
+        handed = False
+
+        async def replay() -> dict:
+            nonlocal handed
+            if handed:
+                return await receive()
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
 def create_app(tool: SearchTool, limits: RequestLimits | None = None) -> FastAPI:
     limits = limits or RequestLimits()
     pool = SearchPool(limits)
@@ -115,14 +165,7 @@ def create_app(tool: SearchTool, limits: RequestLimits | None = None) -> FastAPI
     async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
         return internal_error(f"{request.method} {request.url.path}")
 
-    @app.middleware("http")
-    async def _refuse_huge_bodies(request: Request, call_next):
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > limits.max_body_bytes:
-            return JSONResponse(status_code=413, content={"detail": (
-                f"request body of {int(length)} bytes, at most {limits.max_body_bytes} for {limits.max_queries} "
-                f"queries of {limits.max_query_chars} characters (serve.max_queries, serve.max_query_chars)")})
-        return await call_next(request)
+    app.add_middleware(BoundedBody, limits=limits)
 
     @app.get("/health")
     async def health() -> JSONResponse:
