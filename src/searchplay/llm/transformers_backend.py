@@ -141,16 +141,16 @@ class TransformersBackend:
     def __init__(self, model: str | Any, tokenizer: Any = None, dtype: str = "float32", device: str = "auto",
                  reuse_cache: bool = True, rollout_dtype: str | None = None, share_prefixes: bool = True):
         import torch
-        from transformers import AutoModelForCausalLM
 
         from searchplay.assets import resolve
         from searchplay.llm.tokenizer import load_tokenizer
+        from searchplay.llm.weights import load_causal_lm
 
         if isinstance(model, str):
             self.tokenizer = tokenizer or load_tokenizer(model)
             torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
             self.device = pick_device(device)
-            model = AutoModelForCausalLM.from_pretrained(str(resolve(model)), dtype=torch_dtype).to(self.device)
+            model = load_causal_lm(resolve(model), dtype=torch_dtype).to(self.device)
             self.rollout_dtype = pick_rollout_dtype(rollout_dtype, self.device)
             if self.rollout_dtype is not None:
                 _cast_parameters(model, self.rollout_dtype)  # loaded for generation only: cast in place

@@ -84,16 +84,16 @@ class PolicyTrainer:
     def __init__(self, model_path: str, params: Params, accelerator: Any = None) -> None:
         import torch
         from accelerate import Accelerator
-        from transformers import AutoModelForCausalLM
 
         from searchplay.assets import resolve
+        from searchplay.llm.weights import load_causal_lm
 
         self.params = params
         self.cfg = params.selfplay
         self.model_path = resolve(model_path)
         self.accelerator = accelerator or Accelerator(cpu=params.models.device == "cpu")
         dtype = _torch_dtype(params.models.dtype, self.accelerator.device.type)
-        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype)
+        model = load_causal_lm(self.model_path, dtype=dtype)
         model.config.use_cache = False
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -103,7 +103,7 @@ class PolicyTrainer:
         self.model.eval()  # no dropout: on-policy ratios start at exactly 1
         self.ref_model = None
         if self.cfg.kl_beta > 0:
-            ref = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype).requires_grad_(False).eval()
+            ref = load_causal_lm(self.model_path, dtype=dtype).requires_grad_(False).eval()
             ref.config.use_cache = False
             self.ref_model = (self.accelerator.prepare_model(ref, evaluation_mode=True) if self._sharded
                               else ref.to(self.accelerator.device))

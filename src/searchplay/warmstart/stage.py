@@ -204,11 +204,11 @@ def write_disabled(params: Params) -> dict[str, Any]:
 def load_policy(path: str, params: Params) -> Any:
     """The base policy in fp32 (AdamW's master weights), wrapped with LoRA adapters for ``method: lora``."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     from searchplay.llm.transformers_backend import pick_device
+    from searchplay.llm.weights import load_causal_lm
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(pick_device(params.models.device))
+    model = load_causal_lm(path, dtype=torch.float32).to(pick_device(params.models.device))
     model.config.use_cache = True
     cfg = params.warmstart
     if cfg.method == "lora":
