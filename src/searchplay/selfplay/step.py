@@ -5,6 +5,10 @@ G Solver rollouts per question -> judge -> rewards and advantages from the varia
 -> (``selfplay.dynamic_sampling``: more rounds until a group has a signal; groups without one leave the
 Solver update, DAPO §3.2) -> ONE policy update on Solver (GRPO) and Proposer (REINFORCE) samples of the
 shared weights -> the rollout backend takes the new weights. Nothing here branches on a variant's name.
+
+Entry point: ``run_step`` (the section "the step"), a short driver over ``gather_questions``,
+``solve_and_score``, ``sample_more``, ``proposer_training``, ``apply_update`` and ``step_metrics``; the
+sections above it hold the pieces (propose and filter, solve and score).
 """
 
 from __future__ import annotations
@@ -423,12 +427,54 @@ def next_questions(runtime: Runtime, variant: Variant, params: Params, seeds: li
 def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepResult:
     """One self-play step on the next ``batch_size`` seeds; updates ``state`` (cursor, replay buffer)."""
     cfg = params.selfplay
-    rng = state.rng
-    clock: dict[str, float] = Counter()
+    batch = gather_questions(runtime, variant, params, state)
+    solve_and_score(runtime, variant, params, batch, batch.slots)
+    while (cfg.dynamic_sampling and batch.scored.signal_groups() < cfg.dynamic_sampling_min_groups
+           and batch.sampling_rounds < cfg.dynamic_sampling_max_rounds):
+        sample_more(runtime, variant, params, state, batch)
+    kept = [k for k, advs in enumerate(batch.scored.group_advantages)
+            if not cfg.dynamic_sampling or m.nonzero_advantage_groups([advs])]
+    solver_samples = [sample for k in kept for sample in batch.scored.samples[k]]
+    proposer_rewards, proposer_samples = proposer_training(variant, params, batch)
+    update = apply_update(runtime, cfg, proposer_samples, solver_samples, batch.clock)
 
+    state.replay.add([slot.to_entry() for slot in batch.slots])
+    if cfg.batch_completion == "replay" and (state.iteration + 1) % cfg.replay_reset_every == 0:
+        state.replay.clear()
+
+    metrics = step_metrics(variant, params, batch, update, proposer_rewards, solver_samples, proposer_samples,
+                           dropped=len(batch.groups) - len(kept), replay_size=len(state.replay))
+    samples = sample_trajectories(runtime, batch.first_round, batch.slots, batch.groups, batch.correct,
+                                  cfg.sample_trajectories)
+    questions = [{"question": slot.question, "answer": slot.answer, "seed_id": slot.seed_id, "source": slot.source,
+                  "solver_accuracy": sum(c) / len(c) if c else 0.0}
+                 for slot, c in zip(batch.slots, batch.correct, strict=True)]
+    return StepResult(metrics, samples, questions)
+
+
+@dataclass
+class StepBatch:
+    """What a step has gathered so far: its Proposer rounds, the Solver's questions, groups and verdicts."""
+
+    proposals: list[Proposal]
+    first_round: list[Proposal]  # the first Proposer round (decoded into the samples artifact)
+    slots: list[Slot]
+    fresh_count: int  # questions written this step (before batch completion adds replayed ones)
+    resample_rounds: int
+    clock: Counter
+    groups: list[list[Trajectory]] = field(default_factory=list)
+    correct: list[list[bool]] = field(default_factory=list)
+    scored: ScoredGroups = field(default_factory=ScoredGroups)
+    judge_errors: int = 0
+    sampling_rounds: int = 0
+
+
+def gather_questions(runtime: Runtime, variant: Variant, params: Params, state: LoopState) -> StepBatch:
+    """The step's questions: a Proposer round on the next seeds, ``resample`` rounds for rejected ones, then
+    batch completion (SSP App. B.2)."""
+    cfg, rng, clock = params.selfplay, state.rng, Counter()
     proposals, slots = next_questions(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng, clock)
-    first_round = list(proposals)
-    rounds = 0
+    first_round, rounds = list(proposals), 0
     while cfg.batch_completion == "resample" and len(slots) < cfg.batch_size and rounds < cfg.resample_max_rounds:
         rounds += 1
         extra, extra_slots = next_questions(runtime, variant, params,
@@ -441,122 +487,145 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     log.info("proposed %d questions (%.0f s), %d verified (%.0f s); solving %d (%d replayed) x %d rollouts",
              len(proposals), clock["propose"], fresh_count, clock["verify"], len(slots), len(slots) - fresh_count,
              cfg.group_size)
+    return StepBatch(proposals, first_round, slots, fresh_count, rounds, clock)
 
+
+def solve_and_score(runtime: Runtime, variant: Variant, params: Params, batch: StepBatch, slots: list[Slot]) -> None:
+    """G Solver rollouts per question of ``slots``, judged and scored, appended to ``batch``."""
     tic = time.perf_counter()
-    groups = solve(runtime, slots, cfg.group_size)
-    clock["solve"] += time.perf_counter() - tic
-    correct, judge_errors = judge_groups(runtime, slots, groups)
-    scored = score_groups(variant, params, slots, groups, correct)
+    groups = solve(runtime, slots, params.selfplay.group_size)
+    batch.clock["solve"] += time.perf_counter() - tic
+    correct, errors = judge_groups(runtime, slots, groups)
+    batch.scored.extend(score_groups(variant, params, slots, groups, correct))
+    batch.groups += groups
+    batch.correct += correct
+    batch.judge_errors += errors
 
-    # DAPO dynamic sampling (SSP App. B.2 cites it): more seeds until enough groups carry a signal
-    sampling_rounds = 0
-    while (cfg.dynamic_sampling and scored.signal_groups() < cfg.dynamic_sampling_min_groups
-           and sampling_rounds < cfg.dynamic_sampling_max_rounds):
-        sampling_rounds += 1
-        extra, extra_slots = next_questions(runtime, variant, params, state.cursor.next_batch(cfg.batch_size), rng,
-                                            clock, offset=len(proposals))
-        proposals += extra
-        fresh_count += len(extra_slots)
-        tic = time.perf_counter()
-        extra_groups = solve(runtime, extra_slots, cfg.group_size)
-        clock["solve"] += time.perf_counter() - tic
-        extra_correct, extra_errors = judge_groups(runtime, extra_slots, extra_groups)
-        scored.extend(score_groups(variant, params, extra_slots, extra_groups, extra_correct))
-        slots, groups, correct = slots + extra_slots, groups + extra_groups, correct + extra_correct
-        judge_errors += extra_errors
-        log.info("dynamic sampling round %d: %d more questions, %d of %d groups with a signal", sampling_rounds,
-                 len(extra_slots), scored.signal_groups(), len(groups))
-    kept = [k for k, advs in enumerate(scored.group_advantages)
-            if not cfg.dynamic_sampling or m.nonzero_advantage_groups([advs])]
-    solver_samples = [sample for k in kept for sample in scored.samples[k]]
-    solver_rewards, group_advs = scored.rewards, scored.group_advantages
-    coverage, flat_correct, process = scored.coverage, scored.coverage_correct, scored.process
 
-    outcome_of = {slot.proposer_index: c for slot, c in zip(slots, correct, strict=True) if slot.source == "fresh"}
-    proposer_rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
+def sample_more(runtime: Runtime, variant: Variant, params: Params, state: LoopState, batch: StepBatch) -> None:
+    """One round of DAPO dynamic sampling (SSP App. B.2 cites it): questions on more seeds, solved and scored."""
+    batch.sampling_rounds += 1
+    extra, extra_slots = next_questions(runtime, variant, params, state.cursor.next_batch(params.selfplay.batch_size),
+                                        state.rng, batch.clock, offset=len(batch.proposals))
+    batch.proposals += extra
+    batch.fresh_count += len(extra_slots)
+    batch.slots = batch.slots + extra_slots
+    solve_and_score(runtime, variant, params, batch, extra_slots)
+    log.info("dynamic sampling round %d: %d more questions, %d of %d groups with a signal", batch.sampling_rounds,
+             len(extra_slots), batch.scored.signal_groups(), len(batch.groups))
+
+
+def proposer_training(variant: Variant, params: Params, batch: StepBatch) -> tuple[list[float], list[TrainingSample]]:
+    """Each Proposer trajectory's reward from the Solver's outcomes on its question (SSP Eq. 3; 0 if rejected),
+    its advantage by the variant's estimator, and the training samples."""
+    proposals = batch.proposals
+    outcome_of = {slot.proposer_index: c for slot, c in zip(batch.slots, batch.correct, strict=True)
+                  if slot.source == "fresh"}
+    rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
         valid=i in outcome_of, solver_correct=outcome_of.get(i, []), question=p.trajectory.question or "",
         answer=p.seed.answer), params) for i, p in enumerate(proposals)]
-    proposer_masks = [p.trajectory.loss_mask for p in proposals]
-    proposer_advs = ADVANTAGE_ESTIMATORS[variant.proposer_advantage](proposer_rewards, proposer_masks, params)
-    proposer_samples = [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask,
-                                       adv, "proposer") for p, adv in zip(proposals, proposer_advs, strict=True)]
+    masks = [p.trajectory.loss_mask for p in proposals]
+    advantages = ADVANTAGE_ESTIMATORS[variant.proposer_advantage](rewards, masks, params)
+    return rewards, [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask,
+                                    adv, "proposer") for p, adv in zip(proposals, advantages, strict=True)]
 
+
+@dataclass
+class UpdateResult:
+    role_stats: dict[str, dict[str, float]]
+    train_stats: dict[str, Any]
+    delta: float  # largest fingerprinted weight change of this update
+    distance: float  # ||theta - theta_0||_2 since self-play started
+
+
+def apply_update(runtime: Runtime, cfg: Any, proposer_samples: list[TrainingSample],
+                 solver_samples: list[TrainingSample], clock: Counter) -> UpdateResult:
+    """The policy update (``update_policy``), then the rollout backend takes the new weights."""
     tic = time.perf_counter()
     before = weight_fingerprint(runtime.trainer.model)
     role_stats = update_policy(runtime.trainer, proposer_samples, solver_samples, cfg)
-    train_stats = combine_stats(list(role_stats.values()))
     runtime.backend.update_weights(runtime.trainer.model)
-    delta = weight_delta(before, runtime.trainer.model)
-    distance = distance_from_start(runtime.trainer)
+    result = UpdateResult(role_stats, combine_stats(list(role_stats.values())),
+                          weight_delta(before, runtime.trainer.model), distance_from_start(runtime.trainer))
     clock["update"] += time.perf_counter() - tic
-    log.info("solved in %.0f s; updated on %d samples in %.0f s", clock["solve"], len(proposer_samples) +
-             len(solver_samples), clock["update"])
+    log.info("solved in %.0f s; updated on %d samples in %.0f s", clock["solve"],
+             len(proposer_samples) + len(solver_samples), clock["update"])
+    return result
 
-    state.replay.add([slot.to_entry() for slot in slots])
-    if cfg.batch_completion == "replay" and (state.iteration + 1) % cfg.replay_reset_every == 0:
-        state.replay.clear()
 
-    solver_trajs = [t for g in groups for t in g]
-    generated = sum(t.generated_token_count for t in solver_trajs) + sum(
-        p.trajectory.generated_token_count for p in proposals)
-    rollout_seconds = clock["propose"] + clock["verify"] + clock["solve"]
+def filter_metrics(variant: Variant, params: Params, batch: StepBatch) -> dict[str, float]:
+    """How the Proposer's questions fared: the rule filter and RAG verification rates, each rejection reason's
+    count, the verifier's format rate and the KG gold check."""
+    proposals = batch.proposals
     n_props = len(proposals)
     rejected = Counter(p.reason for p in proposals if p.reason is not None)
     rule_passed = n_props - sum(rejected[r] for r in REJECT_REASONS)
     verified = rule_passed - rejected["rag_verifier_error"] if params.selfplay.rag_verification else 0
+    metrics = {"filter/valid_rate_rule": m.rate(rule_passed, n_props),
+               "filter/valid_rate_rag": m.rate(batch.fresh_count, n_props),
+               "filter/rag_accept_rate": m.rate(batch.fresh_count, rule_passed),
+               "format/verifier_format_rate": (m.rate(verified - rejected["rag_no_answer"], verified) if verified
+                                               else m.NAN)}
+    metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
+    metrics.update(gold_check_metrics(proposals) if variant.proposer_sees_path else
+                   {"filter/head_named_rate": m.NAN, "filter/gold_checked_rate": m.NAN})
+    return metrics
+
+
+def step_metrics(variant: Variant, params: Params, batch: StepBatch, update: UpdateResult,
+                 proposer_rewards: list[float], solver_samples: list[TrainingSample],
+                 proposer_samples: list[TrainingSample], dropped: int, replay_size: int) -> dict[str, float]:
+    """The iteration's flat metrics (SSP App. B.1 curves, the filter's reasons, coverage, step credit, update)."""
+    proposals, slots, groups, correct, clock = batch.proposals, batch.slots, batch.groups, batch.correct, batch.clock
+    scored = batch.scored
+    solver_trajs = [t for g in groups for t in g]
+    generated = sum(t.generated_token_count for t in solver_trajs) + sum(
+        p.trajectory.generated_token_count for p in proposals)
+    rollout_seconds = clock["propose"] + clock["verify"] + clock["solve"]
     metrics = {
-        "solver/reward_mean": m.mean(solver_rewards),
+        "solver/reward_mean": m.mean(scored.rewards),
         "solver/accuracy": m.mean([float(c) for g in correct for c in g]),
-        "solver/wcr_process_reward": m.mean(process),
-        "solver/judge_errors": float(judge_errors),
+        "solver/wcr_process_reward": m.mean(scored.process),
+        "solver/judge_errors": float(batch.judge_errors),
         "solver/rollouts": float(len(solver_trajs)),
         "proposer/reward_mean": m.mean(proposer_rewards),
-        "proposer/proposals": float(n_props),
-        "proposer/resample_rounds": float(rounds),
-        "filter/valid_rate_rule": m.rate(rule_passed, n_props),
-        "filter/valid_rate_rag": m.rate(fresh_count, n_props),
-        "filter/rag_accept_rate": m.rate(fresh_count, rule_passed),
+        "proposer/proposals": float(len(proposals)),
+        "proposer/resample_rounds": float(batch.resample_rounds),
         "batch/questions": float(len(slots)),
-        "batch/fresh": float(fresh_count),
+        "batch/fresh": float(batch.fresh_count),
         "batch/replayed": float(sum(s.source != "fresh" for s in slots)),
         "batch/solver_update_skipped": float(not solver_samples),
-        "replay/size": float(len(state.replay)),
+        "replay/size": float(replay_size),
         "rollout/searches_solver": m.mean([t.num_searches for t in solver_trajs]),
         "rollout/searches_proposer": m.mean([p.trajectory.num_searches for p in proposals]),
         "rollout/response_tokens_solver": m.mean([t.generated_token_count for t in solver_trajs]),
         "rollout/response_tokens_proposer": m.mean([p.trajectory.generated_token_count for p in proposals]),
         "rollout/solver_answered_rate": m.mean([float(t.answer is not None) for t in solver_trajs]),
         "train/groups": float(len(groups)),
-        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(group_advs)),
-        "train/groups_dropped_no_signal": float(len(groups) - len(kept)),
-        "batch/dynamic_sampling_rounds": float(sampling_rounds),
+        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(scored.group_advantages)),
+        "train/groups_dropped_no_signal": float(dropped),
+        "batch/dynamic_sampling_rounds": float(batch.sampling_rounds),
         "train/samples_solver": float(len(solver_samples)),
         "train/samples_proposer": float(len(proposer_samples)),
-        "train/weights_changed": float(delta > 0),
-        "train/weight_delta_max": delta,
-        "train/weight_delta_l2_from_start": distance,
+        "train/weights_changed": float(update.delta > 0),
+        "train/weight_delta_max": update.delta,
+        "train/weight_delta_l2_from_start": update.distance,
         "format/proposer_valid_rate": m.mean([float(p.trajectory.valid and p.trajectory.question is not None)
                                               for p in proposals]),
         "format/solver_valid_rate": m.mean([float(rollout_valid(t)) for t in solver_trajs]),
-        "format/verifier_format_rate": m.rate(verified - rejected["rag_no_answer"], verified) if verified else m.NAN,
         "time/propose_s": clock["propose"], "time/verify_s": clock["verify"],
         "time/solve_s": clock["solve"], "time/update_s": clock["update"],
         "throughput/tokens_per_s": m.rate(generated, rollout_seconds) if rollout_seconds > 0 else m.NAN,
     }
-    metrics.update({f"filter/rejected_{r}": float(rejected[r]) for r in (*REJECT_REASONS, *RAG_REJECT_REASONS)})
-    metrics.update(gold_check_metrics(proposals) if variant.proposer_sees_path else
-                   {"filter/head_named_rate": m.NAN, "filter/gold_checked_rate": m.NAN})
+    metrics.update(filter_metrics(variant, params, batch))
     metrics.update(m.fresh_accuracy(correct, [slot.source for slot in slots]))
-    metrics.update(m.coverage_statistics(coverage, flat_correct))
+    metrics.update(m.coverage_statistics(scored.coverage, scored.coverage_correct))
     metrics.update(m.step_credit_statistics(scored.step_rewards, scored.step_advantages))
-    metrics.update({f"train/{k}": float(v) for k, v in train_stats.items() if isinstance(v, int | float)})
-    for role, stats in role_stats.items():
+    metrics.update({f"train/{k}": float(v) for k, v in update.train_stats.items() if isinstance(v, int | float)})
+    for role, stats in update.role_stats.items():
         if role != "all":
             metrics.update({f"train/{role}/{k}": float(stats[k]) for k in ("grad_norm", "optimizer_steps", "pg_loss")})
-    samples = sample_trajectories(runtime, first_round, slots, groups, correct, params.selfplay.sample_trajectories)
-    questions = [{"question": slot.question, "answer": slot.answer, "seed_id": slot.seed_id, "source": slot.source,
-                  "solver_accuracy": sum(c) / len(c) if c else 0.0} for slot, c in zip(slots, correct, strict=True)]
-    return StepResult(metrics, samples, questions)
+    return metrics
 
 
 # --- bookkeeping -----------------------------------------------------------------------------------------
