@@ -153,3 +153,15 @@ def test_lookup_finds_many_hashes_over_several_appends(tmp_path):
     vectors = reopened.encode(asked, embedder)
     assert (reopened.hits, reopened.misses) == (1500, 1)
     assert np.allclose(vectors, embedder.encode_passages(asked))
+
+
+def test_two_builds_filling_one_cache_at_once_leave_no_duplicate_rows(tmp_path):
+    """Two caches opened on one folder before either writes (two `index build` runs at once): both embed the same
+    texts, and the cache keeps one row per text."""
+    embedder = HashingEmbedder()
+    first, second = EmbeddingCache(tmp_path, embedder), EmbeddingCache(tmp_path, embedder)
+    texts = [f"text {i}" for i in range(50)]
+    first.encode(texts, embedder)
+    second.encode(texts[25:] + ["one more"], embedder)  # its snapshot predates the first's rows: all misses
+    table = EmbeddingCache(tmp_path, embedder)._table.to_arrow()
+    assert table.num_rows == 51 and len(set(table.column("hash").to_pylist())) == 51

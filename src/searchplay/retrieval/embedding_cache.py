@@ -76,7 +76,7 @@ class EmbeddingCache:
         import lancedb
 
         self.folder.mkdir(parents=True, exist_ok=True)
-        db = lancedb.connect(str(self.folder))
+        db = lancedb.connect(str(self.folder), read_consistency_interval=timedelta(0))  # see rows another process added
         if not (self.folder / f"{TABLE}.lance").exists():
             self._table = db.create_table(TABLE, schema=self._schema())
             (self.folder / "key.json").write_text(json.dumps(embedder_key(embedder), indent=2) + "\n")
@@ -115,15 +115,16 @@ class EmbeddingCache:
         return dict(zip(found.column("hash").to_pylist(), vectors.reshape(-1, self.dimension), strict=True))
 
     def add(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
-        """Store ``vectors`` (one row per hash) in the cache."""
+        """Store ``vectors`` (one row per hash) in the cache; a hash already there (stored meanwhile by another
+        process building an index at the same time) is not added again (LanceDB ``merge_insert`` on ``hash``)."""
         import pyarrow as pa
 
         if not hashes:
             return
         flat = pa.array(np.asarray(vectors, dtype=np.float32).ravel(), type=pa.float32())
-        self._table.add(pa.table({"hash": list(hashes),
-                                  "vector": pa.FixedSizeListArray.from_arrays(flat, self.dimension)},
-                                 schema=self._schema()))
+        rows = pa.table({"hash": list(hashes), "vector": pa.FixedSizeListArray.from_arrays(flat, self.dimension)},
+                        schema=self._schema())
+        self._table.merge_insert("hash").when_not_matched_insert_all().execute(rows)
 
     def encode(self, texts: Sequence[str], embedder: Any) -> np.ndarray:
         """``embedder.encode_passages(texts)``, embedding only the texts not cached (each distinct text once,
