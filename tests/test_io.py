@@ -111,3 +111,29 @@ def test_a_truncated_input_exits_2_so_prefect_does_not_retry_it():
     from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for
 
     assert exit_code_for(TruncatedInputError("x.jsonl.gz is truncated")) == EXIT_BAD_PARAMS == 2
+
+
+def test_a_second_writer_of_the_same_outputs_fails_at_once_naming_the_first(tmp_path):
+    import os
+
+    from searchplay.io import OutputsBusyError, exclusive_outputs
+
+    folder = tmp_path / "data" / "kg"
+    with exclusive_outputs(folder, "kg extract"):
+        busy = f"being written by pid {os.getpid()} \\(`searchplay kg extract`\\)"
+        with pytest.raises(OutputsBusyError, match=busy), exclusive_outputs(folder, "kg extract"):
+            pass
+        assert not (folder / ".kg.lock").exists()  # the lock sits beside the outputs, not among them
+    with exclusive_outputs(folder, "kg extract"):  # free again once the first is done
+        pass
+
+
+def test_the_cli_refuses_a_concurrent_kg_extract_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+    from searchplay.io import exclusive_outputs
+
+    with exclusive_outputs(tmp_path / "kg", "kg extract"):
+        result = CliRunner().invoke(app, ["kg", "extract", "--out", str(tmp_path / "kg")])
+    assert result.exit_code == 2 and "busy" in result.output and "Traceback" not in result.output

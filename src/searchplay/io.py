@@ -188,3 +188,38 @@ def portable_name(value: str | Path, root: Path | None = None) -> str:
         return path.resolve().relative_to(root).as_posix()
     except ValueError:
         return str(value)
+
+
+class OutputsBusyError(RuntimeError):
+    """Another process is writing the same outputs; the message names it."""
+
+
+@contextmanager
+def exclusive_outputs(folder: str | Path, command: str) -> Iterator[None]:
+    """Hold an exclusive lock on writing ``folder`` for the block: a second process asking for it fails at once
+    with ``OutputsBusyError`` naming the holder's pid and command, instead of interleaving its files with ours.
+
+    The lock file sits beside the folder (``.<name>.lock``), outside any output; the kernel frees the lock when
+    the holder exits, even by SIGKILL, so a stale file never blocks.
+    """
+    import fcntl
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    path = folder.parent / f".{folder.name}.lock"
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise OutputsBusyError(f"{folder} is being written by {holder}; wait for it to finish (or stop it), "
+                                   "then run this again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} (`searchplay {command}`)")
+        handle.flush()
+        yield
+    finally:
+        handle.close()

@@ -23,6 +23,7 @@ def extract_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from searchplay.cliutil import console, exit_code_for, get_params
+    from searchplay.io import exclusive_outputs
     from searchplay.kg.pipeline import run_extract
     from searchplay.kg.readers import DumpError
     from searchplay.quality import DataQualityError
@@ -39,7 +40,8 @@ def extract_command(
             return lambda n: bars.advance(task, n)
 
         try:
-            stats = run_extract(params, str(dump) if dump else None, out_dir, progress=progress)
+            with exclusive_outputs(out_dir, "kg extract"):
+                stats = run_extract(params, str(dump) if dump else None, out_dir, progress=progress)
         except (DumpError, DataQualityError, FileNotFoundError, ValueError) as exc:
             console.print(f"[red]kg extract failed[/red]\n{exc}")
             raise typer.Exit(exit_code_for(exc)) from None
