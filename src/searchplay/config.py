@@ -390,6 +390,8 @@ class WarmstartConfig(Section):
     eve_steps: int = Field(24, ge=1, description="steps of the warmstart_eve stage (`searchplay warmstart --eve`): "
                            "the shared warm-start continued on EVE's formats, for the `eve` variant only")
     eve_out_dir: str = Field("checkpoints/warmstart_eve", description="the EVE warm-start's model/ folder")
+    save_every: int = Field(10, ge=0, description="steps between resume states in <out_dir>/resume/ (a killed run "
+                            "continues from the last; removed when the stage ends; 0: never)")
     eve_reports_dir: str = Field("reports/warmstart_eve", description="the EVE warm-start's reports")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")
     warmup_steps: int = Field(3, ge=0, description="linear learning-rate warm-up steps")

@@ -162,6 +162,6 @@ def test_two_builds_filling_one_cache_at_once_leave_no_duplicate_rows(tmp_path):
     first, second = EmbeddingCache(tmp_path, embedder), EmbeddingCache(tmp_path, embedder)
     texts = [f"text {i}" for i in range(50)]
     first.encode(texts, embedder)
-    second.encode(texts[25:] + ["one more"], embedder)  # its snapshot predates the first's rows: all misses
+    second.encode([*texts[25:], "one more"], embedder)  # its snapshot predates the first's rows: all misses
     table = EmbeddingCache(tmp_path, embedder)._table.to_arrow()
     assert table.num_rows == 51 and len(set(table.column("hash").to_pylist())) == 51

@@ -88,3 +88,47 @@ def test_lora_trains_only_the_adapters(tiny_model_dir):
     trainer.step([demo(0)])
     assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
     assert any("lora" in n for n, p in model.named_parameters() if p.requires_grad)
+
+
+@pytest.mark.slow  # seven SFT steps twice on the tiny model
+def test_a_warmstart_killed_after_a_save_resumes_to_the_same_weights(tiny_model_dir, tmp_path, monkeypatch):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from searchplay.config import Params
+    from searchplay.warmstart import stage
+    from searchplay.warmstart.sft import SFTTrainer
+
+    demos = [Demo("proposer_kg", "a", demo(0).segments), Demo("solver", "b", demo(1).segments),
+             Demo("verifier", "c", demo(2).segments)]
+
+    def params(folder):
+        return Params.model_validate({"warmstart": {"out_dir": str(folder), "steps": 7, "save_every": 3, "lr": 1e-2,
+                                                    "warmup_steps": 2, "autocast_bf16": False}})
+
+    def fresh_model():
+        return AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
+
+    whole = fresh_model()
+    history, _ = stage.train(whole, demos, params(tmp_path / "whole"), progress=False)
+
+    real_step, calls = SFTTrainer.step, []
+
+    def dies_at_step_5(self, batch):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt("killed")
+        return real_step(self, batch)
+
+    monkeypatch.setattr(SFTTrainer, "step", dies_at_step_5)
+    with pytest.raises(KeyboardInterrupt):
+        stage.train(fresh_model(), demos, params(tmp_path / "cut"), progress=False)
+    assert (tmp_path / "cut" / "resume" / "state.pt").is_file()  # saved after step 3
+    monkeypatch.setattr(SFTTrainer, "step", real_step)
+    resumed = fresh_model()
+    again, _ = stage.train(resumed, demos, params(tmp_path / "cut"), progress=False)
+    assert [row["step"] for row in again] == [float(s) for s in range(1, 8)]
+    assert [row["loss"] for row in again] == pytest.approx([row["loss"] for row in history])
+    for a, b in zip(whole.state_dict().values(), resumed.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert not (tmp_path / "cut" / "resume").exists()  # removed once the stage finished

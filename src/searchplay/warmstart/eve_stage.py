@@ -37,6 +37,7 @@ from searchplay.warmstart.stage import (
     partition,
     save_model,
     sft_totals,
+    stage_run,
     train,
     warmstart_records,
     write_reports,
@@ -61,7 +62,13 @@ def eve_params(params: Params) -> Params:
 
 def run_eve_warmstart(params: Params, search_tool: Any = None, progress: bool = True,
                       track: bool = True) -> dict[str, Any]:
-    """Run the whole stage; returns the metrics written to ``metrics.json``."""
+    """Run the whole stage; returns the metrics written to ``metrics.json``. With ``track`` one MLflow run
+    (``warmstart_eve``) spans it."""
+    with stage_run(eve_params(params), "warmstart_eve", track):
+        return _run_eve_warmstart(params, search_tool, progress, track)
+
+
+def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: bool) -> dict[str, Any]:
     import torch
 
     from searchplay.llm.tokenizer import load_tokenizer

@@ -25,6 +25,8 @@ import random
 import shutil
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +86,29 @@ def roles_of(params: Params) -> tuple[str, ...]:
 
 
 def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True, track: bool = True) -> dict[str, Any]:
-    """Run the whole stage; returns the metrics written to ``metrics.json``."""
+    """Run the whole stage; returns the metrics written to ``metrics.json``. With ``track`` one MLflow run spans
+    it, opened before the first step (FAILED or KILLED if the stage does not finish)."""
+    if not params.warmstart.enabled:
+        return write_disabled(params)
+    with stage_run(params, "warmstart", track):
+        return _run_warmstart(params, search_tool, progress, track)
+
+
+@contextmanager
+def stage_run(params: Params, run_name: str, track: bool) -> Iterator[None]:
+    """An MLflow run in ``<prefix>-warmstart`` around the block (nothing without ``track``)."""
+    if not track:
+        yield
+        return
+    from searchplay.tracking import start_run
+
+    with start_run(params, "warmstart", run_name, {"method": params.warmstart.method}):
+        yield
+
+
+def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool) -> dict[str, Any]:
     cfg = params.warmstart
     reports = Path(cfg.reports_dir)
-    if not cfg.enabled:
-        return write_disabled(params)
     import torch
 
     if cfg.threads:
@@ -249,9 +269,13 @@ def save_model(model: Any, tokenizer: Any, folder: Path) -> None:
 
 
 def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tuple[list[dict[str, float]], float]:
-    """``warmstart.steps`` optimizer steps on the schedule; returns the per-step history and the seconds."""
+    """``warmstart.steps`` optimizer steps on the schedule; returns the per-step history and the seconds.
+
+    Every ``warmstart.save_every`` steps the training state goes to ``<out_dir>/resume/``; a run killed after
+    a save continues from it (``searchplay.warmstart.resume``) and ends with the same weights."""
     from tqdm.auto import tqdm
 
+    from searchplay.warmstart import resume
     from searchplay.warmstart.sft import SFTTrainer
 
     cfg = params.warmstart
@@ -260,17 +284,26 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tupl
              cfg.autocast_bf16)
     trainer = SFTTrainer(model, cfg.lr, cfg.weight_decay, cfg.warmup_steps, cfg.max_grad_norm,
                          segmented=cfg.segmented_forward, autocast=autocast)
-    history = []
+    folder = Path(cfg.out_dir) / "resume"
+    key = resume.fingerprint(demos, cfg.model_dump(exclude={"save_every", "threads"}))
+    done, history = resume.load(folder, trainer, key) or (0, [])
+    if done:
+        log.info("warm-start: resuming after step %d of %d (%s)", done, cfg.steps, folder)
+    offset = history[-1]["elapsed_s"] if history else 0.0
     tic = time.perf_counter()
-    bar = tqdm(schedule(demos, cfg.steps), desc="warm-start SFT", unit="step", disable=not progress)
-    for step, batch in enumerate(bar, start=1):
+    batches = schedule(demos, cfg.steps)[done:]
+    bar = tqdm(batches, desc="warm-start SFT", unit="step", disable=not progress, initial=done, total=cfg.steps)
+    for step, batch in enumerate(bar, start=done + 1):
         stats = trainer.step(batch)
-        history.append({"step": float(step), **stats, "elapsed_s": time.perf_counter() - tic})
+        history.append({"step": float(step), **stats, "elapsed_s": offset + time.perf_counter() - tic})
         bar.set_postfix(loss=f"{stats['loss']:.3f}")
         if step == 1 or step % 10 == 0 or step == cfg.steps:
             log.info("warm-start step %d/%d: loss %.3f, %d tokens (%d trained)", step, cfg.steps, stats["loss"],
                      stats["tokens"], stats["trained_tokens"])
-    return history, time.perf_counter() - tic
+        if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
+            resume.save(folder, trainer, history, step, key)
+    resume.clear(folder)
+    return history, offset + time.perf_counter() - tic
 
 
 def check_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Params, fmt: Any,
@@ -358,14 +391,12 @@ def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Pa
 
 def log_to_mlflow(params: Params, metrics: dict[str, Any], history: list[dict[str, float]], reports: Path,
                   run_name: str = "warmstart") -> None:
+    """Log the step history, the metrics and the reports into the active run (``stage_run``)."""
     import mlflow
 
-    from searchplay.tracking import start_run
-
-    with start_run(params, "warmstart", run_name, {"method": params.warmstart.method}):
-        for row in history:
-            mlflow.log_metrics({f"train/{k}": v for k, v in row.items() if k != "step" and math.isfinite(v)},
-                               step=int(row["step"]))
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items()
-                            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)})
-        mlflow.log_artifacts(str(reports), artifact_path=run_name)
+    for row in history:
+        mlflow.log_metrics({f"train/{k}": v for k, v in row.items() if k != "step" and math.isfinite(v)},
+                           step=int(row["step"]))
+    mlflow.log_metrics({k: float(v) for k, v in metrics.items()
+                        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)})
+    mlflow.log_artifacts(str(reports), artifact_path=run_name)
