@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from searchplay.question_rules import asks_relation, names_entity  # noqa: E402
 
-COLUMNS = ("iteration", "seed_id", "question", "gold", "other_golds", "path", "names_head", "asks_last_relation",
+COLUMNS = ("run", "iteration", "seed_id", "question", "gold", "other_golds", "path", "names_head", "asks_last_relation",
            "auto_check", "label", "reason")
 
 
@@ -38,7 +38,7 @@ def path_text(record: dict) -> str:
     return " ".join(parts)
 
 
-def audit_rows(questions: list[dict], pool: dict[str, dict], limit: int) -> list[dict]:
+def audit_rows(questions: list[dict], pool: dict[str, dict], limit: int, run: str = "") -> list[dict]:
     """The first ``limit`` distinct fresh questions with their golds, path and automatic check."""
     rows, seen = [], set()
     for entry in questions:
@@ -50,7 +50,8 @@ def audit_rows(questions: list[dict], pool: dict[str, dict], limit: int) -> list
         heads = [str(record["path"][0]["label"]), *map(str, record["path"][0].get("aliases") or [])]
         named = names_entity(entry["question"], heads)
         asked = asks_relation(entry["question"], str(record["relations"][-1]["label"]))
-        rows.append({"iteration": entry.get("iteration"), "seed_id": entry["seed_id"], "question": entry["question"],
+        rows.append({"run": run, "iteration": entry.get("iteration"), "seed_id": entry["seed_id"],
+                     "question": entry["question"],
                      "gold": entry["answer"],
                      "other_golds": "; ".join(a for a in record.get("answers") or [] if a != entry["answer"]),
                      "path": path_text(record), "names_head": named, "asks_last_relation": asked,
@@ -62,14 +63,18 @@ def audit_rows(questions: list[dict], pool: dict[str, dict], limit: int) -> list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--questions", type=Path, required=True, help="a self-play run's questions.jsonl")
+    parser.add_argument("--questions", type=Path, nargs="+", required=True,
+                        help="self-play runs' questions.jsonl (RUN=PATH names the run; default: its folder)")
     parser.add_argument("--pool", type=Path, default=ROOT / "data/kg/subgraphs.jsonl")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--limit", type=int, default=60)
     args = parser.parse_args()
-    questions = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line]
     pool = {str(r["id"]): r for r in map(json.loads, args.pool.read_text(encoding="utf-8").splitlines())}
-    rows = audit_rows(questions, pool, args.limit)
+    rows: list[dict] = []
+    for item in args.questions:
+        run, _, path = str(item).rpartition("=") if "=" in str(item) else (Path(item).parent.name, "", str(item))
+        questions = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line]
+        rows += audit_rows(questions, pool, args.limit - len(rows), run)
     if args.out.exists():  # keep the labels already written
         with args.out.open(encoding="utf-8") as handle:
             labelled = {(r["seed_id"], r["question"]): r for r in csv.DictReader(handle)}

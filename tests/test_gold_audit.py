@@ -28,7 +28,8 @@ def test_the_sheet_lists_fresh_questions_with_path_golds_and_check_and_keeps_lab
                "--pool", str(tmp_path / "pool.jsonl"), "--out", str(out)]
     subprocess.run(command, check=True, capture_output=True)
     rows = list(csv.DictReader(out.open()))
-    assert [(r["iteration"], r["auto_check"]) for r in rows] == [("1", "True"), ("2", "False")]
+    assert [(r["run"], r["iteration"], r["auto_check"]) for r in rows] == [(tmp_path.name, "1", "True"),
+                                                                          (tmp_path.name, "2", "False")]
     assert rows[0]["path"] == "Ravenna -country-> Italy -continent-> Europe" and rows[0]["other_golds"] == "Asia"
     rows[0]["label"], rows[0]["reason"] = "answered", "Italy is in Europe"
     with out.open("w", newline="") as handle:
