@@ -1,6 +1,7 @@
-"""Shared fixtures: the shipped benchmarks, the ../shared Wikidata excerpt and the embedded assets.
+"""Shared fixtures: the shipped benchmarks, the Wikidata test excerpt and the embedded assets.
 
-Tests that need ../shared skip, saying why, where it is absent (a user's clone); CI always has it.
+The Wikidata test data lives in a folder named ``shared`` beside the repository (CI provides it); tests that
+need it skip, saying why, where it is absent (a user's clone).
 Tests that need the embedded assets skip when they are not installed, unless
 SEARCHPLAY_REQUIRE_ASSETS=1 (set by `make test`), where a missing asset is a failure.
 """
@@ -28,7 +29,7 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not (SHARED_DIR / "benchmarks").is_dir():
-        pytest.skip(f"{SHARED_DIR} is absent (a user's clone); CI provides ../shared beside the repo")
+        pytest.skip(f"{SHARED_DIR} is absent (a user's clone); CI provides this test-data folder beside the repo")
     return SHARED_DIR
 
 

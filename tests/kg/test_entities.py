@@ -1,4 +1,4 @@
-"""Datavalue rendering, ranks and snak types on real dump lines (../shared/wikidata excerpt)."""
+"""Datavalue rendering, ranks and snak types on real dump lines (the Wikidata test excerpt beside the repository)."""
 
 from __future__ import annotations
 
