@@ -15,8 +15,8 @@ checkpoint against the warm-start (exact McNemar), the Solver's accuracy on its 
 the budget and the time. Figures print as a Markdown table and go to ``<out>/sweep.json``.
 
 Disk: every iteration's checkpoint is kept (about 1.5 GB each on the embedded default, AdamW state
-included); a config of 8 iterations needs about 12 GB in ``--out``. Delete ``<out>/<config>/checkpoints``
-once its rows are printed.
+included); a config of 8 iterations needs about 12 GB in ``--out``. ``--delete-checkpoints`` deletes
+``<out>/<config>/checkpoints`` once its rows are printed.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +38,8 @@ from searchplay.io import read_jsonl  # noqa: E402
 from searchplay.selfplay.metrics import fresh_accuracy_trend  # noqa: E402
 
 KEYS = {"lr": "selfplay.lr", "warmup": "selfplay.warmup_steps", "batch": "selfplay.batch_size",
-        "group": "selfplay.group_size", "head": "selfplay.require_head_entity", "seed": "selfplay.seed"}
+        "group": "selfplay.group_size", "head": "selfplay.require_head_entity", "seed": "selfplay.seed",
+        "kl": "selfplay.kl_beta"}
 
 
 def parse_config(text: str) -> dict[str, str]:
@@ -131,12 +133,14 @@ def run_config(name: str, fields: dict[str, str], args: argparse.Namespace, base
                      **history_totals(folder / "reports" / args.variant / "history.csv", upto),
                      "selfplay_s_whole_run": round(train_s), "eval_s": round(eval_s)})
         print(markdown([rows[-1]], header=False), flush=True)
+    if args.delete_checkpoints:
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
     return rows
 
 
-COLUMNS = ("config", "variant", "lr", "batch", "iteration", "groups", "rollouts", "optimizer_steps", "fresh_accuracy",
-           "fresh_first_third", "fresh_last_third", "trend_p", "gold_checked", "bf16_changed_share", "n", "em",
-           "wrong_to_right", "right_to_wrong", "p", "selfplay_s_whole_run", "eval_s")
+COLUMNS = ("config", "variant", "lr", "batch", "kl", "seed", "iteration", "groups", "rollouts", "optimizer_steps",
+           "fresh_accuracy", "fresh_first_third", "fresh_last_third", "trend_p", "gold_checked", "bf16_changed_share",
+           "n", "em", "wrong_to_right", "right_to_wrong", "p", "selfplay_s_whole_run", "eval_s")
 
 
 def markdown(rows: list[dict], header: bool = True) -> str:
@@ -160,6 +164,8 @@ def main() -> None:
                              "(greedy bf16 answers depend on the batch a question shares)")
     parser.add_argument("--warmstart", type=Path, help="the warm-start folder to start from (default: "
                         "warmstart.out_dir); a copy keeps the sweep safe from a pipeline running beside it")
+    parser.add_argument("--delete-checkpoints", action="store_true",
+                        help="delete each config's checkpoints once its rows are printed (about 1.5 GB an iteration)")
     args = parser.parse_args()
     baseline_file = evaluate_baseline(args) if args.evaluate_baseline else args.baseline
     if args.evaluate_baseline:
