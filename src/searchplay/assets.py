@@ -21,6 +21,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from searchplay.io import follow_umask
+
 log = logging.getLogger(__name__)
 
 SMOLLM2_FOLDER = "smollm2-135m-instruct"
@@ -175,6 +177,7 @@ def convert_smollm2(force: bool = False) -> bool:
     shutil.rmtree(staging, ignore_errors=True)
     plain.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
+    follow_umask(staging)
     config_file = staging / "config.json"
     config = json.loads(config_file.read_text())
     config.pop("quantization_config", None)

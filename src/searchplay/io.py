@@ -45,6 +45,18 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         raise
 
 
+def follow_umask(folder: str | Path) -> None:
+    """Give every file under ``folder`` the mode the user's umask gives (0644 under 022).
+
+    safetensors writes its files 0600, so a checkpoint that a library saved would be readable by its writer
+    only, while everything else the project writes follows the umask.
+    """
+    mode = 0o666 & ~_umask()
+    for path in Path(folder).rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
+            os.chmod(path, mode)
+
+
 @contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Build a folder in ``.<name>.building-<pid>`` beside ``path``; swap it in only if the block succeeds.

@@ -83,6 +83,56 @@ def test_missing_dump_keeps_the_previous_store(tmp_path, tiny_dump):
     _assert_previous_run_intact(out)
 
 
+def _message_lines(output: str) -> list[str]:
+    """The lines a user reads, without the progress bar's."""
+    return [line for line in output.splitlines() if line.strip() and "━" not in line]
+
+
+def test_a_dump_with_many_bad_lines_fails_in_one_line(tmp_path, tiny_dump, caplog):
+    """30% corrupt lines: one line with the counts, the setting and the first bad line (it was 14 lines, the
+    examples printed twice)."""
+    out = _previous_run(tmp_path, tiny_dump)
+    lines = tiny_dump.splitlines(keepends=True)
+    lines[1:-1] = [line[: len(line) // 2] + b"\n" if i % 3 == 0 else line for i, line in enumerate(lines[1:-1])]
+    (tmp_path / "bad.json").write_bytes(b"".join(lines))
+    result, _ = _extract(tmp_path, "--dump", str(tmp_path / "bad.json"), "--selector", "random")
+    assert result.exit_code == 1, result.output
+    assert len(_message_lines(result.output)) == 1, result.output
+    assert "17 of 52 lines" in result.output and "kg.max_bad_line_share=1.0%" in result.output
+    assert "the first is line 2: JSONDecodeError" in result.output
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]  # no second copy of the examples
+    _assert_previous_run_intact(out)
+
+
+def test_a_full_disk_fails_in_one_line_and_keeps_the_previous_store(tmp_path, tiny_dump, monkeypatch):
+    """SQLite's own "database or disk is full" (a page limit stands in for the disk): one line naming the store
+    and the free space, not a raw ``sqlite3.OperationalError`` traceback."""
+    import sqlite3
+
+    from searchplay.kg import store
+
+    out = _previous_run(tmp_path, tiny_dump)
+
+    class SmallDisk:
+        OperationalError = sqlite3.OperationalError
+
+        @staticmethod
+        def connect(*args, **kwargs):
+            db = sqlite3.connect(*args, **kwargs)
+            db.execute("PRAGMA max_page_count = 4")
+            return db
+
+    monkeypatch.setattr(store, "sqlite3", SmallDisk)
+    (tmp_path / "new.json").write_bytes(tiny_dump)
+    result, _ = _extract(tmp_path, "--dump", str(tmp_path / "new.json"), "--selector", "random")
+    monkeypatch.undo()
+    assert result.exit_code == 1, result.output
+    assert len(_message_lines(result.output)) == 1, result.output
+    assert "writing the KG store" in result.output and "database or disk is full" in result.output
+    assert "GiB free there" in result.output and "Traceback" not in result.output
+    _assert_previous_run_intact(out)
+
+
 def _cut_gzip(data: bytes) -> bytes:
     whole = gzip.compress(data)
     return whole[: len(whole) // 2]

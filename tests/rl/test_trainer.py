@@ -314,3 +314,17 @@ def test_reference_and_old_logprobs_with_shared_prefixes_match_the_plain_forward
     plain_values = segmented._logprobs(segmented.ref_model, batch)[0]
     assert torch.allclose(via_prefix, plain_values, atol=1e-5)
     assert segmented._ref_prefixes.entries  # kept for the next steps
+
+
+def test_a_checkpoint_follows_the_umask_not_safetensors_0600(tiny_model_path, tmp_path):
+    """safetensors writes 0600; every file of a checkpoint gets the mode the umask gives, as the rest of the project."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        PolicyTrainer(tiny_model_path, tiny_params()).save(tmp_path / "ckpt")
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "ckpt").rglob("*") if p.is_file()}
+    assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes

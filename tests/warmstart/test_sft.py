@@ -132,3 +132,20 @@ def test_a_warmstart_killed_after_a_save_resumes_to_the_same_weights(tiny_model_
     for a, b in zip(whole.state_dict().values(), resumed.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     assert not (tmp_path / "cut" / "resume").exists()  # removed once the stage finished
+
+
+def test_a_saved_warmstart_model_follows_the_umask(tiny_model_dir, tokenizer, tmp_path):
+    """The warm-start's HF folder: model.safetensors readable by the group and others under umask 022."""
+    import os
+    import stat
+
+    from transformers import AutoModelForCausalLM
+
+    from searchplay.warmstart.stage import save_model
+
+    old = os.umask(0o022)
+    try:
+        save_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir), tokenizer, tmp_path / "model")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "model" / "model.safetensors").stat().st_mode) == 0o644

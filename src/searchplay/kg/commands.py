@@ -26,6 +26,7 @@ def extract_command(
     from searchplay.io import exclusive_outputs
     from searchplay.kg.pipeline import run_extract
     from searchplay.kg.readers import DumpError
+    from searchplay.kg.store import StoreWriteError
     from searchplay.quality import DataQualityError
 
     if selector not in (None, "random", "llm"):
@@ -42,8 +43,8 @@ def extract_command(
         try:
             with exclusive_outputs(out_dir, "kg extract"):
                 stats = run_extract(params, str(dump) if dump else None, out_dir, progress=progress)
-        except (DumpError, DataQualityError, FileNotFoundError, ValueError) as exc:
-            console.print(f"[red]kg extract failed[/red]\n{exc}")
+        except (DumpError, StoreWriteError, DataQualityError, FileNotFoundError, ValueError) as exc:
+            console.print(f"[red]kg extract failed:[/red] {exc}", soft_wrap=True)
             raise typer.Exit(exit_code_for(exc)) from None
     console.print(f"{stats['subgraphs']} subgraphs -> {out_dir / 'subgraphs.jsonl'}; hops {stats['hop_histogram']}; "
                   f"answer types {stats['answer_types']}; stats -> {out_dir / 'stats.json'}")

@@ -63,6 +63,12 @@ class ReadReport:
         text = f"{self.source}: {self.entities} entities from {self.lines} lines, {self.bad_lines} bad lines skipped"
         return text + "".join(f"\n  {example}" for example in self.examples)
 
+    def too_many_bad_lines(self, limit: float) -> str:
+        """One line for a dump over the bad-line limit: the counts, the setting and the first bad line."""
+        first = f"; the first is {self.examples[0].split(': b', 1)[0]}" if self.examples else ""
+        return (f"{self.bad_lines} of {self.lines} lines of {self.source} are corrupt ({self.bad_share:.1%} > "
+                f"kg.max_bad_line_share={limit:.1%}){first}; re-download the dump or raise kg.max_bad_line_share")
+
 
 class EntitySource(Protocol):
     """Anything that yields entities and reports what it read."""
@@ -187,12 +193,10 @@ class DumpReader:
     def check(self) -> None:
         """Raise ``DumpError`` when the bad-line share is too high (run after reading)."""
         report = self.report
+        if report.bad_share > self.max_bad_line_share:
+            raise DumpError(report.too_many_bad_lines(self.max_bad_line_share))
         if report.bad_lines:
             log.warning(report.summary())
-        if report.bad_share > self.max_bad_line_share:
-            raise DumpError(f"{report.bad_lines} of {report.lines} lines of {self.path} are corrupt "
-                            f"({report.bad_share:.1%} > kg.max_bad_line_share={self.max_bad_line_share:.1%}); "
-                            f"{report.summary()}")
 
 
 class SampleReader(DumpReader):

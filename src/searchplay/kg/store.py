@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -108,11 +109,19 @@ def ingest_dump(dump: str | Path, store_dir: str | Path, workers: int = 1, max_b
     _remove(final, *store_dir.glob("shard-*.sqlite"))
     try:
         report = _ingest(dump, final, shards, max_bad_line_share, batch_size, progress)
+        _index(final)
+    except sqlite3.OperationalError as exc:  # "database or disk is full", "disk I/O error", ...
+        _remove(final, *shards)
+        raise StoreWriteError(f"writing the KG store {final} failed: {exc} "
+                              f"({shutil.disk_usage(store_dir).free / 2**30:.1f} GiB free there)") from None
     except BaseException:
         _remove(final, *shards)
         raise
-    _index(final)
     return report
+
+
+class StoreWriteError(RuntimeError):
+    """The store could not be written (a full disk, an I/O error); nothing of it is left behind."""
 
 
 def _ingest(dump: str | Path, final: Path, shards: list[Path], max_bad_line_share: float, batch_size: int,
@@ -132,8 +141,7 @@ def _ingest(dump: str | Path, final: Path, shards: list[Path], max_bad_line_shar
         _merge(final, [str(shard) for shard in shards])
     report = _combine(str(dump), reports)
     if report.bad_share > max_bad_line_share:
-        raise DumpError(f"{report.summary()}\nbad-line share {report.bad_share:.1%} > "
-                        f"kg.max_bad_line_share={max_bad_line_share:.1%}")
+        raise DumpError(report.too_many_bad_lines(max_bad_line_share))
     if report.entities == 0:
         raise DumpError(f"dump {dump} holds no usable Wikidata entity ({report.lines} lines read); expected a JSON "
                         "array with one entity object per line")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from searchplay.io import follow_umask
 from searchplay.precision import autocast_enabled
 from searchplay.prefix_kv import PrefixStore, shared_prefixes
 from searchplay.rl.drift import cast_snapshot, changed_elements, evaluation_dtype
@@ -236,6 +237,7 @@ class PolicyTrainer:
             _copy_tokenizer(self.model_path, hf_dir)
             state = {"global_step": self.global_step, "model_path": self.model_path, "params": self.params.digest()}
             (partial / TRAINER_STATE).write_text(json.dumps(state, indent=2))
+            follow_umask(partial)
             old = final.with_name(final.name + ".old")
             if final.exists():
                 final.rename(old)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.io import atomic_write, write_json
+from searchplay.io import atomic_write, follow_umask, write_json
 from searchplay.policy import initial_policy
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
@@ -156,6 +156,7 @@ def restart_from_initial(runtime: Runtime, params: Params, start: str, variant: 
         folder = Path(params.selfplay.checkpoint_dir) / variant.name / PROPOSER_DIR
         runtime.trainer.unwrapped_model.save_pretrained(folder)
         runtime.backend.tokenizer.save_pretrained(folder)
+        follow_umask(folder)
         log.info("saved the Phase A Proposer to %s", folder)
     runtime.trainer = PolicyTrainer(start, params)
     runtime.backend.update_weights(runtime.trainer.model)

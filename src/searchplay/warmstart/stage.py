@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.io import atomic_write, read_jsonl, write_json
+from searchplay.io import atomic_write, follow_umask, read_jsonl, write_json
 from searchplay.policy import warmstart_model_dir
 from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
@@ -245,6 +245,7 @@ def finalize(model: Any, params: Params) -> Any:
         return model
     if params.warmstart.lora_save_adapter:
         model.save_pretrained(Path(params.warmstart.out_dir) / "adapter")
+        follow_umask(Path(params.warmstart.out_dir) / "adapter")
     return model.merge_and_unload()
 
 
@@ -260,6 +261,7 @@ def save_model(model: Any, tokenizer: Any, folder: Path) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
+    follow_umask(partial)
     if folder.exists():
         shutil.rmtree(folder)
     partial.rename(folder)
