@@ -137,3 +137,16 @@ def test_the_cli_refuses_a_concurrent_kg_extract_in_one_line(tmp_path):
     with exclusive_outputs(tmp_path / "kg", "kg extract"):
         result = CliRunner().invoke(app, ["kg", "extract", "--out", str(tmp_path / "kg")])
     assert result.exit_code == 2 and "busy" in result.output and "Traceback" not in result.output
+
+
+def test_the_cli_refuses_a_concurrent_corpus_build_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+    from searchplay.io import exclusive_outputs
+
+    out = tmp_path / "corpus" / "passages.jsonl"
+    with exclusive_outputs(out, "corpus build"):
+        result = CliRunner().invoke(app, ["corpus", "build", "--source", "bundled", "--out", str(out)])
+    assert result.exit_code == 2 and "busy" in result.output and "Traceback" not in result.output
+    assert not out.exists()

@@ -21,13 +21,14 @@ def corpus_build(
 ) -> None:
     """Read a corpus, split and validate it, write passages.jsonl atomically."""
     from searchplay.cliutil import exit_code_for
+    from searchplay.io import exclusive_outputs
     from searchplay.quality import DataQualityError
     from searchplay.retrieval.corpus import CorpusError, build_corpus
 
     params = get_params(ctx, **{"corpus.source": source, "corpus.path": path, "corpus.out": out})
     config = params.corpus
     try:
-        with console.status(f"reading the {config.source} corpus"):
+        with exclusive_outputs(config.out, "corpus build"), console.status(f"reading the {config.source} corpus"):
             report = build_corpus(config.source, config.path, config.out, config.passage_words,
                                   config.max_bad_line_share, config.max_articles)
     except (CorpusError, DataQualityError) as exc:
