@@ -167,6 +167,28 @@ def pipeline_command(
                   "--host 127.0.0.1 --port 5000` and open http://127.0.0.1:5000")
 
 
+@app.command("status")
+def status_command(ctx: typer.Context) -> None:
+    """After a crash or a kill: end KILLED the MLflow runs whose process is gone, list the runs still RUNNING,
+    and show what a re-run resumes from (warm-start resume states, each variant's newest checkpoint)."""
+    from searchplay.cliutil import get_params
+    from searchplay.status import collect
+    from searchplay.tracking import tracking_uri
+
+    params = get_params(ctx)
+    runs, points = collect(params)
+    table = Table("experiment", "run", "state", "process", title=f"MLflow runs not finished ({tracking_uri(params)})")
+    for run in runs:
+        state = "[yellow]ended KILLED now[/yellow] (its process is gone)" if run.ended_now else "RUNNING"
+        table.add_row(run.experiment, run.name, state, f"pid {run.pid} on {run.host}")
+    console.print(table if runs else "MLflow: no run left RUNNING")
+    table = Table("stage", "resumes from", "state",
+                  title="on disk: what a re-run continues from (a finished stage's last checkpoint is its output)")
+    for point in points:
+        table.add_row(point.stage, str(point.path), point.detail)
+    console.print(table if points else "nothing to resume: no warm-start resume state and no self-play checkpoint")
+
+
 def _register_stage_commands() -> None:
     from searchplay.eval import commands as eval_commands
     from searchplay.kg import commands as kg_commands

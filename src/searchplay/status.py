@@ -1,0 +1,90 @@
+"""``searchplay status``: what a recovery needs to know, in one screen. Entry point: ``collect``.
+
+- **MLflow runs still RUNNING.** A stage killed by SIGKILL or the out-of-memory killer cannot end its run; the
+  next start of a run in the same experiment ends it KILLED. ``status`` does that sweep now, for every
+  ``<prefix>-*`` experiment, and lists what it ended and what is still running (with its pid and host).
+- **What a re-run resumes from.** The warm-starts' resume states (``<out_dir>/resume/``) and each self-play
+  variant's newest complete checkpoint (``<selfplay.checkpoint_dir>/<variant>/iter_NNNNNN``); a re-run of
+  the stage (``dvc repro`` or the stage's own command) continues from there.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from searchplay.config import Params
+from searchplay.policy import complete_checkpoints
+
+
+@dataclass
+class OpenRun:
+    """An MLflow run that was RUNNING when ``status`` looked."""
+
+    experiment: str
+    name: str
+    run_id: str
+    host: str
+    pid: str
+    ended_now: bool  # its process was gone: ended KILLED by this call
+
+
+@dataclass
+class ResumePoint:
+    """A state a re-run of ``stage`` continues from."""
+
+    stage: str
+    path: Path
+    detail: str
+
+
+def open_runs(params: Params) -> list[OpenRun]:
+    """Every RUNNING run of this project's experiments, after ending KILLED those whose process is gone."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from searchplay.tracking import HOST_TAG, PID_TAG, end_stale_runs, tracking_uri
+
+    uri = tracking_uri(params)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        return []  # no store yet: nothing ran here (opening it would create an empty one)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient()
+    prefix = f"{params.tracking.experiment_prefix}-"
+    found = []
+    for experiment in client.search_experiments():
+        if not experiment.name.startswith(prefix):
+            continue
+        ended = set(end_stale_runs(experiment.experiment_id))
+        for run_id in sorted(ended):
+            run = client.get_run(run_id)
+            found.append(OpenRun(experiment.name, run.info.run_name, run_id, run.data.tags.get(HOST_TAG, "?"),
+                                 run.data.tags.get(PID_TAG, "?"), ended_now=True))
+        for run in client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'", max_results=1000):
+            found.append(OpenRun(experiment.name, run.info.run_name, run.info.run_id, run.data.tags.get(HOST_TAG, "?"),
+                                 run.data.tags.get(PID_TAG, "?"), ended_now=False))
+    return found
+
+
+def resume_points(params: Params) -> list[ResumePoint]:
+    """The warm-start resume states and each self-play variant's newest complete checkpoint."""
+    points = []
+    for stage, folder in (("warmstart", params.warmstart.out_dir), ("warmstart_eve", params.warmstart.eve_out_dir)):
+        state = Path(folder) / "resume"
+        if state.is_dir():
+            age = time.time() - state.stat().st_mtime
+            points.append(ResumePoint(stage, state, f"SFT state saved {age / 60:.0f} min ago"))
+    root = Path(params.selfplay.checkpoint_dir)
+    for variant in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        complete = complete_checkpoints(variant)
+        if complete:
+            iteration, path = complete[-1]
+            partial = " (an unfinished .partial beside it is dropped on resume)" if any(
+                variant.glob("iter_*.partial")) else ""
+            points.append(ResumePoint(f"selfplay@{variant.name}", path, f"iteration {iteration}{partial}"))
+    return points
+
+
+def collect(params: Params) -> tuple[list[OpenRun], list[ResumePoint]]:
+    return open_runs(params), resume_points(params)

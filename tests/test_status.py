@@ -1,0 +1,68 @@
+"""`searchplay status`: runs left RUNNING by a killed stage are ended KILLED and listed; resume points are shown."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+
+from typer.testing import CliRunner
+
+from searchplay.cli import app
+from searchplay.config import Params
+from searchplay.status import collect
+
+
+def _overrides(tmp_path) -> dict[str, object]:
+    return {"tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
+            "selfplay": {"checkpoint_dir": str(tmp_path / "checkpoints")},
+            "warmstart": {"out_dir": str(tmp_path / "checkpoints" / "warmstart"),
+                          "eve_out_dir": str(tmp_path / "checkpoints" / "warmstart_eve")}}
+
+
+def _params(tmp_path) -> Params:
+    return Params.model_validate(_overrides(tmp_path))
+
+
+def _status(tmp_path) -> str:
+    sets = [arg for section, values in _overrides(tmp_path).items() for key, value in values.items()
+            for arg in ("--set", f"{section}.{key}={value}")]
+    result = CliRunner().invoke(app, [*sets, "status"])
+    assert result.exit_code == 0, result.output
+    return " ".join(result.output.split())
+
+
+def test_status_ends_a_sigkilled_stages_run_and_lists_what_a_rerun_resumes_from(tmp_path):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("searchplay-selfplay")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+
+    def running(name: str, pid: int) -> str:
+        tags = {"process.host": socket.gethostname(), "process.pid": str(pid), "mlflow.runName": name}
+        return client.create_run(experiment, tags=tags).info.run_id
+
+    killed, alive = running("kg_wcr", gone.pid), running("ssp", os.getpid())
+    checkpoint = tmp_path / "checkpoints" / "kg_wcr" / "iter_000003"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "state.json").write_text(json.dumps({"iteration": 3}))
+    (checkpoint.with_name("iter_000004.partial")).mkdir()
+    (tmp_path / "checkpoints" / "warmstart" / "resume").mkdir(parents=True)
+
+    runs, points = collect(_params(tmp_path))
+    assert client.get_run(killed).info.status == "KILLED" and client.get_run(alive).info.status == "RUNNING"
+    assert {(r.name, r.pid, r.ended_now) for r in runs} == {("kg_wcr", str(gone.pid), True),
+                                                             ("ssp", str(os.getpid()), False)}
+    assert [(p.stage, p.path.name) for p in points] == [("warmstart", "resume"), ("selfplay@kg_wcr", "iter_000003")]
+    assert points[1].detail.startswith("iteration 3 (an unfinished .partial")
+    output = _status(tmp_path)  # the CLI shows the same (the stale run is already ended: now only RUNNING ones)
+    assert "ssp" in output and "selfplay@kg_wcr" in output and "SFT state saved" in output
+
+
+def test_status_of_a_fresh_clone_creates_no_store(tmp_path):
+    output = _status(tmp_path)
+    assert "no run left RUNNING" in output and "nothing to resume" in output
+    assert not (tmp_path / "mlflow.db").exists()
