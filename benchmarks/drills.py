@@ -23,6 +23,7 @@ import contextlib
 import gzip
 import hashlib
 import json
+import math
 import os
 import re
 import selectors
@@ -180,8 +181,10 @@ def previous_run(work: Path) -> Path:
     return out
 
 
-def kg_fault(work: Path, dump_name: str, dump: bytes | None, exit_code: int, pattern: str) -> Outcome:
-    """``kg extract --dump`` of a bad dump over a previous run: the exit code, the message, the previous run kept."""
+def kg_fault(work: Path, dump_name: str, dump: bytes | None, exit_code: int, pattern: str,
+             one_line: bool = False) -> Outcome:
+    """``kg extract --dump`` of a bad dump over a previous run: the exit code, the message (``one_line``: and
+    nothing else but the progress bar), the previous run kept."""
     out = previous_run(work)
     before = snapshot(out)
     if dump is not None:
@@ -193,6 +196,10 @@ def kg_fault(work: Path, dump_name: str, dump: bytes | None, exit_code: int, pat
     observed = (f"exit {result.returncode}, {quote(result, pattern)}; {kept}"
                 + (f"; stray: {', '.join(stray[:3])}" if stray else "; nothing stray"))
     held = result.returncode == exit_code and said(result, dump_name) and not lost and not stray
+    if one_line:
+        lines = [line for line in output_lines(result) if "━" not in line]
+        observed += f"; {len(lines)} line(s) of message"
+        held &= len(lines) == 1
     return Outcome(observed, bool(lost), held)
 
 
@@ -219,6 +226,40 @@ def kg_unclosed_array(work: Path) -> Outcome:
 def kg_partial_line(work: Path) -> Outcome:
     lines = b",\n".join(wikidata_item(n, TINY_ITEMS) for n in range(TINY_ITEMS)) + b"\n"  # one entity a line
     return kg_fault(work, "partial.json", lines[:-40], 2, r"its last line has no newline and does not parse")
+
+
+@drill("kg-bad-lines", "a dump with 30% corrupt lines: exit 1, one line (counts, setting, first bad line); "
+      "previous store and pool intact")
+def kg_bad_lines(work: Path) -> Outcome:
+    lines = [wikidata_item(n, TINY_ITEMS) for n in range(TINY_ITEMS)]
+    lines = [line[: len(line) // 2] if n % 3 == 0 else line for n, line in enumerate(lines)]  # cut mid-object
+    return kg_fault(work, "bad.json", b"[\n" + b",\n".join(lines) + b"\n]\n", 1,
+                    r"\d+ of \d+ lines of \S+ are corrupt \(.*?\); the first is line \d+: JSONDecodeError",
+                    one_line=True)
+
+
+@drill("kg-concurrent", "two kg extract runs into one folder: the second exits 2 at once naming the first's pid; "
+      "the first finishes exit 0")
+def kg_concurrent(work: Path) -> Outcome:
+    args = ["kg", "extract", "--dump", str(bundled_sample()), "--out", "out", "--selector", "random",
+            "--num-seeds", str(BASELINE_SEEDS)]  # ~10 s of work: time for the second to start and fail
+    first = subprocess.Popen(cli_args(*args), cwd=work, env=cli_env(work), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    lock = work / ".out.lock"
+    deadline = time.monotonic() + CLI_TIMEOUT_S
+    while f"pid {first.pid}" not in (lock.read_text() if lock.is_file() else "") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    tic = time.perf_counter()
+    second = searchplay(work, *args)
+    second_s = time.perf_counter() - tic
+    first.communicate(timeout=CLI_TIMEOUT_S)
+    lines = output_lines(second)
+    busy = quote(second, r"being written by pid \d+")
+    observed = (f"second: exit {second.returncode} in {second_s:.1f} s, {len(lines)} line(s), {busy}; "
+                f"first: exit {first.returncode}")
+    held = (second.returncode == 2 and len(lines) == 1 and said(second, f"pid {first.pid}")
+            and first.returncode == 0)
+    return Outcome(observed, first.returncode != 0, held)
 
 
 @drill("kg-sigkill", "previous run intact after SIGKILL mid-ingestion; re-run exit 0, no staging folder or shard")
@@ -274,10 +315,11 @@ def corpus_truncated(work: Path) -> Outcome:
     result = searchplay(work, "corpus", "build", "--source", "jsonl", "--path", "corpus.jsonl",
                         "--out", str(out / "passages.jsonl"))
     lost, stray = compare(before, snapshot(out))
+    stray = [path for path in stray if path != ".passages.jsonl.lock"]  # the writers' lock beside the output
     message = quote(result, r"is truncated: its last line \(\d+\) has no newline")
     observed = (f"exit {result.returncode}, {message}; "
                 + ("passages.jsonl unchanged" if not lost else "passages.jsonl changed")
-                + (f"; stray: {', '.join(stray)}" if stray else "; nothing else written"))
+                + (f"; stray: {', '.join(stray)}" if stray else "; nothing else written but the lock file"))
     return Outcome(observed, bool(lost), result.returncode == 2 and not lost and not stray)
 
 
@@ -497,6 +539,53 @@ def one_line_exit_2(result: subprocess.CompletedProcess) -> tuple[bool, str]:
     lines = output_lines(result)
     summary = f"exit {result.returncode}, {len(lines)} line{'s' if len(lines) != 1 else ''}"
     return result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stdout, summary
+
+
+SILENT_TIMEOUT_S, SILENT_RETRIES = 1.0, 1  # the drill's judge settings; the defaults are 60 s and 3 retries
+EVAL_BATCH = 32  # evaluate.batch_size in params.yaml: the runner judges one batch of answers at a time
+
+
+@drill("judge-silent-endpoint", "an endpoint that accepts connections and never replies: the judge stops after "
+      "judge.max_consecutive_errors (16) failed calls, in minutes at the defaults, not hours")
+def judge_silent_endpoint(work: Path) -> Outcome:
+    from searchplay.config import JudgeConfig
+    from searchplay.llm.judge import JudgeOutageError, make_judge
+
+    server = socket.create_server(("127.0.0.1", 0), backlog=128)
+    held_open: list[socket.socket] = []
+
+    def accept_and_say_nothing() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held_open.append(server.accept()[0])
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    config = JudgeConfig(backend="openai", endpoint=f"http://127.0.0.1:{server.getsockname()[1]}/v1", model="m",
+                         timeout_s=SILENT_TIMEOUT_S, max_retries=SILENT_RETRIES, backoff_s=0.1, cache_path=None)
+    judge = make_judge(config)
+    answers = [(f"question {i}", "a wrong answer", ["the gold"]) for i in range(1000)]  # none exact: all judged
+    tic, batches, stopped = time.perf_counter(), 0, ""
+    try:
+        for start in range(0, len(answers), EVAL_BATCH):
+            batches += 1
+            judge.judge_many(answers[start:start + EVAL_BATCH])
+    except JudgeOutageError as exc:
+        stopped = str(exc)
+    seconds = time.perf_counter() - tic
+    server.close()
+    for connection in held_open:
+        connection.close()
+    # at the defaults a failed call waits 4 timeouts (3 retries) and 1 + 2 + 4 s of backoff; calls run in waves
+    # of judge.concurrency
+    calls = len(held_open) // (1 + SILENT_RETRIES)
+    per_wave = 4 * 60.0 + 1 + 2 + 4
+    at_defaults, unbounded = (math.ceil(n / config.concurrency) * per_wave for n in (calls, len(answers)))
+    observed = (f"stopped after {calls} calls ({len(held_open)} connections, batch 1 of {len(answers) // EVAL_BATCH}) "
+                f"in {seconds:.1f} s at a {SILENT_TIMEOUT_S:.0f} s timeout and {SILENT_RETRIES} retry; at the "
+                f"defaults (60 s, 3 retries) {at_defaults / 60:.1f} min, against {unbounded / 3600:.1f} h without "
+                f"the stop; {stopped[:90]!r}")
+    held = bool(stopped) and "max_consecutive_errors" in stopped and calls == config.max_consecutive_errors
+    return Outcome(observed, False, held)
 
 
 @drill("params-missing", "--params missing.yaml: exit 2, one line naming the file")

@@ -131,6 +131,20 @@ def test_an_endpoint_that_keeps_failing_stops_the_judge_after_n_failures_in_a_ro
 
 
 @respx.mock
+def test_a_batch_larger_than_the_limit_stops_after_the_limit_not_after_the_batch():
+    """An evaluation batch of 32 answers against an endpoint that never replies: 16 calls, not 32 (each call waits
+    its timeouts, so the batch would cost twice the time before the stop)."""
+    from searchplay.llm.judge import JudgeOutageError
+
+    route = respx.post(URL).mock(side_effect=httpx.ReadTimeout("no reply"))
+    judge = openai_judge(max_retries=0)
+    judge.max_consecutive_errors = 16
+    with pytest.raises(JudgeOutageError, match="failed 16 times in a row"):
+        judge.judge_many([("q", f"x{i}", ["y"]) for i in range(32)])
+    assert route.call_count == 16
+
+
+@respx.mock
 def test_one_good_reply_resets_the_failure_count_and_the_deadline_bounds_the_time():
     from searchplay.llm.judge import JudgeOutageError
 

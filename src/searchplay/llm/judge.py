@@ -279,16 +279,21 @@ class Judge:
         conversations = [judge_messages(items[i][0], items[i][1] or "", list(items[i][2]), self.prompt)
                          for i in missing]
         assert self.llm is not None
-        if missing and self.deadline_s is not None and self.llm_seconds >= self.deadline_s:
-            raise JudgeOutageError(f"judge {self.where} spent its {self.deadline_s:.0f} s (judge.deadline_s); "
-                                   "stopping instead of waiting on it")
-        tic = time.perf_counter()
-        for i, reply in zip(missing, self.llm.complete_many(conversations), strict=True):
-            replies[i] = reply
-        self.llm_seconds += time.perf_counter() - tic
-        verdicts = [self._verdict(reply, key) for key, reply in zip(keys, replies, strict=True)]
-        self._count_failures(verdicts)
-        return verdicts
+        # in chunks of max_consecutive_errors calls, so an endpoint that never replies stops the judge after that
+        # many calls, not after the whole batch
+        verdicts = {i: self._verdict(reply, keys[i]) for i, reply in enumerate(replies) if reply is not None}
+        chunk = self.max_consecutive_errors or len(missing) or 1
+        for start in range(0, len(missing), chunk):
+            if self.deadline_s is not None and self.llm_seconds >= self.deadline_s:
+                raise JudgeOutageError(f"judge {self.where} spent its {self.deadline_s:.0f} s (judge.deadline_s); "
+                                       "stopping instead of waiting on it")
+            part = missing[start:start + chunk]
+            tic = time.perf_counter()
+            replied = self.llm.complete_many(conversations[start:start + chunk])
+            self.llm_seconds += time.perf_counter() - tic
+            verdicts.update({i: self._verdict(reply, keys[i]) for i, reply in zip(part, replied, strict=True)})
+            self._count_failures([verdicts[i] for i in part])
+        return [verdicts[i] for i in range(len(items))]
 
     def _count_failures(self, verdicts: Sequence[Verdict]) -> None:
         """Stop at ``max_consecutive_errors`` failed calls in a row: an outage, not a verdict on the answers."""
