@@ -27,7 +27,7 @@ import logging
 import math
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -263,13 +263,30 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
                               "proposer") for p, adv in zip(proposals, advantages, strict=True)]
     update = train(runtime, samples, [], cfg, clock)
     selected = selector_feedback(runtime, state, picks, [(k, triples[k]) for k in valid], rewards, correct)
+    metrics = {**_phase_a_metrics(proposals, triples, valid, correct, groups, pairs, v_hat, rewards, advantages),
+               **update, **selected, **_times(clock)}
+    samples_log = {"proposer": [{"seed_id": p.seed.seed_id, "hops": t.hops, "question": t.question,
+                                 "answer": t.answer, "evidence": t.evidence, "format_score": t.format_score,
+                                 "verbatim": t.verbatim, "v_hat": v_hat.get(k), "reward": r,
+                                 "response": model_text(p.trajectory)}
+                                for k, (p, t, r) in enumerate(zip(proposals, triples, rewards, strict=True))
+                                ][: cfg.sample_trajectories]}
+    questions = [{"question": triples[k].question, "answer": triples[k].answer, "seed_id": proposals[k].seed.seed_id,
+                  "source": "eve", "evidence": triples[k].evidence, "v_hat": v_hat.get(k),
+                  "solver_accuracy": sum(correct[k]) / len(correct[k]) if correct[k] else 0.0} for k in valid]
+    return StepResult(metrics, samples_log, questions)
 
+
+def _phase_a_metrics(proposals: list, triples: list[Triple], valid: list[int], correct: dict[int, list[bool]],
+                     groups: list, pairs: dict[int, tuple], v_hat: dict[int, float], rewards: list[float],
+                     advantages: list[list[float]]) -> dict[str, float]:
+    """A Phase A iteration's Proposer, evidence, verifier and frozen-Solver figures (the update's come apart)."""
     hop_groups: dict[int, list[float]] = {}  # HRPO's groups: the batch's Proposer samples of one hop count
     for triple, adv in zip(triples, advantages, strict=True):
         hop_groups.setdefault(triple.hops, []).extend(adv)
     solver_trajs = [t for g in groups for t in g]
     with_evidence = [t for t in triples if t.valid and t.evidence]
-    metrics = {
+    return {
         "eve/phase": 1.0,
         "proposer/proposals": float(len(proposals)),
         "proposer/reward_mean": m.mean(rewards),
@@ -295,18 +312,7 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(list(hop_groups.values()))),
         "rollout/searches_proposer": m.mean([p.trajectory.num_searches for p in proposals]),
         "rollout/response_tokens_proposer": m.mean([p.trajectory.generated_token_count for p in proposals]),
-        **update, **selected, **_times(clock),
     }
-    samples_log = {"proposer": [{"seed_id": p.seed.seed_id, "hops": t.hops, "question": t.question,
-                                 "answer": t.answer, "evidence": t.evidence, "format_score": t.format_score,
-                                 "verbatim": t.verbatim, "v_hat": v_hat.get(k), "reward": r,
-                                 "response": model_text(p.trajectory)}
-                                for k, (p, t, r) in enumerate(zip(proposals, triples, rewards, strict=True))
-                                ][: cfg.sample_trajectories]}
-    questions = [{"question": triples[k].question, "answer": triples[k].answer, "seed_id": proposals[k].seed.seed_id,
-                  "source": "eve", "evidence": triples[k].evidence, "v_hat": v_hat.get(k),
-                  "solver_accuracy": sum(correct[k]) / len(correct[k]) if correct[k] else 0.0} for k in valid]
-    return StepResult(metrics, samples_log, questions)
 
 
 def phase_a_seeds(runtime: Runtime, params: Params, state: LoopState) -> tuple[list[Seed], list[tuple] | None]:
@@ -432,8 +438,71 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     groups = [flat[k * cfg.group_size:(k + 1) * cfg.group_size] for k in range(len(items))]
     clock["solve"] += time.perf_counter() - tic
 
-    samples, group_advs, rewards, f1s, present, verbatim, correct_all = [], [], [], [], [], [], []
-    correct_groups: list[list[bool]] = []
+    scored = _score_phase_b(variant, params, items, groups)
+    tic = time.perf_counter()
+    current = [verifier_score(pair) for pair in verify_evidence(
+        runtime.backend, runtime.encode, [set_triple(item) for item in items], params, state.rng.randrange(2**31))]
+    clock["verify"] += time.perf_counter() - tic
+    update = train(runtime, [], scored.samples, cfg, clock)
+    v_hats = [item["v_hat"] for item in items if item.get("v_hat") is not None]
+    metrics = {
+        "eve/phase": 2.0,
+        "handoff/set_size": float(len(pool)),
+        "batch/questions": float(len(items)),
+        "solver/reward_mean": m.mean(scored.rewards),
+        "solver/accuracy": m.mean([float(c) for c in scored.correct_all]),
+        # Phase B: this iteration's draw from the hand-off set (a later iteration may draw a question again)
+        **m.fresh_accuracy(scored.correct_groups, ["fresh"] * len(scored.correct_groups)),
+        "solver/rollouts": float(len(flat)),
+        "solver/evidence_presence_rate": m.mean([float(p) for p in scored.present]),
+        "solver/evidence_f1_mean": m.mean(scored.f1s),
+        "evidence/verbatim_rate": m.rate(sum(scored.verbatim), len(scored.verbatim)),
+        "verifier/v_mean": m.mean(current),
+        "verifier/v_nonzero": float(sum(abs(v) > 1e-12 for v in current)),
+        "verifier/v_set_mean": m.mean(v_hats),
+        "verifier/v_set_nonzero": float(sum(abs(v) > 1e-12 for v in v_hats)),
+        "format/solver_valid_rate": m.mean([float(rollout_valid(t)) for t in flat]),
+        "rollout/searches_solver": m.mean([t.num_searches for t in flat]),
+        "rollout/response_tokens_solver": m.mean([t.generated_token_count for t in flat]),
+        "train/groups": float(len(groups)),
+        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(scored.group_advs)),
+        **update, **_times(clock),
+    }
+    return StepResult(metrics, *_phase_b_records(items, groups, scored, cfg.sample_trajectories))
+
+
+def _phase_b_records(items: list[dict[str, Any]], groups: list, scored: PhaseBScores,
+                     sample_trajectories: int) -> tuple[dict[str, list], list[dict[str, Any]]]:
+    """The logged sample trajectories and the iteration's question rows of a Phase B batch."""
+    samples_log = {"solver": [{"question": item["question"], "answer": item["answer"],
+                               "gold_evidence": item["evidence"], "prediction": t.answer,
+                               "evidence": extract_evidence(model_text(t)), "response": model_text(t)}
+                              for item, group in zip(items, groups, strict=True) for t in group
+                              ][:sample_trajectories]}
+    questions = [{"question": item["question"], "answer": item["answer"], "seed_id": item["seed_id"],
+                  "source": "eve", "evidence": item["evidence"], "v_hat": item.get("v_hat"),
+                  "solver_accuracy": m.mean([float(c) for c in correct])}
+                 for item, correct in zip(items, scored.correct_groups, strict=True)]
+    return samples_log, questions
+
+
+@dataclass
+class PhaseBScores:
+    """A Phase B batch scored: training samples with their advantages, and what the metrics count."""
+
+    samples: list[TrainingSample] = field(default_factory=list)
+    group_advs: list[list[float]] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    correct_all: list[bool] = field(default_factory=list)
+    correct_groups: list[list[bool]] = field(default_factory=list)
+    f1s: list[float] = field(default_factory=list)
+    present: list[bool] = field(default_factory=list)
+    verbatim: list[bool] = field(default_factory=list)
+
+
+def _score_phase_b(variant: Variant, params: Params, items: list[dict[str, Any]], groups: list) -> PhaseBScores:
+    """R_sol (EVE Eq. 6) and GRPO advantages for each set question's group of Solver rollouts."""
+    scores = PhaseBScores()
     for item, group in zip(items, groups, strict=True):
         predicted = [extract_evidence(model_text(t)) for t in group]
         correct = [bool(t.answer is not None and exact_match(t.answer, item["answer"])) for t in group]
@@ -443,55 +512,16 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
             question=item["question"], answer=item["answer"], evidence=item["evidence"]), params)
         advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](scored.rewards, [t.loss_mask for t in group],
                                                                     params)
-        samples += [TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
-                    for t, adv in zip(group, advantages, strict=True)]
-        group_advs.append([a for adv in advantages for a in adv])
-        rewards += scored.rewards
-        correct_all += correct
-        correct_groups.append(correct)
-        f1s += [token_f1(e, item["evidence"]) if e else 0.0 for e in predicted]
-        present += [bool(e) for e in predicted]
-        verbatim += [is_verbatim(e, returned_snippets(t)) for e, t in zip(predicted, group, strict=True) if e]
-    tic = time.perf_counter()
-    current = [verifier_score(pair) for pair in verify_evidence(
-        runtime.backend, runtime.encode, [set_triple(item) for item in items], params, state.rng.randrange(2**31))]
-    clock["verify"] += time.perf_counter() - tic
-    update = train(runtime, [], samples, cfg, clock)
-    v_hats = [item["v_hat"] for item in items if item.get("v_hat") is not None]
-    metrics = {
-        "eve/phase": 2.0,
-        "handoff/set_size": float(len(pool)),
-        "batch/questions": float(len(items)),
-        "solver/reward_mean": m.mean(rewards),
-        "solver/accuracy": m.mean([float(c) for c in correct_all]),
-        # Phase B: this iteration's draw from the hand-off set (a later iteration may draw a question again)
-        **m.fresh_accuracy(correct_groups, ["fresh"] * len(correct_groups)),
-        "solver/rollouts": float(len(flat)),
-        "solver/evidence_presence_rate": m.mean([float(p) for p in present]),
-        "solver/evidence_f1_mean": m.mean(f1s),
-        "evidence/verbatim_rate": m.rate(sum(verbatim), len(verbatim)),
-        "verifier/v_mean": m.mean(current),
-        "verifier/v_nonzero": float(sum(abs(v) > 1e-12 for v in current)),
-        "verifier/v_set_mean": m.mean(v_hats),
-        "verifier/v_set_nonzero": float(sum(abs(v) > 1e-12 for v in v_hats)),
-        "format/solver_valid_rate": m.mean([float(rollout_valid(t)) for t in flat]),
-        "rollout/searches_solver": m.mean([t.num_searches for t in flat]),
-        "rollout/response_tokens_solver": m.mean([t.generated_token_count for t in flat]),
-        "train/groups": float(len(groups)),
-        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(group_advs)),
-        **update, **_times(clock),
-    }
-    samples_log = {"solver": [{"question": item["question"], "answer": item["answer"],
-                               "gold_evidence": item["evidence"], "prediction": t.answer,
-                               "evidence": extract_evidence(model_text(t)), "response": model_text(t)}
-                              for item, group in zip(items, groups, strict=True) for t in group
-                              ][: cfg.sample_trajectories]}
-    size = cfg.group_size
-    questions = [{"question": item["question"], "answer": item["answer"], "seed_id": item["seed_id"],
-                  "source": "eve", "evidence": item["evidence"], "v_hat": item.get("v_hat"),
-                  "solver_accuracy": m.mean([float(c) for c in correct_all[k * size:(k + 1) * size]])}
-                 for k, item in enumerate(items)]
-    return StepResult(metrics, samples_log, questions)
+        scores.samples += [TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
+                           for t, adv in zip(group, advantages, strict=True)]
+        scores.group_advs.append([a for adv in advantages for a in adv])
+        scores.rewards += scored.rewards
+        scores.correct_all += correct
+        scores.correct_groups.append(correct)
+        scores.f1s += [token_f1(e, item["evidence"]) if e else 0.0 for e in predicted]
+        scores.present += [bool(e) for e in predicted]
+        scores.verbatim += [is_verbatim(e, returned_snippets(t)) for e, t in zip(predicted, group, strict=True) if e]
+    return scores
 
 
 def set_triple(item: dict[str, Any]) -> Triple:

@@ -277,8 +277,6 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     Phase A and writes the hand-off set, 'b' trains Phase B from that set (each a DVC stage), with their own
     checkpoints, reports and MLflow run named by ``searchplay.selfplay.eve.phase_run_name``.
     """
-    import mlflow
-
     from searchplay.tracking import start_run
 
     variant = get_variant(variant_name)
@@ -291,35 +289,14 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     if latest is not None and not resume:
         raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
                             "continue, or move the folder away to start over")
-    pinned = phase_state(params, phase, variant.name) if phase != "all" else {}
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
-    state.extra.update(pinned)
+    state.extra.update(phase_state(params, phase, variant.name) if phase != "all" else {})
     runtime = runtime or build_runtime(params, variant)
-    processes = Processes.from_accelerator(getattr(runtime.trainer, "accelerator", None))
-    if processes.world > 1 and variant.step == "eve":
-        raise SelfplayError(f"{variant.name!r} runs on one process only (its hand-off set is written by one); "
-                            "launch it without accelerate")
-    manager.processes = processes
-    if processes.is_main:
-        for path in manager.remove_partials():
-            log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
-    processes.barrier()
+    processes = _share_checkpoints(runtime, variant, manager)
     if not processes.is_main:
         return _follow(runtime, variant, params, state, manager, iterations, resume)
     reports = Path(cfg.reports_dir) / run_name
-    previous_run = continued = None
-    logged: set[int] = set()
-    if resume and latest is not None:
-        saved = restore(state, latest, variant)
-        previous_run = saved.get("mlflow_run_id")
-        continued, logged = _run_to_continue(params, previous_run, state.iteration)
-        runtime.trainer.load(latest / MODEL_DIR)
-        runtime.backend.update_weights(runtime.trainer.model)
-        log.info("resumed %s from %s (iteration %d)", variant.name, latest, state.iteration)
-        if restore_question_rows(reports / QUESTION_POOL, state.iteration, saved.get("questions", [])):
-            log.info("put iteration %d's questions back into %s (lost by a kill)", state.iteration, QUESTION_POOL)
-    elif resume:
-        log.info("--resume: no checkpoint under %s; starting from iteration 1", manager.root)
+    previous_run, continued, logged = _resume(runtime, variant, params, state, manager, reports, resume)
     tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt,
             "phase": phase}
     if previous_run and not continued:  # another tracking store, or other params: a new run
@@ -336,31 +313,82 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         if phase == "a":
             finish_phase_a(runtime, variant, params, state, manager.root, reports)
         return state.history
-
     with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
         for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
             _log_iteration(row, int(row["iteration"]))
-        for iteration in range(state.iteration + 1, iterations + 1):
-            result, row = train_iteration(runtime, variant, params, state, iteration, iterations)
-            tic = time.perf_counter()
-            manager.save(iteration, loop_state_dict(state, variant, params, run.info.run_id, result.questions),
-                         lambda folder: save_trainer(runtime, folder))
-            row["time/checkpoint_s"] = time.perf_counter() - tic
-            _log_iteration(row, iteration)
-            mlflow.log_dict(result.samples, f"samples/iter_{iteration:06d}.json")
-            write_reports(reports, state.history)
-            write_question_pool(reports / QUESTION_POOL, iteration, result.questions)
-            print(progress_line(iteration, iterations, row, run_name), flush=True)
-            if on_iteration is not None:
-                on_iteration(iteration, row)
-        if variant.heldout_analysis and processes.world > 1:
-            log.warning("%s: the held-out analysis runs on one process only; skipped under %d processes",
-                        variant.name, processes.world)
-        elif variant.heldout_analysis:
-            heldout_analysis(runtime, params, reports)
-        if phase == "a":
+        _train_iterations(runtime, variant, params, state, manager, reports, iterations, run.info.run_id,
+                          on_iteration)
+        _heldout_analysis(runtime, variant, params, reports, processes)
+        if phase == "a":  # inside the run: its summary goes to Phase A's MLflow run
             finish_phase_a(runtime, variant, params, state, manager.root, reports)
     return state.history
+
+
+def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointManager) -> Processes:
+    """The processes of this run (several under accelerate), told to ``manager``; a killed save's leftovers
+    removed by the main one."""
+    processes = Processes.from_accelerator(getattr(runtime.trainer, "accelerator", None))
+    if processes.world > 1 and variant.step == "eve":
+        raise SelfplayError(f"{variant.name!r} runs on one process only (its hand-off set is written by one); "
+                            "launch it without accelerate")
+    manager.processes = processes
+    if processes.is_main:
+        for path in manager.remove_partials():
+            log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
+    processes.barrier()
+    return processes
+
+
+def _resume(runtime: Runtime, variant: Variant, params: Params, state: LoopState, manager: CheckpointManager,
+            reports: Path, resume: bool) -> tuple[str | None, str | None, set[int]]:
+    """With ``resume`` and a checkpoint: restore the loop, trainer and backend from the newest one; returns the
+    MLflow run it logged to, the run to continue (None: open a new one) and the iterations already logged."""
+    latest = manager.latest()
+    if not resume or latest is None:
+        if resume:
+            log.info("--resume: no checkpoint under %s; starting from iteration 1", manager.root)
+        return None, None, set()
+    saved = restore(state, latest, variant)
+    previous_run = saved.get("mlflow_run_id")
+    continued, logged = _run_to_continue(params, previous_run, state.iteration)
+    runtime.trainer.load(latest / MODEL_DIR)
+    runtime.backend.update_weights(runtime.trainer.model)
+    log.info("resumed %s from %s (iteration %d)", variant.name, latest, state.iteration)
+    if restore_question_rows(reports / QUESTION_POOL, state.iteration, saved.get("questions", [])):
+        log.info("put iteration %d's questions back into %s (lost by a kill)", state.iteration, QUESTION_POOL)
+    return previous_run, continued, logged
+
+
+def _train_iterations(runtime: Runtime, variant: Variant, params: Params, state: LoopState,
+                      manager: CheckpointManager, reports: Path, iterations: int, run_id: str,
+                      on_iteration: Callable[[int, dict[str, float]], None] | None) -> None:
+    """Iterations ``state.iteration + 1 .. iterations``: train, checkpoint, log, report, one after another."""
+    import mlflow
+
+    run_name = manager.root.name
+    for iteration in range(state.iteration + 1, iterations + 1):
+        result, row = train_iteration(runtime, variant, params, state, iteration, iterations)
+        tic = time.perf_counter()
+        manager.save(iteration, loop_state_dict(state, variant, params, run_id, result.questions),
+                     lambda folder: save_trainer(runtime, folder))
+        row["time/checkpoint_s"] = time.perf_counter() - tic
+        _log_iteration(row, iteration)
+        mlflow.log_dict(result.samples, f"samples/iter_{iteration:06d}.json")
+        write_reports(reports, state.history)
+        write_question_pool(reports / QUESTION_POOL, iteration, result.questions)
+        print(progress_line(iteration, iterations, row, run_name), flush=True)
+        if on_iteration is not None:
+            on_iteration(iteration, row)
+
+
+def _heldout_analysis(runtime: Runtime, variant: Variant, params: Params, reports: Path,
+                      processes: Processes) -> None:
+    """The variant's held-out analysis (GDCR's RQ1), on one process only."""
+    if variant.heldout_analysis and processes.world > 1:
+        log.warning("%s: the held-out analysis runs on one process only; skipped under %d processes",
+                    variant.name, processes.world)
+    elif variant.heldout_analysis:
+        heldout_analysis(runtime, params, reports)
 
 
 def _follow(runtime: Runtime, variant: Variant, params: Params, state: LoopState, manager: CheckpointManager,
