@@ -118,3 +118,30 @@ def test_the_module_rule_sees_a_deferred_import_cycle(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__, fromlist=["PACKAGE"]), "PACKAGE", package)
     with pytest.raises(AssertionError, match="module import cycle"):
         test_no_module_import_cycle_inside_a_package_either()
+
+
+MAX_FUNCTION_LINES = 60  # a function a reader takes in at once; longer ones hand their parts to named helpers
+
+
+def long_functions(package: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """``module:function (N lines)`` for every function or method of ``package`` longer than ``limit`` lines."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path.relative_to(package.parent)}:{node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_runs_over_sixty_lines():
+    assert long_functions(PACKAGE) == []
+
+
+def test_the_length_rule_sees_a_long_function(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (package / "m.py").write_text(f"def short():\n    return 1\n\n\ndef long():\n{body}\n")
+    assert long_functions(package) == [f"pkg/m.py:long ({MAX_FUNCTION_LINES + 1} lines)"]

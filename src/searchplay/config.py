@@ -341,7 +341,8 @@ class EvaluateConfig(Section):
     out_dir: str = Field("reports/eval", description="reports/eval/<variant>/")
     on_malformed: Literal["skip", "error"] = Field("skip")
     model: str | None = Field(None, description="None: latest self-play checkpoint, else models.policy")
-    max_turns: int = Field(10, ge=1, description="interaction rounds per question at evaluation (papers: 10)")
+    max_turns: int | None = Field(None, ge=1, description="overrides agent.max_turns at evaluation (None: "
+                                  "agent.max_turns; papers: 10)")
     temperature: float = Field(0.0, ge=0, description="decoding temperature (papers' validation: 0.0, greedy)")
     batch_size: int = Field(8, ge=1, description="questions whose rollouts advance together; one resume unit")
     # The protocol at evaluation (defaults: how SSP evaluates, on Search-R1-formatted questions;

@@ -305,3 +305,13 @@ def test_records_say_whether_the_searches_retrieved_a_gold_answer(tmp_path, monk
     records = run_benchmark(items, tmp_path / "nq.jsonl", backend=fake_backend, search_tool=None,
                             judge=fake_judge, config=None, model="bundled:smollm2", batch_size=2)
     assert [r["answer_retrieved"] for r in records] == [True, False]
+
+
+def test_evaluation_turns_override_the_agents_only_where_set():
+    from searchplay.config import Params
+    from searchplay.eval.runner import evaluation_turns, rollout_config
+
+    params = Params.model_validate({"agent": {"max_turns": 4}})
+    assert evaluation_turns(params) == 4 and rollout_config(params).max_turns == 4  # one source: agent.max_turns
+    params.evaluate.max_turns = 10
+    assert evaluation_turns(params) == 10 and rollout_config(params).max_turns == 10

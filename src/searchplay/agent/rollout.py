@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from searchplay.agent.protocol import (
@@ -28,6 +28,7 @@ from searchplay.agent.protocol import (
     stop_strings,
 )
 from searchplay.agent.trajectory import Role, Trajectory, Turn
+from searchplay.config import AgentConfig, SearchConfig
 from searchplay.llm.backend import PolicyBackend, SamplingParams
 from searchplay.llm.tokenizer import encode_prompt
 from searchplay.retrieval.types import Document, SearchTool
@@ -39,25 +40,29 @@ __all__ = ["RolloutConfig", "encode_prompt", "run_rollouts"]
 SEARCH_FAILED = "Search failed: {error}"  # the information block's text when the search tool raises
 
 
+_AGENT = AgentConfig()  # the defaults RolloutConfig takes its own from
+
+
 @dataclass(frozen=True)
 class RolloutConfig:
-    """Budgets and sampling for one batch of rollouts (``params.agent``; papers: 10 turns, 4096/8192 tokens)."""
+    """Budgets and sampling for one batch of rollouts. Built from ``params.agent`` (and ``search.max_doc_tokens``)
+    by ``from_params``; the defaults are ``AgentConfig``'s, so every setting has one source."""
 
-    max_turns: int = 10  # generation calls per rollout (SSP B.1)
-    max_prompt_tokens: int = 4096  # longer prompts are rejected
-    max_response_tokens: int = 8192  # generated + environment tokens of the whole rollout
-    max_turn_tokens: int = 512  # new tokens per generation call
-    temperature: float = 1.0  # 0: greedy
-    top_p: float = 1.0
-    max_answer_tags: int = 10  # above this, answer_tag_penalty divides the score by 4
-    answer_tag_rule: str = "either"  # SSP code: > max opening or > max closing tags (count_answer_tags)
-    max_doc_tokens: int = 0  # per retrieved document in the <information> block (0: whole)
-    seed: int | None = None  # sampling seed of turn t is seed + t
-    eos_without_action: str = "end"  # 'end' (SSP: the trajectory is over) or 'correct' (Search-R1: corrective message)
-    final_answer_turn: bool = False  # Search-R1: one more generation after max_turns, whose search is not run
-    information_format: str = "ssp"  # whitespace of the <information> block: 'ssp' or 'searchr1'
-    question_format: str = "plain"  # the Solver prompt's question ('plain'/'searchr1'): read where prompts are built
-    continuous_batching: bool = True  # a finished generation re-enters the running batch (backends that can)
+    max_turns: int = _AGENT.max_turns  # generation calls per rollout (SSP B.1)
+    max_prompt_tokens: int = _AGENT.max_prompt_tokens  # longer prompts are rejected
+    max_response_tokens: int = _AGENT.max_response_tokens  # generated + environment tokens of the whole rollout
+    max_turn_tokens: int = _AGENT.max_turn_tokens  # new tokens per generation call
+    temperature: float = _AGENT.temperature  # 0: greedy
+    top_p: float = _AGENT.top_p
+    max_answer_tags: int = _AGENT.max_answer_tags  # above this, answer_tag_penalty divides the score by 4
+    answer_tag_rule: str = _AGENT.answer_tag_rule  # SSP code: > max opening or > max closing tags
+    max_doc_tokens: int = SearchConfig().max_doc_tokens  # per retrieved document in <information> (0: whole)
+    seed: int | None = _AGENT.seed  # sampling seed of turn t is seed + t
+    eos_without_action: str = _AGENT.eos_without_action  # 'end' (SSP) or 'correct' (Search-R1's corrective message)
+    final_answer_turn: bool = _AGENT.final_answer_turn  # Search-R1: one more generation after max_turns, no search
+    information_format: str = _AGENT.information_format  # whitespace of the <information> block
+    question_format: str = _AGENT.question_format  # the Solver prompt's question: read where prompts are built
+    continuous_batching: bool = _AGENT.continuous_batching  # a finished generation re-enters the running batch
 
     @property
     def generations(self) -> int:
@@ -66,17 +71,11 @@ class RolloutConfig:
 
     @classmethod
     def from_params(cls, params: Any, **overrides: Any) -> RolloutConfig:
-        """From a ``Params`` (agent + search sections); keyword overrides win (e.g. temperature=0 for eval)."""
+        """From a ``Params``: every field of the same name in ``params.agent``, ``max_doc_tokens`` from
+        ``params.search``; keyword overrides win (e.g. temperature=0 for evaluation)."""
         agent = params.agent
-        values = {"max_turns": agent.max_turns, "max_prompt_tokens": agent.max_prompt_tokens,
-                  "max_response_tokens": agent.max_response_tokens, "max_turn_tokens": agent.max_turn_tokens,
-                  "temperature": agent.temperature, "top_p": agent.top_p, "max_answer_tags": agent.max_answer_tags,
-                  "answer_tag_rule": agent.answer_tag_rule,
-                  "max_doc_tokens": params.search.max_doc_tokens, "seed": agent.seed,
-                  "eos_without_action": agent.eos_without_action, "final_answer_turn": agent.final_answer_turn,
-                  "information_format": agent.information_format, "question_format": agent.question_format,
-                  "continuous_batching": agent.continuous_batching}
-        return cls(**{**values, **overrides})
+        values = {f.name: getattr(agent, f.name) for f in fields(cls) if f.name in type(agent).model_fields}
+        return cls(**{**values, "max_doc_tokens": params.search.max_doc_tokens, **overrides})
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import typer
 
@@ -67,6 +67,11 @@ def evaluate_command(
     except JudgeOutageError as exc:
         print_error("judge outage", str(exc))
         raise typer.Exit(1) from None
+    _print_scores(result)
+
+
+def _print_scores(result: Any) -> None:
+    """One line per benchmark (judge accuracy and EM with their intervals, F1, sub-EM, errors), the average."""
     judge = result.run["judge"]
     console.print(f"judge: {judge}; model: {result.run['model']}")
     for bench, scores in result.per_benchmark.items():

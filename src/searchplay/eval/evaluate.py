@@ -32,7 +32,7 @@ from searchplay.eval.benchmarks import (
     load_benchmark,
 )
 from searchplay.eval.report import BASE_FALLBACK, read_variant_metrics, write_run_report
-from searchplay.eval.runner import StageTimes, read_finished, rollout_config, run_benchmarks
+from searchplay.eval.runner import StageTimes, evaluation_turns, read_finished, rollout_config, run_benchmarks
 from searchplay.eval.sampling import sample_items
 from searchplay.eval.scoring import (
     benchmark_scores,
@@ -224,27 +224,8 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
     write_json(out_dir / "sample.json", {"seed": cfg.seed, "n": cfg.n,
                                          "ids": {name: [i.id for i in items] for name, items in sampled.items()}})
     model, revision = choice.id, model_revision(choice.path)
-    if search_tool is None:  # first: a missing index fails before a model loads
-        from searchplay.retrieval import load_search_tool
-
-        search_tool = load_search_tool(params)
-    if backend is None:
-        from searchplay.llm import load_backend
-
-        backend = load_backend(choice.path, params)
-    if judge is None:
-        from searchplay.llm.judge import make_judge
-
-        judge = make_judge(params.judge, backend=backend, normalization=cfg.normalization)
-    run = {"variant": variant, "model": model, "model_source": choice.source, "model_revision": revision,
-           "base_model": params.models.policy if choice.source in ("checkpoint", "warmstart") else model,
-           "judge": judge.name, "metric": "judge accuracy (exact match first, then the judge), 0-100",
-           "n": cfg.n, "seed": cfg.seed, "temperature": cfg.temperature, "max_turns": cfg.max_turns,
-           "top_k": params.search.top_k, "benchmarks": list(cfg.benchmarks),
-           "normalization": cfg.normalization, "judge_prompt": params.judge.prompt,
-           "protocol": {key: getattr(cfg, key) for key in PROTOCOL_KEYS},
-           "sources": {name: portable_name(bench.source) for name, bench in loaded.items()},
-           "skipped": {name: dict(bench.skipped) for name, bench in loaded.items()}}
+    search_tool, backend, judge = _load_tools(params, choice, search_tool, backend, judge)
+    run = _run_record(params, variant, choice, judge.name, loaded, revision)
 
     config = rollout_config(params)
     settings = settings_fingerprint(run, config, params)
@@ -283,6 +264,40 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
     others = {k: v for k, v in read_variant_metrics(cfg.out_dir).items() if k != variant}
     write_run_report(out_dir, run, per_benchmark, metrics, others, cfg.paper_reference_model)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
+
+
+def _load_tools(params: Params, choice: ModelChoice, search_tool: Any, backend: Any,
+                judge: Any) -> tuple[Any, Any, Any]:
+    """The search tool, the model and the judge, each unless given; the search tool first, so a missing index
+    fails before a model loads."""
+    if search_tool is None:
+        from searchplay.retrieval import load_search_tool
+
+        search_tool = load_search_tool(params)
+    if backend is None:
+        from searchplay.llm import load_backend
+
+        backend = load_backend(choice.path, params)
+    if judge is None:
+        from searchplay.llm.judge import make_judge
+
+        judge = make_judge(params.judge, backend=backend, normalization=params.evaluate.normalization)
+    return search_tool, backend, judge
+
+
+def _run_record(params: Params, variant: str, choice: ModelChoice, judge_name: str, loaded: dict[str, Any],
+                revision: str) -> dict[str, Any]:
+    """run.json: what was scored (model, source, revision, judge) and under which protocol."""
+    cfg = params.evaluate
+    return {"variant": variant, "model": choice.id, "model_source": choice.source, "model_revision": revision,
+            "base_model": params.models.policy if choice.source in ("checkpoint", "warmstart") else choice.id,
+            "judge": judge_name, "metric": "judge accuracy (exact match first, then the judge), 0-100",
+            "n": cfg.n, "seed": cfg.seed, "temperature": cfg.temperature, "max_turns": evaluation_turns(params),
+            "top_k": params.search.top_k, "benchmarks": list(cfg.benchmarks),
+            "normalization": cfg.normalization, "judge_prompt": params.judge.prompt,
+            "protocol": {key: getattr(cfg, key) for key in PROTOCOL_KEYS},
+            "sources": {name: portable_name(bench.source) for name, bench in loaded.items()},
+            "skipped": {name: dict(bench.skipped) for name, bench in loaded.items()}}
 
 
 def question_searches(search_tool: Any, sampled: dict[str, list[QAItem]], top_k: int,

@@ -65,10 +65,15 @@ def rollout_config(params: Any) -> Any:
     from searchplay.agent.rollout import RolloutConfig
 
     cfg = params.evaluate
-    return RolloutConfig.from_params(params, max_turns=cfg.max_turns, temperature=cfg.temperature,
+    return RolloutConfig.from_params(params, max_turns=evaluation_turns(params), temperature=cfg.temperature,
                                      eos_without_action=cfg.eos_without_action,
                                      final_answer_turn=cfg.final_answer_turn,
                                      information_format=cfg.information_format, question_format=cfg.question_format)
+
+
+def evaluation_turns(params: Any) -> int:
+    """Interaction rounds per question at evaluation: ``evaluate.max_turns`` where set, else ``agent.max_turns``."""
+    return params.evaluate.max_turns or params.agent.max_turns
 
 
 def read_finished(path: str | Path) -> dict[str, dict[str, Any]]:

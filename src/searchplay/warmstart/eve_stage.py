@@ -75,12 +75,7 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     from searchplay.retrieval import format_documents, load_search_tool
     from searchplay.warmstart.validity import eve_format_validity
 
-    if not params.warmstart.enabled:
-        raise WarmstartError("warmstart.enabled is false: the EVE warm-start continues the shared one; run "
-                             "`selfplay --variant eve` from models.policy with warmstart.enabled=false instead")
-    start = warmstart_model_dir(params)
-    if not (start / "config.json").is_file():
-        raise WarmstartError(f"{start} holds no model; run `searchplay warmstart` first")
+    start = _shared_warmstart(params)
     ours = eve_params(params)
     cfg = ours.warmstart
     torch.manual_seed(cfg.seed)
@@ -95,17 +90,8 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     def fmt(docs: Any) -> str:
         return format_documents(docs, tokenizer, params.search.max_doc_tokens)
 
-    builder = demo_builder(params, tokenizer, search_tool, fmt)
-    demos, dropped = builder.build(demo_records, PLAIN_ROLES, rng)
-    eve_demos, eve_dropped = build_eve_demos(builder, demo_records, EVE_ROLES, rng)
-    demos += eve_demos
-    dropped += eve_dropped
-    if not eve_demos:
-        raise WarmstartError(f"no EVE demo could be grounded ({dict(eve_dropped)}); the corpus must hold "
-                             "passages naming the warm-start paths' first hops")
+    demos, dropped = _build_demos(params, demo_records, rng, tokenizer, search_tool, fmt)
     per_role = Counter(d.role for d in demos)
-    log.info("EVE warm-start: %d demos from %d subgraphs (%s); dropped %s", len(demos), len(demo_records),
-             dict(per_role), dict(dropped) or "none")
 
     model = load_policy(str(start), ours)
     backend = _backend(model, tokenizer, ours)
@@ -135,3 +121,30 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     if track:
         log_to_mlflow(ours, metrics, history, reports, run_name="warmstart_eve")
     return metrics
+
+
+def _shared_warmstart(params: Params) -> Path:
+    """The shared warm-start's model folder, which the EVE warm-start continues; an error when there is none."""
+    if not params.warmstart.enabled:
+        raise WarmstartError("warmstart.enabled is false: the EVE warm-start continues the shared one; run "
+                             "`selfplay --variant eve` from models.policy with warmstart.enabled=false instead")
+    start = warmstart_model_dir(params)
+    if not (start / "config.json").is_file():
+        raise WarmstartError(f"{start} holds no model; run `searchplay warmstart` first")
+    return start
+
+
+def _build_demos(params: Params, demo_records: list[dict], rng: random.Random, tokenizer: Any, search_tool: Any,
+                 fmt: Any) -> tuple[list[Any], Counter]:
+    """The plain roles' demos and EVE's; an error when no EVE demo could be grounded in the corpus."""
+    builder = demo_builder(params, tokenizer, search_tool, fmt)
+    demos, dropped = builder.build(demo_records, PLAIN_ROLES, rng)
+    eve_demos, eve_dropped = build_eve_demos(builder, demo_records, EVE_ROLES, rng)
+    demos += eve_demos
+    dropped += eve_dropped
+    if not eve_demos:
+        raise WarmstartError(f"no EVE demo could be grounded ({dict(eve_dropped)}); the corpus must hold "
+                             "passages naming the warm-start paths' first hops")
+    log.info("EVE warm-start: %d demos from %d subgraphs (%s); dropped %s", len(demos), len(demo_records),
+             dict(Counter(d.role for d in demos)), dict(dropped) or "none")
+    return demos, dropped

@@ -129,18 +129,8 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
     def fmt(docs: Any) -> str:
         return format_documents(docs, tokenizer, params.search.max_doc_tokens)
 
-    builder = demo_builder(params, tokenizer, search_tool, fmt)
-    check_ids = {str(r["id"]) for r in check_records}
-    demos, dropped = builder.build(demo_records, ROLES, rng, pool=[r for r in records if str(r["id"]) not in check_ids])
-    if cfg.eve_demos:
-        eve_demos, eve_dropped = build_eve_demos(builder, demo_records, EVE_ROLES, rng)
-        demos += eve_demos
-        dropped += eve_dropped
-    if not demos:
-        raise WarmstartError(f"no demo survived the rule filter ({dict(dropped)}); check the KG pool")
+    demos, dropped = _build_demos(params, demo_records, check_records, records, rng, tokenizer, search_tool, fmt)
     per_role = Counter(d.role for d in demos)
-    log.info("built %d demos from %d subgraphs (%s); dropped %s; %d held-out check subgraphs", len(demos),
-             len(demo_records), dict(per_role), dict(dropped) or "none", len(check_records))
 
     model = load_policy(resolve(params.models.policy), params)
     backend = _backend(model, tokenizer, params)
@@ -171,6 +161,23 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
     if track:
         log_to_mlflow(params, metrics, history, reports)
     return metrics
+
+
+def _build_demos(params: Params, demo_records: list[dict], check_records: list[dict], records: list[dict],
+                 rng: random.Random, tokenizer: Any, search_tool: Any, fmt: Any) -> tuple[list[Any], Counter]:
+    """The SFT demos of every role (EVE's too with ``warmstart.eve_demos``) and the drop counts by reason."""
+    builder = demo_builder(params, tokenizer, search_tool, fmt)
+    check_ids = {str(r["id"]) for r in check_records}
+    demos, dropped = builder.build(demo_records, ROLES, rng, pool=[r for r in records if str(r["id"]) not in check_ids])
+    if params.warmstart.eve_demos:
+        eve_demos, eve_dropped = build_eve_demos(builder, demo_records, EVE_ROLES, rng)
+        demos += eve_demos
+        dropped += eve_dropped
+    if not demos:
+        raise WarmstartError(f"no demo survived the rule filter ({dict(dropped)}); check the KG pool")
+    log.info("built %d demos from %d subgraphs (%s); dropped %s; %d held-out check subgraphs", len(demos),
+             len(demo_records), dict(Counter(d.role for d in demos)), dict(dropped) or "none", len(check_records))
+    return demos, dropped
 
 
 def sft_totals(history: list[dict[str, float]]) -> dict[str, float]:

@@ -35,48 +35,83 @@ def rate(flags: list[bool]) -> float:
 def format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Any,
                     format_documents: Any, seed: int = 0) -> tuple[dict[str, float], dict[str, list[dict]]]:
     """Sample every role once per record; returns the rates and the decoded samples (for the report)."""
-    from searchplay.agent.rollout import RolloutConfig, run_rollouts
-    from searchplay.llm.backend import SamplingParams
+    from searchplay.agent.rollout import RolloutConfig
     from searchplay.llm.tokenizer import encode_prompt
 
-    tokenizer = backend.tokenizer
+    def encode(messages: list[dict]) -> list[int]:
+        return encode_prompt(backend.tokenizer, messages)
+
     solver_config = RolloutConfig.from_params(params, seed=seed)
+    results: dict[str, float] = {}
+    samples: dict[str, list[dict]] = {}
+    for rates, decoded in (
+            _proposer_validity(backend, search_tool, records, params, encode, solver_config),
+            _solver_validity(backend, search_tool, records, params, encode, solver_config),
+            _verifier_validity(backend, search_tool, records, params, encode, format_documents, seed)):
+        results.update(rates)
+        samples.update(decoded)
+    if params.warmstart.eve_demos:
+        eve_rates, eve_samples = eve_format_validity(backend, search_tool, records, params, seed)
+        results.update(eve_rates)
+        samples.update(eve_samples)
+    return results, samples
+
+
+def _proposer_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Any, encode: Any,
+                       solver_config: Any) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """The KG and SSP Proposers, one batch: the share of questions that pass the rule filter."""
+    from searchplay.agent.rollout import run_rollouts
+
     proposer_config = replace(solver_config, temperature=params.selfplay.proposer_temperature)
     rules = FilterRules(min_searches=params.selfplay.min_searches,
                         reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
-    top_k = params.search.top_k
     answers = [str(r["answer"]) for r in records]
-    questions = [template_question(r) for r in records]
-
-    def encode(messages: list[dict]) -> list[int]:
-        return encode_prompt(tokenizer, messages)
-
-    samples: dict[str, list[dict]] = {}
     results: dict[str, float] = {}
+    samples: dict[str, list[dict]] = {}
     families = (("kg", kg_proposer_messages),
                 ("ssp", lambda r: ssp_proposer_messages(str(r["answer"]), int(r["num_hops"]))))
     both = run_rollouts(backend, search_tool, [encode(build(r)) for _, build in families for r in records],
-                        "proposer", proposer_config, top_k=top_k)  # one batch: decoding 2n rows costs less than n twice
+                        "proposer", proposer_config, top_k=params.search.top_k)  # 2n rows at once: less than n twice
     for index, (family, _) in enumerate(families):
         trajectories = both[index * len(records):(index + 1) * len(records)]
         verdicts = [rule_filter(t, a, rules) for t, a in zip(trajectories, answers, strict=True)]
         results[f"proposer_{family}_valid_rate"] = rate([v is None for v in verdicts])
         samples[f"proposer_{family}"] = [{"answer": a, "question": t.question, "rejected": v,
-                                          "output": tokenizer.decode(t.response_ids, skip_special_tokens=False)}
+                                          "output": backend.tokenizer.decode(t.response_ids, skip_special_tokens=False)}
                                          for t, a, v in zip(trajectories, answers, verdicts, strict=True)]
     results["proposer_valid_rate"] = (results["proposer_kg_valid_rate"] + results["proposer_ssp_valid_rate"]) / 2
+    return results, samples
 
+
+def _solver_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Any, encode: Any,
+                     solver_config: Any) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """The Solver on each record's template question: answer, search and exact-match rates."""
+    from searchplay.agent.rollout import run_rollouts
+
+    answers = [str(r["answer"]) for r in records]
+    questions = [template_question(r) for r in records]
     solver_prompts = [encode(solver_messages(q, solver_config.question_format)) for q in questions]
-    solved = run_rollouts(backend, search_tool, solver_prompts, "solver",
-                          solver_config, top_k=top_k)
-    results["solver_answer_rate"] = rate([t.valid and t.answer is not None for t in solved])
-    results["solver_search_rate"] = rate([t.num_searches > 0 for t in solved])
-    results["solver_em"] = rate([t.answer is not None and normalize_answer(t.answer) == normalize_answer(a)
-                                 for t, a in zip(solved, answers, strict=True)])
-    samples["solver"] = [{"question": q, "answer": a, "prediction": t.answer,
-                          "output": tokenizer.decode(t.response_ids, skip_special_tokens=False)}
-                         for q, a, t in zip(questions, answers, solved, strict=True)]
+    solved = run_rollouts(backend, search_tool, solver_prompts, "solver", solver_config, top_k=params.search.top_k)
+    results = {
+        "solver_answer_rate": rate([t.valid and t.answer is not None for t in solved]),
+        "solver_search_rate": rate([t.num_searches > 0 for t in solved]),
+        "solver_em": rate([t.answer is not None and normalize_answer(t.answer) == normalize_answer(a)
+                           for t, a in zip(solved, answers, strict=True)]),
+    }
+    samples = [{"question": q, "answer": a, "prediction": t.answer,
+                "output": backend.tokenizer.decode(t.response_ids, skip_special_tokens=False)}
+               for q, a, t in zip(questions, answers, solved, strict=True)]
+    return results, {"solver": samples}
 
+
+def _verifier_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Any, encode: Any,
+                       format_documents: Any, seed: int) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """The RAG verifier over each record's own documents and noise: the share of replies that parse."""
+    from searchplay.llm.backend import SamplingParams
+
+    top_k = params.search.top_k
+    answers = [str(r["answer"]) for r in records]
+    questions = [template_question(r) for r in records]
     searched = [searched_hops(hops(r), params.warmstart.max_searches)["proposer"] for r in records]
     queries = [hop.query for chain in searched for hop in chain]  # what a Proposer demo searches
     found = search_tool.search(queries, top_k=top_k) if queries else []
@@ -92,14 +127,9 @@ def format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]
     replies = backend.generate(prompts, SamplingParams(max_new_tokens=RAG_MAX_TOKENS, temperature=RAG_TEMPERATURE,
                                                        seed=seed))
     parsed = [parse_rag_answer(c.text) for c in replies]
-    results["verifier_format_rate"] = rate([p is not None for p in parsed])
-    samples["verifier"] = [{"question": q, "answer": a, "parsed": p, "output": c.text}
-                           for q, a, p, c in zip(questions, answers, parsed, replies, strict=True)]
-    if params.warmstart.eve_demos:
-        eve_rates, eve_samples = eve_format_validity(backend, search_tool, records, params, seed)
-        results.update(eve_rates)
-        samples.update(eve_samples)
-    return results, samples
+    samples = [{"question": q, "answer": a, "parsed": p, "output": c.text}
+               for q, a, p, c in zip(questions, answers, parsed, replies, strict=True)]
+    return {"verifier_format_rate": rate([p is not None for p in parsed])}, {"verifier": samples}
 
 
 def eve_format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Any,
@@ -159,9 +189,16 @@ def eve_format_validity(backend: Any, search_tool: Any, records: list[dict[str, 
                                                                                             strict=True)]),
         "verifier_eve_answer_rate": rate([extract_last_answer(c.text) is not None for c in replies]),
     }
-    samples = {"proposer_eve": [{"hops": p.hops_used, "question": t.question, "answer": t.answer,
-                                 "evidence": t.evidence, "format_score": t.format_score, "verbatim": t.verbatim,
-                                 "output": model_text(r)} for p, t, r in zip(plans, triples, proposed, strict=True)],
-               "solver_eve": [{"question": p.question, "answer": p.answer, "prediction": t.answer, "evidence": e,
-                               "output": model_text(t)} for p, t, e in zip(plans, solved, quoted, strict=True)]}
-    return results, samples
+    return results, _eve_samples(plans, triples, proposed, solved, quoted)
+
+
+def _eve_samples(plans: list, triples: list, proposed: list, solved: list,
+                 quoted: list[str | None]) -> dict[str, list[dict]]:
+    """The decoded EVE Proposer and Solver samples of the format check (for the report)."""
+    from searchplay.agent.eve_output import model_text
+
+    return {"proposer_eve": [{"hops": p.hops_used, "question": t.question, "answer": t.answer,
+                              "evidence": t.evidence, "format_score": t.format_score, "verbatim": t.verbatim,
+                              "output": model_text(r)} for p, t, r in zip(plans, triples, proposed, strict=True)],
+            "solver_eve": [{"question": p.question, "answer": p.answer, "prediction": t.answer, "evidence": e,
+                            "output": model_text(t)} for p, t, e in zip(plans, solved, quoted, strict=True)]}
