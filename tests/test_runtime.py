@@ -68,3 +68,25 @@ def test_every_command_runs_with_the_malloc_tuning(monkeypatch, tmp_path):
     monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
     CliRunner().invoke(cli.app, ["assets", "--check"])
     assert called == [True]
+
+
+def test_peak_memory_counts_what_this_process_touched():
+    from searchplay.runtime import peak_memory_gib
+
+    block = bytearray(300 * 2**20)  # 300 MiB, written so its pages are resident
+    block[::4096] = b"x" * len(block[::4096])
+    own, children = peak_memory_gib()
+    assert own >= 0.29 and children >= 0.0
+
+
+def test_every_command_logs_its_peak_memory_at_the_end(caplog):
+    import logging
+
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+
+    with caplog.at_level(logging.INFO, logger="searchplay.runtime"):
+        result = CliRunner().invoke(app, ["assets", "--check"])
+    lines = [r.getMessage() for r in caplog.records if r.name == "searchplay.runtime"]
+    assert result.exit_code in (0, 1) and any(line.startswith("peak memory of `searchplay assets") for line in lines)

@@ -13,6 +13,7 @@ the traceback instead.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import typer
@@ -25,7 +26,7 @@ from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_e
 from searchplay.config import ConfigError, parse_override
 from searchplay.io import OutputsBusyError
 from searchplay.llm.weights import ModelLoadError
-from searchplay.runtime import apply_offline_defaults, keep_freed_memory
+from searchplay.runtime import apply_offline_defaults, keep_freed_memory, log_peak_memory
 
 
 class SearchplayGroup(TyperGroup):
@@ -88,6 +89,11 @@ def main(
         raise typer.Exit(EXIT_BAD_PARAMS) from None
     ctx.obj = {"params_file": params_file or Path("params.yaml"), "overrides": parsed,
                "params_explicit": params_file is not None}
+    if ctx.invoked_subcommand is not None:
+        words = sys.argv[1:]
+        start = words.index(ctx.invoked_subcommand) if ctx.invoked_subcommand in words else len(words)
+        command = " ".join([ctx.invoked_subcommand, *words[start + 1:]])[:80]  # e.g. "selfplay --variant kg_wcr"
+        ctx.call_on_close(lambda: log_peak_memory(command))
 
 
 @app.command("assets")

@@ -60,3 +60,22 @@ def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
     if not applied:
         log.debug("mallopt refused the malloc tuning; glibc's defaults stay")
     return applied
+
+
+def peak_memory_gib() -> tuple[float, float]:
+    """The largest resident set so far, in GiB: of this process, and of the largest finished child process
+    (DVC runs each stage as one process; ingestion and the retrieval server start children)."""
+    import resource
+    import sys
+
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * unit
+    return own / 2**30, children / 2**30
+
+
+def log_peak_memory(command: str) -> None:
+    """One log line at the end of a command: its peak memory (docs/benchmarks.md has the figures per stage)."""
+    own, children = peak_memory_gib()
+    log.info("peak memory of `searchplay %s`: %.2f GiB%s", command, own,
+             f" (largest child process: {children:.2f} GiB)" if children > 0.01 else "")
