@@ -207,12 +207,16 @@ def test_phase_b_without_a_hand_off_set_names_the_command_that_writes_it(tmp_pat
                                         "solver_set": [{"question": "q", "answer": "a", "evidence": "e"}]}
 
 
-def test_a_phase_applies_to_a_two_phase_variant_only(tmp_path):
+def test_a_phase_applies_to_a_phased_variant_only(tmp_path):
     from searchplay.selfplay.loop import SelfplayError, run_selfplay
+    from searchplay.selfplay.phases import phases_of, run_name
+    from searchplay.selfplay.variants import VARIANTS
 
     params = eve_params(tmp_path)
-    with pytest.raises(SelfplayError, match="two-phase"):
+    with pytest.raises(SelfplayError, match="--phase 'a': 'kg_wcr' has all$"):
         run_selfplay(params, "kg_wcr", 1, phase="a")
+    assert phases_of(VARIANTS["kg_wcr"]) is None and phases_of(VARIANTS["eve"]).names == ("a", "b")
+    assert [run_name(VARIANTS["eve"], phase) for phase in ("all", "a", "b")] == ["eve", "eve_phase_a", "eve"]
 
 
 @pytest.mark.parametrize(("iterations", "given_a", "given_b", "expected"),

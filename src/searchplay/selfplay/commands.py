@@ -15,16 +15,16 @@ def register(app: typer.Typer) -> None:
                                     "kg_wcr_gdcr | eve | kg_template (default: params)"),
         iterations: int = typer.Option(None, "--iterations", min=1, help="total self-play steps (default: params)"),
         resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint of this variant"),
-        phase: str = typer.Option("all", "--phase", help="all | a | b: a two-phase variant (eve) one phase at a "
-                                  "time, as the pipeline's stages run it (a: Phase A + the hand-off set, "
-                                  "eve.phase_a_iterations; b: Phase B from that set, eve.phase_b_iterations)"),
+        phase: str = typer.Option("all", "--phase", help="all, or one phase of a phased variant, as the pipeline's "
+                                  "stages run it (eve: a = Phase A + the hand-off set, eve.phase_a_iterations; b = "
+                                  "Phase B from that set, eve.phase_b_iterations)"),
     ) -> None:
         """Search self-play training (SSP Alg. 1 with the KG Proposer / WCR), one checkpoint per iteration."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from searchplay.cliutil import console, get_params
+        from searchplay.selfplay import phases
         from searchplay.selfplay.checkpoint import CheckpointError
-        from searchplay.selfplay.eve import HandoffError, phase_a_iterations, phase_b_iterations, phase_run_name
         from searchplay.selfplay.loop import SelfplayError, run_selfplay
         from searchplay.selfplay.seeds import SeedError
         from searchplay.selfplay.variants import VARIANTS
@@ -34,12 +34,14 @@ def register(app: typer.Typer) -> None:
         if name not in VARIANTS:
             console.print(f"[red]unknown variant {name!r}[/red]; registered: {sorted(VARIANTS)}")
             raise typer.Exit(2)
-        if phase not in ("all", "a", "b"):
-            console.print(f"[red]--phase {phase!r}[/red]: all, a or b")
-            raise typer.Exit(2)
-        if phase != "all" and iterations is None:
-            total = phase_a_iterations(params) if phase == "a" else phase_b_iterations(params)
-        run = phase_run_name(name, phase)
+        try:
+            phases.check_phase(VARIANTS[name], phase)
+        except ValueError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2) from None
+        if iterations is None:
+            total = phases.phase_iterations(params, VARIANTS[name], phase)
+        run = phases.run_name(VARIANTS[name], phase)
         with Progress(TextColumn("selfplay {task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as progress:
             task = progress.add_task(run, total=total)
@@ -49,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
             try:
                 history = run_selfplay(params, name, total, resume=resume, on_iteration=report, phase=phase)
-            except (SelfplayError, SeedError, CheckpointError, HandoffError) as exc:
+            except (SelfplayError, SeedError, CheckpointError, phases.PhaseError) as exc:
                 console.print(f"[red]selfplay error:[/red] {exc}")
                 raise typer.Exit(1) from None
             progress.update(task, completed=len(history))

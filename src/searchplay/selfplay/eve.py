@@ -37,15 +37,16 @@ from searchplay.agent.prompts import solver_messages
 from searchplay.agent.trajectory import Trajectory
 from searchplay.answers import exact_match, token_f1
 from searchplay.config import Params
-from searchplay.io import read_jsonl, write_json, write_jsonl
+from searchplay.io import follow_umask, read_jsonl, write_json, write_jsonl
 from searchplay.llm.backend import SamplingParams
+from searchplay.policy import initial_policy
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, is_verbatim
 from searchplay.rewards.eve import evidence_verifier
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.seeding import HANDOFF, seed_sampling
-from searchplay.selfplay.seeds import Seed
+from searchplay.selfplay.seeds import Seed, load_document_seeds
 from searchplay.selfplay.step import (
     LoopState,
     Runtime,
@@ -577,3 +578,41 @@ def run_eve_step(runtime: Runtime, variant: Variant, params: Params, state: Loop
     if "handoff_s" in state.extra:
         result.metrics["time/handoff_s"] = float(state.extra.pop("handoff_s"))
     return result
+
+
+# --- the hand-off hooks on the runtime (searchplay.selfplay.phases: EVE's ``prepare``) ---------------------
+
+PROPOSER_DIR = "proposer"  # the Phase A Proposer's weights, beside the variant's checkpoints
+
+
+def prepare_runtime(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
+    """EVE's hooks on a built runtime: the hand-off documents, and the restart of the policy from ``start``."""
+    runtime.handoff_documents = lambda: document_seeds(params, "handoff")[: params.eve.handoff_documents]
+    runtime.reset_policy = lambda: restart_from_initial(runtime, params, start, variant)
+
+
+def document_seeds(params: Params, shard: str) -> list[Seed]:
+    """EVE's source documents of one corpus shard ('proposer' for Phase A, 'handoff' for the Solver set),
+    cut to ``eve.document_tokens`` policy tokens."""
+    from searchplay.assets import resolve
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    cfg = params.eve
+    tokenizer = load_tokenizer(resolve(initial_policy(params)))
+    return load_document_seeds(params.corpus.out, shard, cfg.handoff_share, cfg.hop_weights, cfg.seed, tokenizer,
+                               cfg.document_tokens)
+
+
+def restart_from_initial(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
+    """EVE's hand-off: keep the Phase A Proposer's weights (``eve.save_proposer``), then a fresh trainer from the
+    initial weights (the Solver's initialization, EVE §3.4), and the rollout backend on them."""
+    from searchplay.rl import PolicyTrainer
+
+    if params.eve.save_proposer:
+        folder = Path(params.selfplay.checkpoint_dir) / variant.name / PROPOSER_DIR
+        runtime.trainer.unwrapped_model.save_pretrained(folder)
+        runtime.backend.tokenizer.save_pretrained(folder)
+        follow_umask(folder)
+        log.info("saved the Phase A Proposer to %s", folder)
+    runtime.trainer = PolicyTrainer(start, params)
+    runtime.backend.update_weights(runtime.trainer.model)

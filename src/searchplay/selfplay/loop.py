@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.io import atomic_write, follow_umask, write_json
+from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
+from searchplay.selfplay import eve, phases
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
-from searchplay.selfplay.eve import finish_phase_a, phase_run_name, phase_state, run_eve_step
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeding import seed_sampling
 from searchplay.selfplay.seeds import (
@@ -42,7 +42,6 @@ from searchplay.selfplay.seeds import (
     SeedCursor,
     distinct_answers,
     load_answer_seeds,
-    load_document_seeds,
     load_kg_seeds,
     shuffled,
 )
@@ -53,14 +52,13 @@ log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
 MODEL_DIR = "model"  # inside each checkpoint: HF model folder + trainer state (PolicyTrainer.save)
-PROPOSER_DIR = "proposer"  # EVE: the Phase A Proposer's weights, beside the variant's checkpoints
 
 StepFunction = Callable[[Runtime, Variant, Params, LoopState], StepResult]
 
 
 def step_function(variant: Variant) -> StepFunction:
     """``Variant.step`` -> one self-play iteration: SSP Alg. 1 (both roles every step), or EVE's two phases."""
-    steps: dict[str, StepFunction] = {"joint": run_step, "eve": run_eve_step}
+    steps: dict[str, StepFunction] = {"joint": run_step, "eve": eve.run_eve_step}
     if variant.step not in steps:
         raise SelfplayError(f"variant {variant.name!r} names the step {variant.step!r}; known: {sorted(steps)}")
     return steps[variant.step]
@@ -78,7 +76,7 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     answers from ``selfplay.seed_answers`` (else the KG pool's distinct answers), in a seeded random order
     (docs/decisions/selfplay.md)."""
     if variant.seeds == "documents":
-        return document_seeds(params, "proposer")
+        return eve.document_seeds(params, "proposer")
     if variant.seeds != "answers":
         return load_kg_seeds(params.kg.out_dir, split="selfplay")
     if params.selfplay.seed_answers:
@@ -88,21 +86,10 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     return shuffled(answers, params.selfplay.seed)
 
 
-def document_seeds(params: Params, shard: str) -> list[Seed]:
-    """EVE's source documents of one corpus shard ('proposer' for Phase A, 'handoff' for the Solver set),
-    cut to ``eve.document_tokens`` policy tokens."""
-    from searchplay.assets import resolve
-    from searchplay.llm.tokenizer import load_tokenizer
-
-    cfg = params.eve
-    tokenizer = load_tokenizer(resolve(initial_policy(params)))
-    return load_document_seeds(params.corpus.out, shard, cfg.handoff_share, cfg.hop_weights, cfg.seed, tokenizer,
-                               cfg.document_tokens)
-
-
 def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     """The real runtime: trainer (policy + reference), rollout backend, verifier, search tool, judge; for a
-    variant with ``frozen_solver`` also a frozen backend of the initial weights and the EVE hand-off hooks."""
+    variant with ``frozen_solver`` also a frozen backend of the initial weights, and a phased variant's hooks
+    (``searchplay.selfplay.phases``: EVE's hand-off)."""
     from dataclasses import replace
 
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
@@ -142,28 +129,13 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
         runtime.frozen = frozen
         runtime.frozen_rollouts = lambda ids, role, config: run_rollouts(frozen, search_tool, ids, role, config,
                                                                          top_k=top_k)
-        runtime.handoff_documents = lambda: document_seeds(params, "handoff")[: params.eve.handoff_documents]
-        runtime.reset_policy = lambda: restart_from_initial(runtime, params, start, variant)
+    phased = phases.phases_of(variant) if variant is not None else None
+    if phased is not None and phased.prepare is not None:
+        phased.prepare(runtime, params, start, variant)  # EVE: the hand-off hooks
     return runtime
 
 
-def restart_from_initial(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
-    """EVE's hand-off: keep the Phase A Proposer's weights (``eve.save_proposer``), then a fresh trainer from the
-    initial weights (the Solver's initialization, EVE §3.4), and the rollout backend on them."""
-    from searchplay.rl import PolicyTrainer
-
-    if params.eve.save_proposer:
-        folder = Path(params.selfplay.checkpoint_dir) / variant.name / PROPOSER_DIR
-        runtime.trainer.unwrapped_model.save_pretrained(folder)
-        runtime.backend.tokenizer.save_pretrained(folder)
-        follow_umask(folder)
-        log.info("saved the Phase A Proposer to %s", folder)
-    runtime.trainer = PolicyTrainer(start, params)
-    runtime.backend.update_weights(runtime.trainer.model)
-
-
 # --- checkpoint state ------------------------------------------------------------------------------------
-
 
 def _rng_state(rng: random.Random) -> list[Any]:
     version, internal, gauss = rng.getstate()
@@ -273,24 +245,25 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
                  phase: str = "all") -> list[dict[str, float]]:
     """Train ``iterations`` self-play steps in total (a resumed run continues up to the same total).
 
-    ``phase``: 'all' trains every phase the variant has in one run; for a two-phase variant (EVE) 'a' trains
-    Phase A and writes the hand-off set, 'b' trains Phase B from that set (each a DVC stage), with their own
-    checkpoints, reports and MLflow run named by ``searchplay.selfplay.eve.phase_run_name``.
+    ``phase``: 'all' trains every phase the variant has in one run; a phased variant (``searchplay.selfplay.phases``,
+    EVE) can train one phase (each a DVC stage), with its own checkpoints, reports and MLflow run.
     """
     from searchplay.tracking import start_run
 
     variant = get_variant(variant_name)
     cfg = params.selfplay
-    if phase != "all" and variant.step != "eve":
-        raise SelfplayError(f"--phase {phase} applies to a two-phase variant (eve); {variant.name!r} has one phase")
-    run_name = phase_run_name(variant.name, phase)
+    try:
+        phases.check_phase(variant, phase)
+    except ValueError as exc:
+        raise SelfplayError(str(exc)) from None
+    run_name = phases.run_name(variant, phase)
     manager = CheckpointManager(Path(cfg.checkpoint_dir) / run_name, cfg.keep_checkpoints)
     latest = manager.latest()
     if latest is not None and not resume:
         raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
                             "continue, or move the folder away to start over")
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
-    state.extra.update(phase_state(params, phase, variant.name) if phase != "all" else {})
+    state.extra.update(phases.pinned_state(params, variant, phase))
     runtime = runtime or build_runtime(params, variant)
     processes = _share_checkpoints(runtime, variant, manager)
     if not processes.is_main:
@@ -310,8 +283,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             with start_run(params, "selfplay", run_name, tags, run_id=continued):
                 for row in unlogged:
                     _log_iteration(row, int(row["iteration"]))
-        if phase == "a":
-            finish_phase_a(runtime, variant, params, state, manager.root, reports)
+        finish_phase(runtime, variant, params, state, manager.root, reports, phase)
         return state.history
     with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
         for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
@@ -319,18 +291,25 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         _train_iterations(runtime, variant, params, state, manager, reports, iterations, run.info.run_id,
                           on_iteration)
         _heldout_analysis(runtime, variant, params, reports, processes)
-        if phase == "a":  # inside the run: its summary goes to Phase A's MLflow run
-            finish_phase_a(runtime, variant, params, state, manager.root, reports)
+        finish_phase(runtime, variant, params, state, manager.root, reports, phase)  # inside: logs to its run
     return state.history
+
+
+def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path, reports: Path,
+                 phase: str) -> None:
+    """The phase's last act after its last iteration, if it has one (EVE Phase A: the hand-off set)."""
+    finish = phases.finisher(variant, phase)
+    if finish is not None:
+        finish(runtime, variant, params, state, root, reports)
 
 
 def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointManager) -> Processes:
     """The processes of this run (several under accelerate), told to ``manager``; a killed save's leftovers
     removed by the main one."""
     processes = Processes.from_accelerator(getattr(runtime.trainer, "accelerator", None))
-    if processes.world > 1 and variant.step == "eve":
-        raise SelfplayError(f"{variant.name!r} runs on one process only (its hand-off set is written by one); "
-                            "launch it without accelerate")
+    if processes.world > 1 and phases.one_process(variant):
+        raise SelfplayError(f"{variant.name!r} runs on one process only (its phases hand off files one process "
+                            "writes); launch it without accelerate")
     manager.processes = processes
     if processes.is_main:
         for path in manager.remove_partials():
