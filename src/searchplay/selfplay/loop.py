@@ -262,8 +262,9 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     if latest is not None and not resume:
         raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
                             "continue, or move the folder away to start over")
+    pinned = phases.pinned_state(params, variant, phase)  # first: Phase B without its hand-off set fails at once
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
-    state.extra.update(phases.pinned_state(params, variant, phase))
+    state.extra.update(pinned)
     runtime = runtime or build_runtime(params, variant)
     processes = _share_checkpoints(runtime, variant, manager)
     if not processes.is_main:
