@@ -213,7 +213,7 @@ def test_a_phase_applies_to_a_phased_variant_only(tmp_path):
     from searchplay.selfplay.variants import VARIANTS
 
     params = eve_params(tmp_path)
-    with pytest.raises(SelfplayError, match="--phase 'a': 'kg_wcr' has all$"):
+    with pytest.raises(SelfplayError, match=r"--phase 'a': 'kg_wcr' has all$"):
         run_selfplay(params, "kg_wcr", 1, phase="a")
     assert phases_of(VARIANTS["kg_wcr"]) is None and phases_of(VARIANTS["eve"]).names == ("a", "b")
     assert [run_name(VARIANTS["eve"], phase) for phase in ("all", "a", "b")] == ["eve", "eve_phase_a", "eve"]
