@@ -79,14 +79,18 @@ def test_peak_memory_counts_what_this_process_touched():
     assert own >= 0.29 and children >= 0.0
 
 
-def test_every_command_logs_its_peak_memory_at_the_end(caplog):
+def test_a_command_that_ends_well_logs_its_peak_memory_and_a_failed_one_only_its_error(caplog, tmp_path):
     import logging
 
     from typer.testing import CliRunner
 
     from searchplay.cli import app
 
+    sets = ["--set", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}", "--set", f"selfplay.checkpoint_dir={tmp_path}",
+            "--set", f"warmstart.out_dir={tmp_path / 'ws'}", "--set", f"warmstart.eve_out_dir={tmp_path / 'wse'}"]
     with caplog.at_level(logging.INFO, logger="searchplay.runtime"):
-        result = CliRunner().invoke(app, ["assets", "--check"])
+        result = CliRunner().invoke(app, [*sets, "status"])
+        failed = CliRunner().invoke(app, ["--set", "selfplay.iterations=many", "status"])
     lines = [r.getMessage() for r in caplog.records if r.name == "searchplay.runtime"]
-    assert result.exit_code in (0, 1) and any(line.startswith("peak memory of `searchplay assets") for line in lines)
+    assert result.exit_code == 0 and failed.exit_code == 2
+    assert len(lines) == 1 and lines[0].startswith("peak memory of `searchplay status")

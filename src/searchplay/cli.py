@@ -34,7 +34,7 @@ class SearchplayGroup(TyperGroup):
 
     def invoke(self, ctx: typer.Context):
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
         except ConfigError as exc:
             if ctx.params.get("debug"):
                 raise
@@ -56,6 +56,9 @@ class SearchplayGroup(TyperGroup):
                 raise
             print_error("file system error", f"{message} (--debug shows the traceback)")
             raise typer.Exit(EXIT_UNWRITABLE) from None
+        if isinstance(ctx.obj, dict) and "command" in ctx.obj:  # a command that ended well (errors stay one line)
+            log_peak_memory(ctx.obj["command"])
+        return result
 
 
 app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_completion=False,
@@ -92,8 +95,7 @@ def main(
     if ctx.invoked_subcommand is not None:
         words = sys.argv[1:]
         start = words.index(ctx.invoked_subcommand) if ctx.invoked_subcommand in words else len(words)
-        command = " ".join([ctx.invoked_subcommand, *words[start + 1:]])[:80]  # e.g. "selfplay --variant kg_wcr"
-        ctx.call_on_close(lambda: log_peak_memory(command))
+        ctx.obj["command"] = " ".join([ctx.invoked_subcommand, *words[start + 1:]])[:80]  # "selfplay --variant x"
 
 
 @app.command("assets")

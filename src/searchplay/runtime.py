@@ -75,7 +75,8 @@ def peak_memory_gib() -> tuple[float, float]:
 
 
 def log_peak_memory(command: str) -> None:
-    """One log line at the end of a command: its peak memory (docs/benchmarks.md has the figures per stage)."""
+    """One log line at the end of a command that ended well: its peak memory (a failed one prints its one-line
+    error alone)."""
     own, children = peak_memory_gib()
     log.info("peak memory of `searchplay %s`: %.2f GiB%s", command, own,
              f" (largest child process: {children:.2f} GiB)" if children > 0.01 else "")
