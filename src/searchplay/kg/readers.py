@@ -49,6 +49,7 @@ class ReadReport:
     bad_lines: int = 0
     bytes_read: int = 0
     examples: list[str] = field(default_factory=list)
+    first_bad: str = ""  # "line N: reason" of the first bad line (the one-line error names it)
 
     @property
     def bad_share(self) -> float:
@@ -56,6 +57,7 @@ class ReadReport:
 
     def bad(self, number: int, line: bytes, reason: str) -> None:
         self.bad_lines += 1
+        self.first_bad = self.first_bad or f"line {number}: {reason}"
         if len(self.examples) < MAX_EXAMPLES:
             self.examples.append(f"line {number}: {reason}: {line[:80]!r}")
 
@@ -65,7 +67,7 @@ class ReadReport:
 
     def too_many_bad_lines(self, limit: float) -> str:
         """One line for a dump over the bad-line limit: the counts, the setting and the first bad line."""
-        first = f"; the first is {self.examples[0].split(': b', 1)[0]}" if self.examples else ""
+        first = f"; the first is {self.first_bad}" if self.first_bad else ""
         return (f"{self.bad_lines} of {self.lines} lines of {self.source} are corrupt ({self.bad_share:.1%} > "
                 f"kg.max_bad_line_share={limit:.1%}){first}; re-download the dump or raise kg.max_bad_line_share")
 

@@ -93,6 +93,10 @@ def _ingest_shard(args: tuple[str, float, int, int, str, int]) -> ReadReport:
     return reader.report
 
 
+class StoreWriteError(RuntimeError):
+    """The store could not be written (a full disk, an I/O error); nothing of it is left behind."""
+
+
 def ingest_dump(dump: str | Path, store_dir: str | Path, workers: int = 1, max_bad_line_share: float = 0.01,
                 batch_size: int = 5000, progress: Callable[[int], None] | None = None) -> ReadReport:
     """Ingest a dump into ``store_dir/graph.sqlite``, split over ``workers`` processes (kg.ingest_workers).
@@ -118,10 +122,6 @@ def ingest_dump(dump: str | Path, store_dir: str | Path, workers: int = 1, max_b
         _remove(final, *shards)
         raise
     return report
-
-
-class StoreWriteError(RuntimeError):
-    """The store could not be written (a full disk, an I/O error); nothing of it is left behind."""
 
 
 def _ingest(dump: str | Path, final: Path, shards: list[Path], max_bad_line_share: float, batch_size: int,
@@ -167,6 +167,7 @@ def _combine(source: str, reports: list[ReadReport]) -> ReadReport:
         total.bad_lines += r.bad_lines
         total.bytes_read += r.bytes_read
         total.examples += r.examples[: 5 - len(total.examples)]
+        total.first_bad = total.first_bad or r.first_bad
     return total
 
 
