@@ -8,7 +8,13 @@ import math
 
 import pytest
 
-from searchplay.selfplay.heldout import heldout_records, progress_table, run_heldout_analysis, step_correlation
+from searchplay.selfplay.heldout import (
+    heldout_records,
+    progress_table,
+    rq1_figure,
+    run_heldout_analysis,
+    step_correlation,
+)
 from tests.selfplay.conftest import make_runtime
 from tests.selfplay.selfplay_fakes import ScriptedBackend, subgraph_record
 
@@ -22,6 +28,19 @@ def test_progress_table_averages_running_trajectories_per_non_final_step():
                      "diff": -1.0},
                     {"step": 2, "d_best_correct": 0.0, "n_correct": 1, "d_best_incorrect": None, "n_incorrect": 0,
                      "diff": None}]
+
+
+def test_rq1_figure_has_whole_steps_and_an_n_at_every_point():
+    import matplotlib.pyplot as plt
+
+    rows = [{"step": 1, "d_best_correct": 2.0, "n_correct": 4, "d_best_incorrect": 3.0, "n_incorrect": 9},
+            {"step": 2, "d_best_correct": 1.0, "n_correct": 1, "d_best_incorrect": None, "n_incorrect": 0}]
+    fig = rq1_figure(rows)
+    ax = fig.axes[0]
+    assert all(float(tick).is_integer() for tick in ax.get_xticks())
+    assert sorted(text.get_text() for text in ax.texts) == ["n=1", "n=4", "n=9"]
+    assert ax.get_ylabel() and ax.get_xlabel()
+    plt.close(fig)
 
 
 def test_step_correlation_is_point_biserial_over_steps():

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from searchplay.eval.benchmark_chart import Bar, benchmark_chart
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.colors import model_color
 from searchplay.eval.curves import read_histories, selfplay_curves
@@ -368,30 +369,27 @@ def bar_chart(path: str | Path, title: str, labels: list[str], series: dict[str,
 
 def benchmark_charts(out_dir: Path, run_label: str, per_benchmark: dict[str, dict[str, float]],
                      others: dict[str, dict[str, float]], model: str, reference_model: str) -> list[Path]:
-    """One PNG per benchmark: this run's four scores beside other variants' and the papers' judge accuracy."""
+    """One PNG per benchmark: this run's four scores beside other variants' and the papers' judge accuracy,
+    each model in its own colour and the papers' bars hatched."""
     charts = []
     rows_from_papers, _ = paper_rows(model, reference_model)
+    own_color = model_color(run_label)
     for name, scores in per_benchmark.items():
         if not scores.get("n"):
             continue
-        labels = [f"{run_label}\n{metric}" for metric in ("judge acc", "EM", "F1", "sub-EM")]
-        values: list[float | None] = [scores["judge_acc"], scores["em"], scores["f1"], scores["sub_em"]]
         own = {f"{name}.{key}": value for key, value in scores.items()}
-        errors: list[Interval] = [_interval(own, name, "judge_acc"), _interval(own, name, "em"), None, None]
-        for variant, metrics in others.items():
-            labels.append(f"{variant}\njudge acc")
-            values.append(metrics.get(f"{name}.judge_acc"))
-            errors.append(_interval(metrics, name, "judge_acc"))
-        for label, paper in rows_from_papers:
-            if name in paper:
-                labels.append(label.replace(" [", "\n["))
-                values.append(paper[name])
-                errors.append(None)
-        baselines = ({i: (scores["majority_baseline_em"], "majority baseline (EM)") for i in range(len(labels))}
-                     if "majority_baseline_em" in scores else None)
-        charts.append(bar_chart(out_dir / "charts" / f"{name}.png", f"{LABELS.get(name, name)} (n={int(scores['n'])})",
-                                labels, {"score": values}, "score (0-100)", intervals={"score": errors},
-                                baselines=baselines, caption="error bars: Wilson 95% interval (ours only)"))
+        bars = [Bar(f"{run_label}: judge acc", scores["judge_acc"], own_color, _interval(own, name, "judge_acc")),
+                Bar(f"{run_label}: EM", scores["em"], own_color, _interval(own, name, "em")),
+                Bar(f"{run_label}: F1", scores["f1"], own_color),
+                Bar(f"{run_label}: sub-EM", scores["sub_em"], own_color)]
+        bars += [Bar(f"{variant}: judge acc", metrics[f"{name}.judge_acc"], model_color(variant),
+                     _interval(metrics, name, "judge_acc"))
+                 for variant, metrics in others.items() if metrics.get(f"{name}.judge_acc") is not None]
+        bars += [Bar(label, paper[name], "white", paper=True) for label, paper in rows_from_papers if name in paper]
+        baseline = ((scores["majority_baseline_em"], "majority baseline (EM)") if "majority_baseline_em" in scores
+                    else None)
+        charts.append(benchmark_chart(out_dir / "charts" / f"{name}.png",
+                                      f"{LABELS.get(name, name)} (n={int(scores['n'])})", bars, baseline))
     return charts
 
 

@@ -206,23 +206,36 @@ def write_rq1(out_dir: Path, rows: list[dict[str, Any]], summary: dict[str, floa
 
 
 def _plot(path: Path, rows: list[dict[str, Any]]) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = rq1_figure(rows)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def rq1_figure(rows: list[dict[str, Any]]) -> Any:
+    """Mean history-best distance per step, correct against incorrect, each point labelled with its n."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for label, style in (("correct", "o-"), ("incorrect", "s--")):
-        points = [(row["step"], row[f"d_best_{label}"]) for row in rows if row[f"d_best_{label}"] is not None]
+    for label, style, offset in (("correct", "o-", (4, 6)), ("incorrect", "s--", (4, -12))):
+        points = [(row["step"], row[f"d_best_{label}"], row[f"n_{label}"]) for row in rows
+                  if row[f"d_best_{label}"] is not None]
         if points:
-            ax.plot(*zip(*points, strict=True), style, label=f"{label} (n per step in rq1.csv)")
-    ax.set_xlabel("step (non-final)")
-    ax.set_ylabel("history-best distance to answer")
-    ax.set_title("GDCR RQ1 on kg_heldout")
+            ax.plot([p[0] for p in points], [p[1] for p in points], style, label=f"{label} trajectories")
+            for step, distance, count in points:
+                ax.annotate(f"n={count}", (step, distance), textcoords="offset points", xytext=offset, fontsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step (non-final search turn)")
+    ax.set_ylabel("history-best distance to answer (hops)")
+    ax.set_title("GDCR RQ1 on kg_heldout (n = trajectories at that step)")
     if not rows:
         ax.text(0.5, 0.5, "no non-final steps", ha="center", va="center", transform=ax.transAxes)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
