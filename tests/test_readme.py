@@ -66,14 +66,21 @@ def test_the_eve_keys_the_readme_names_are_in_its_two_histories():
         assert key in logged, key
 
 
+def timing_keys(folder: Path) -> set[str]:
+    """The durations and rates a stage logs to MLflow and keeps in timings.json (searchplay.timings)."""
+    path = folder / "timings.json"
+    return {k for k, v in json.loads(path.read_text()).items() if not isinstance(v, list)} if path.is_file() else set()
+
+
 def logged_keys(experiment: str) -> list[tuple[set[str], list[str]]]:
     """(keys, benchmarks) for every run of one experiment that the README's key must be in."""
     if experiment == "warmstart":
         train = {f"train/{k}" for k in header(REPORTS / "warmstart" / "history.csv")}
-        return [(train | set(json.loads((REPORTS / "warmstart" / "metrics.json").read_text())), [])]
+        return [(train | set(json.loads((REPORTS / "warmstart" / "metrics.json").read_text()))
+                 | timing_keys(REPORTS / "warmstart"), [])]
     if experiment == "selfplay":  # the table's keys are SSP Alg. 1's step; EVE's two phases log their own (below)
-        return [(header(path), []) for path in sorted((REPORTS / "selfplay").glob("*/history.csv"))
-                if joint_step(path.parent.name)]
+        return [(header(path) | timing_keys(path.parent), [])
+                for path in sorted((REPORTS / "selfplay").glob("*/history.csv")) if joint_step(path.parent.name)]
     return [(set(json.loads(path.read_text())), json.loads((path.parent / "run.json").read_text())["benchmarks"])
             for path in sorted((REPORTS / "eval").glob("*/metrics.json"))]
 

@@ -188,6 +188,21 @@ def test_model_revision_changes_with_the_weights(tmp_path):
     assert stage.model_revision("Qwen/Qwen2.5-7B-Instruct") is None
 
 
+def test_model_revision_is_the_same_for_the_same_weights_written_again(tmp_path):
+    """A rerun that writes identical weights (new file times) keeps the revision, so its predictions do not
+    change; optimizer and RNG states beside the weights do not count."""
+    import os
+
+    folder = _checkpoint(tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"weights")
+    before = stage.model_revision(folder)
+    weights.write_bytes(b"weights")
+    os.utime(weights, ns=(1, 1))
+    (folder / "optimizer.bin").write_bytes(b"another optimizer state")
+    assert stage.model_revision(folder) == before
+
+
 def test_a_kg_heldout_smaller_than_asked_says_so_and_names_the_setting(tmp_path, monkeypatch, caplog):
     from searchplay.io import write_jsonl
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -57,5 +58,22 @@ def test_write_reports_draws_the_chart_beside_the_history(tmp_path):
     history = [_row(1, [[True, False]], ["fresh"])]
     history[0]["coverage/spearman_rho"] = math.nan
     write_reports(tmp_path / "ssp", history)
-    assert sorted(p.name for p in (tmp_path / "ssp").iterdir()) == ["accuracy.png", "history.csv", "metrics.json"]
+    assert sorted(p.name for p in (tmp_path / "ssp").iterdir()) == ["accuracy.png", "history.csv", "metrics.json",
+                                                                     "timings.json"]
     assert (tmp_path / "ssp" / "accuracy.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_timings_stay_out_of_the_files_dvc_compares(tmp_path):
+    """A rerun with the same answers must leave metrics.json and history.csv unchanged: durations and rates go
+    to timings.json, per iteration."""
+    history = [{**_row(i, [[True, False]], ["fresh"]), "time/iteration_s": 100.0 + i, "train/seconds": 9.0 + i,
+                "throughput/tokens_per_s": 50.0} for i in (1, 2)]
+    write_reports(tmp_path / "ssp", history)
+    folder = tmp_path / "ssp"
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert "solver/accuracy" in metrics and not [k for k in metrics if "time" in k or "seconds" in k or "_per_s" in k]
+    header = (folder / "history.csv").read_text().splitlines()[0].split(",")
+    assert "solver/accuracy" in header and "time/iteration_s" not in header and "train/seconds" not in header
+    timings = json.loads((folder / "timings.json").read_text())
+    assert timings["time/iteration_s"] == 102.0
+    assert [row["time/iteration_s"] for row in timings["iterations"]] == [101.0, 102.0]

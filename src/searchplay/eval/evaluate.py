@@ -44,6 +44,7 @@ from searchplay.eval.scoring import (
     scores_by_hops,
 )
 from searchplay.io import portable_name, write_json, write_jsonl
+from searchplay.timings import write_timings
 
 log = logging.getLogger(__name__)
 
@@ -130,19 +131,28 @@ def resolve_model(params: Params, variant: str, allow_base: bool = False) -> Mod
     return ModelChoice(policy.id, policy.path, BASE_FALLBACK)
 
 
-def model_revision(path: str | Path) -> str | None:
-    """A short fingerprint of a local model folder's files (name, size, mtime), or None for a hub id.
+# What decides a model's answers: weights, config and tokenizer; not the optimizer, scheduler or RNG states that
+# a self-play checkpoint keeps beside them.
+ANSWER_FILES = ("*.safetensors", "pytorch_model*.bin", "adapter_model.bin", "config.json", "generation_config.json",
+                "adapter_config.json", "tokenizer*", "special_tokens_map.json", "vocab.json", "merges.txt")
 
-    The recorded model id of the warm-start (or of a re-trained iteration) stays the same when its
-    weights change; the revision does not, so the resume log never mixes two trainings' answers.
+
+def model_revision(path: str | Path) -> str | None:
+    """A short content hash of a local model folder's weights, config and tokenizer, or None for a hub id.
+
+    The recorded model id of the warm-start (or of a re-trained iteration) stays the same when its weights
+    change; the revision does not, so the resume log never mixes two trainings' answers. A rerun that writes the
+    same weights gets the same revision (a hash of file times would not), so the predictions stay unchanged.
     """
     folder = Path(path)
     if not folder.is_dir():
         return None
+    files = sorted({file for pattern in ANSWER_FILES for file in folder.glob(pattern) if file.is_file()})
     digest = hashlib.sha256()
-    for file in sorted(p for p in folder.iterdir() if p.is_file()):
-        stat = file.stat()
-        digest.update(f"{file.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    for file in files:
+        digest.update(f"{file.name}:".encode())
+        with file.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
     return digest.hexdigest()[:12]
 
 
@@ -260,7 +270,8 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
     if choice.source == "checkpoint" and selfplay_metrics.exists():
         last_iteration = json.loads(selfplay_metrics.read_text(encoding="utf-8"))
     write_json(out_dir / "headline.json", headline_metrics(metrics, last_iteration))
-    write_json(out_dir / "run.json", {**run, "times_s": vars(times)})
+    write_json(out_dir / "run.json", run)
+    write_timings(out_dir, {"times_s": vars(times), "questions_per_s": times.questions / max(times.total, 1e-9)})
     others = {k: v for k, v in read_variant_metrics(cfg.out_dir).items() if k != variant}
     write_run_report(out_dir, run, per_benchmark, metrics, others, cfg.paper_reference_model)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)

@@ -47,6 +47,7 @@ from searchplay.selfplay.seeds import (
 )
 from searchplay.selfplay.step import LoopState, Runtime, StepResult, evaluated_change_share, run_step
 from searchplay.selfplay.variants import Variant, get_variant
+from searchplay.timings import is_timing, split_timings, timing_rows, write_timings
 
 log = logging.getLogger(__name__)
 
@@ -187,17 +188,19 @@ def _finite_or_none(value: Any) -> Any:
 
 
 def write_reports(folder: Path, history: list[dict[str, float]]) -> None:
-    """``metrics.json`` (the last iteration, a DVC metric), ``history.csv`` (every iteration, a DVC plot) and
-    ``accuracy.png`` (the Solver's accuracy on fresh questions per iteration, titled with the folder's run name)."""
+    """``metrics.json`` (the last iteration, a DVC metric), ``history.csv`` (every iteration, a DVC plot),
+    ``timings.json`` (their durations and rates, kept out of both: ``searchplay.timings``) and
+    ``accuracy.png`` (the Solver's accuracy on fresh questions per iteration, titled with the run name)."""
     if not history:
         return
-    summary = {**history[-1], **m.fresh_accuracy_trend(history)}
+    summary, timings = split_timings({**history[-1], **m.fresh_accuracy_trend(history)})
     write_json(folder / "metrics.json", {k: _finite_or_none(v) for k, v in summary.items()})
+    write_timings(folder, {**timings, "iterations": timing_rows(history, "iteration")})
     columns: list[str] = []
     for row in history:
-        columns += [k for k in row if k not in columns]
+        columns += [k for k in row if k not in columns and not is_timing(k)]
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, restval="", extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in history:
         writer.writerow({k: "" if _finite_or_none(v) is None else v for k, v in row.items()})

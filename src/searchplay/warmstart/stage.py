@@ -35,6 +35,7 @@ from searchplay.io import atomic_write, follow_umask, read_jsonl, write_json
 from searchplay.policy import warmstart_model_dir
 from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
+from searchplay.timings import is_timing, split_timings, timing_rows, write_timings
 from searchplay.warmstart.demos import ROLES, Demo, DemoBuilder, partition
 from searchplay.warmstart.eve_demos import EVE_ROLES, build_eve_demos
 
@@ -350,10 +351,15 @@ def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str,
                   samples: dict[str, Any], rates: tuple[tuple[str, str], ...] = RATES,
                   before: tuple[str, str] = BEFORE, after: str = "warm-start",
                   prompts_key: str = "check_prompts") -> None:
-    write_json(folder / "metrics.json", metrics)
+    """metrics.json and history.csv (results, which DVC compares), timings.json (durations and rates, which it
+    ignores: ``searchplay.timings``), samples.json and loss.png."""
+    results, timings = split_timings(metrics)
+    write_json(folder / "metrics.json", results)
+    write_timings(folder, {**timings, "steps": timing_rows(history, "step")})
     write_json(folder / "samples.json", samples)
+    columns = [key for key in history[0] if not is_timing(key)]
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(history[0]), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(history)
     with atomic_write(folder / "history.csv") as handle:
