@@ -67,7 +67,8 @@ def latest_runs(tracking_uri: str, experiment: str) -> tuple[str, list[str]]:
 
 
 def mlflow_screenshots(repo: Path, out: Path, chromium: str) -> None:
-    """The self-play runs' charts and the evaluation runs' comparison table, from the MLflow UI."""
+    """The evaluation runs' chart view (headline section first), the self-play runs' charts and the evaluation
+    runs' comparison table, from the MLflow UI."""
     uri = f"sqlite:///{repo / 'mlflow.db'}"
     port = free_port()
     server = subprocess.Popen([str(BIN / "mlflow"), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
@@ -81,6 +82,9 @@ def mlflow_screenshots(repo: Path, out: Path, chromium: str) -> None:
                 break
             except OSError:
                 time.sleep(1)
+        experiment_id, _ = latest_runs(uri, "searchplay-evaluate")  # the README's view: headline charts first
+        screenshot(chromium, f"{base}/#/experiments/{experiment_id}/runs?compareRunsMode=CHART",
+                   out / "mlflow_headline_charts.png", size="1900,1000", wait_ms=90000)
         for experiment, name in (("searchplay-selfplay", "mlflow_selfplay_compare.png"),
                                  ("searchplay-evaluate", "mlflow_evaluate_compare.png")):
             experiment_id, run_ids = latest_runs(uri, experiment)

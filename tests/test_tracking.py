@@ -1,5 +1,6 @@
 import pytest
 
+from searchplay.colors import model_color
 from searchplay.config import Params
 from searchplay.tracking import flat_params, git_commit, start_run
 
@@ -41,6 +42,7 @@ def test_run_logs_params_and_provenance_tags(tmp_path, monkeypatch):
     assert stored.data.tags["params_hash"] == params.digest()
     assert "git_commit" in stored.data.tags
     assert mlflow.get_experiment(run.info.experiment_id).name == "searchplay-selfplay"
+    assert stored.data.tags["mlflow.runColor"] == model_color("kg_wcr")  # as in every chart the project draws
 
 
 @pytest.mark.slow

@@ -160,6 +160,7 @@ def pipeline_command(
 
     from searchplay import pipeline
     from searchplay.cliutil import get_params
+    from searchplay.tracking import chart_view_url
 
     params = get_params(ctx)
     root = Path.cwd()
@@ -172,7 +173,8 @@ def pipeline_command(
     console.print(f"\n[bold]done.[/bold] Comparison report: {root / 'reports/compare/compare.md'} "
                   f"(HTML beside it); per-variant reports under {root / params.evaluate.out_dir}.\n"
                   "Compare the variants in MLflow: `.venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db "
-                  "--host 127.0.0.1 --port 5000` and open http://127.0.0.1:5000")
+                  f"--host 127.0.0.1 --port 5000` and open {chart_view_url(params) or 'http://127.0.0.1:5000'} "
+                  "(its first section, headline, holds the numbers to compare by)")
 
 
 @app.command("status")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from searchplay.colors import model_color
 from searchplay.config import Params
 from searchplay.io import process_alive
 from searchplay.redaction import redact_credentials
@@ -39,6 +40,7 @@ CHAMPION = "champion"  # registry alias of the best version evaluated on all sev
 CHAMPION_SCORE = "avg.judge_acc"  # the papers' average over the seven benchmarks
 HOST_TAG, PID_TAG = "process.host", "process.pid"  # who runs a run: the stale-run sweep checks the pid
 KILLED, FAILED = "KILLED", "FAILED"  # MLflow run states of a run that did not finish
+RUN_COLOR_TAG = "mlflow.runColor"  # the colour the MLflow UI draws a run in: the model's colour in our charts
 
 
 @dataclass
@@ -141,6 +143,21 @@ def experiment_name(params: Params, stage: str) -> str:
     return f"{params.tracking.experiment_prefix}-{stage}"
 
 
+def chart_view_url(params: Params, stage: str = "evaluate", ui: str = "http://127.0.0.1:5000") -> str | None:
+    """The MLflow UI's chart view of one stage's experiment (``mlflow ui`` at ``ui``), or None before it exists.
+
+    Its first section is ``headline``: one bar chart per headline number (``headline/<name>``), a bar per
+    model in the model's colour. Named sections sort before MLflow's catch-all "Model metrics".
+    """
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(params))
+    experiment = mlflow.MlflowClient().get_experiment_by_name(experiment_name(params, stage))
+    if experiment is None:
+        return None
+    return f"{ui.rstrip('/')}/#/experiments/{experiment.experiment_id}/runs?compareRunsMode=CHART"
+
+
 class Terminated(SystemExit):
     """SIGTERM raised as an exception while a run is open, so ``finally`` blocks run and the run ends KILLED."""
 
@@ -167,6 +184,7 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
                 mlflow.log_params(flat_params(params, skip_sections))
             mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
                              HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
+                             RUN_COLOR_TAG: model_color(run_name),
                              **dvc_stage_hashes(), **dvc_experiment_tags(), **(tags or {})})
             yield run
         except (KeyboardInterrupt, Terminated):

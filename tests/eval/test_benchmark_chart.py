@@ -5,8 +5,8 @@ from __future__ import annotations
 import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 
+from searchplay.colors import model_color
 from searchplay.eval.benchmark_chart import Bar, benchmark_chart, benchmark_figure
-from searchplay.eval.colors import model_color
 
 
 def _bars():

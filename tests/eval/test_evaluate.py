@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from searchplay.colors import model_color
 from searchplay.config import Params
 from searchplay.eval import evaluate as stage
 from searchplay.eval import runner
@@ -70,9 +71,16 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, be
     runs = mlflow.search_runs(experiment_names=["searchplay-evaluate"])
     assert runs["tags.mlflow.runName"].tolist() == ["kg_wcr"] and runs["tags.judge"][0] == "fake-judge"
     assert runs["metrics.avg.judge_acc"][0] == 50.0 and runs["tags.run_kind"][0] == "pipeline"
+    assert runs["metrics.headline/avg_judge_acc"][0] == 50.0  # the chart view's first section
+    assert runs["tags.mlflow.runColor"][0] == model_color("kg_wcr")
     assert "params.judge.backend" in runs and not any(c.startswith("params.selfplay.") for c in runs)  # no self-play
     started = runs["start_time"][0].timestamp()  # the run opens before the work: sample.json is written after
     assert started <= (out / "sample.json").stat().st_mtime <= runs["end_time"][0].timestamp()
+
+    from searchplay.tracking import chart_view_url
+
+    url = chart_view_url(params)
+    assert url.endswith(f"/#/experiments/{runs['experiment_id'][0]}/runs?compareRunsMode=CHART")
 
     monkeypatch.delenv("DVC_ROOT")
     stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=fake_search, judge=fake_judge,

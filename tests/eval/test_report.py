@@ -294,7 +294,7 @@ def test_kg_heldout_accuracy_by_hop_count_is_a_table_with_n_per_column():
 
 
 def test_a_model_has_one_colour_in_every_chart_and_the_references_their_own():
-    from searchplay.eval.colors import MODEL_COLORS, model_color
+    from searchplay.colors import MODEL_COLORS, model_color
 
     assert len(set(MODEL_COLORS.values())) == len(MODEL_COLORS)  # no two models share a colour
     assert model_color("kg_wcr") != model_color("eve") != model_color("gdcr")

@@ -1,6 +1,6 @@
 """One benchmark's scores as horizontal bars: this model, the other models, the papers' published results.
 
-Each bar keeps its model's colour (``searchplay.eval.colors``); a paper's published result is white with a
+Each bar keeps its model's colour (``searchplay.colors``); a paper's published result is white with a
 hatch and a grey edge, so it never reads as one of ours. Bars run sideways so that long labels
 ("Qwen2.5-7B-Instruct SSP [paper]") sit on their own lines instead of colliding under the axis.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from searchplay.eval.colors import REFERENCE_HATCH
+from searchplay.colors import REFERENCE_HATCH
 from searchplay.io import atomic_write
 
 PAPER_EDGE = "#555555"

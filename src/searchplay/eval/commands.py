@@ -114,6 +114,10 @@ def report_command(
     if params is not None:
         log_comparison(params, out)
     console.print("\n".join(str(path) for path in written))
+    if params is not None:
+        from searchplay.tracking import chart_view_url
+
+        console.print(f"MLflow chart view of the evaluations (under `mlflow ui`): {chart_view_url(params)}")
 
 
 def register(app: typer.Typer) -> None:

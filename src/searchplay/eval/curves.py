@@ -12,7 +12,7 @@ import csv
 import math
 from pathlib import Path
 
-from searchplay.eval.colors import model_color
+from searchplay.colors import model_color
 from searchplay.io import atomic_write
 
 # (history.csv column, panel title, y-axis label, integer counts): quantities that mean the same for every

@@ -24,9 +24,9 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from searchplay.colors import model_color
 from searchplay.eval.benchmark_chart import Bar, benchmark_chart
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
-from searchplay.eval.colors import model_color
 from searchplay.eval.curves import read_histories, selfplay_curves
 from searchplay.eval.paired import (
     HEAD_TO_HEAD,
@@ -325,7 +325,7 @@ def bar_chart(path: str | Path, title: str, labels: list[str], series: dict[str,
     ``intervals`` gives a series' (low, high) per x label, drawn as error bars (None: no bar);
     ``baselines`` maps an x index to (value, legend label), a dashed line across that group's bars;
     ``caption`` is printed under the axes; ``rotation`` turns the x labels (degrees); ``colors`` maps a
-    series to its colour (``searchplay.eval.colors``; default: matplotlib's cycle).
+    series to its colour (``searchplay.colors``; default: matplotlib's cycle).
     """
     import matplotlib
 
