@@ -13,7 +13,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_repository_params_file_is_valid(repo_root):
     params = load_params(repo_root / "params.yaml")
-    assert params.selfplay.wcr_alpha == 0.3
+    assert params.wcr.alpha == 0.3
     assert params.selfplay.group_size == 5
     assert params.search.top_k == 3
 
@@ -23,12 +23,12 @@ def test_missing_file_means_defaults(tmp_path):
 
 
 def test_misspelled_key_names_the_key_and_the_allowed_ones(tmp_path):
-    path = write(tmp_path, "selfplay:\n  wcr_alpa: 0.5\n")
+    path = write(tmp_path, "wcr:\n  alpah: 0.5\n")
     with pytest.raises(ConfigError) as error:
         load_params(path)
     message = str(error.value)
-    assert "selfplay.wcr_alpa" in message
-    assert "wcr_alpha" in message  # the allowed keys are listed
+    assert "wcr.alpah" in message
+    assert "alpha" in message  # the allowed keys are listed
 
 
 def test_misspelled_section(tmp_path):
@@ -42,8 +42,8 @@ def test_wrong_type_names_the_key(tmp_path):
 
 
 def test_out_of_range_value(tmp_path):
-    with pytest.raises(ConfigError, match=r"selfplay\.wcr_alpha"):
-        load_params(write(tmp_path, "selfplay:\n  wcr_alpha: 1.5\n"))
+    with pytest.raises(ConfigError, match=r"wcr\.alpha"):
+        load_params(write(tmp_path, "wcr:\n  alpha: 1.5\n"))
 
 
 def test_bad_choice_lists_the_allowed_values(tmp_path):
@@ -63,10 +63,10 @@ def test_not_a_mapping(tmp_path):
 
 
 def test_overrides_win_and_are_validated(tmp_path):
-    path = write(tmp_path, "selfplay:\n  wcr_alpha: 0.3\n")
-    assert load_params(path, {"selfplay.wcr_alpha": 0.5}).selfplay.wcr_alpha == 0.5
+    path = write(tmp_path, "wcr:\n  alpha: 0.3\n")
+    assert load_params(path, {"wcr.alpha": 0.5}).wcr.alpha == 0.5
     with pytest.raises(ConfigError):
-        load_params(path, {"selfplay.wcr_alpha": "high"})
+        load_params(path, {"wcr.alpha": "high"})
 
 
 def test_parse_override():
@@ -78,9 +78,9 @@ def test_parse_override():
 
 def test_flat_and_digest_are_stable():
     params = Params()
-    assert params.flat()["selfplay.wcr_alpha"] == 0.3
+    assert params.flat()["wcr.alpha"] == 0.3
     assert params.digest() == Params().digest()
-    assert params.digest() != load_params(Path("/nonexistent"), {"selfplay.wcr_alpha": 0.4}).digest()
+    assert params.digest() != load_params(Path("/nonexistent"), {"wcr.alpha": 0.4}).digest()
 
 
 @pytest.mark.parametrize("name", ["params.yaml", "params.paper.yaml"])
@@ -102,7 +102,7 @@ def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
 
 
 def test_a_pipeline_variant_names_two_keys_a_start_and_a_phase(tmp_path):
-    entry = {"params": ["selfplay.wcr_alpha", "selfplay.wcr_casefold"], "start": "checkpoints/warmstart",
+    entry = {"params": ["wcr.alpha", "wcr.casefold"], "start": "checkpoints/warmstart",
              "phase": "all"}
     params = load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": entry}})
     assert params.pipeline.variants["kg_wcr"].start == "checkpoints/warmstart"

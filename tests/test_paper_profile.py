@@ -15,7 +15,7 @@ from searchplay.config import load_params
 ROOT = Path(__file__).resolve().parents[1]
 
 PAPER_DEFAULTS = [
-    ("selfplay.wcr_alpha", 0.3, "KG-paths §3.2, Eq. 5: R = 1[correct] + alpha * C(1 - 1[correct]), alpha 0.3"),
+    ("wcr.alpha", 0.3, "KG-paths §3.2, Eq. 5: R = 1[correct] + alpha * C(1 - 1[correct]), alpha 0.3"),
     ("selfplay.group_size", 5, "SSP Table 4 / KG B.1: G = 5 Solver rollouts per question"),
     ("search.top_k", 3, "SSP §4.1 / Search-R1: top-3 passages per search"),
     ("selfplay.clip_low", 0.2, "verl default, SSP code"),
@@ -52,9 +52,9 @@ PAPER_DEFAULTS = [
     ("kg.max_candidates", 10, "KG-paths Alg. 1: 10 candidate edges per step"),
     ("kg.max_retries", 5, "KG-paths Alg. 1: 5 retries"),
     ("evaluate.n", 500, "SSP / KG evaluation: 500 questions per benchmark"),
-    ("selfplay.gdcr_k", 2.0, "GDCR paper §3.2: decay k = 2"),
-    ("selfplay.sapo_lambda", 0.5, "GDCR paper §3.4 / Table 5: lambda = 0.5"),
-    ("selfplay.gdcr_components", "both", "GDCR Eq. 12: newly cited plus newly retrieved"),
+    ("gdcr.k", 2.0, "GDCR paper §3.2: decay k = 2"),
+    ("gdcr.sapo_lambda", 0.5, "GDCR paper §3.4 / Table 5: lambda = 0.5"),
+    ("gdcr.components", "both", "GDCR Eq. 12: newly cited plus newly retrieved"),
     ("eve.lambda_v", 0.5, "EVE Eq. 17: lambda_V = 0.5"),
     ("eve.lambda_b", 0.1, "EVE Eq. 17: lambda_B = 0.1"),
     ("eve.lambda_e", 0.3, "EVE Eq. 19 / App. C: lambda_E = 0.3"),

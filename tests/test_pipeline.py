@@ -2,7 +2,7 @@
 
 One module-scoped fixture runs `dvc repro` once (every stage: KG, corpus, index, self-play and
 evaluation for every variant, report); the tests then check the outputs, that a second `dvc repro`
-does nothing, that changing `selfplay.wcr_alpha` in temporary and queued `dvc exp run` copies re-runs
+does nothing, that changing `wcr.alpha` in temporary and queued `dvc exp run` copies re-runs
 only kg_wcr's downstream stages (the copies check the other outputs out of the DVC cache) and that
 `dvc exp apply` brings a point back, and that a Prefect server + process worker runs the
 `retrain/weekly` deployment to completion.
@@ -130,14 +130,14 @@ def commit_all(repo: Path, env: dict[str, str], message: str) -> None:
 
 
 def experiment_params(repo: Path, env: dict[str, str]) -> dict[str, float]:
-    """``dvc exp show``: experiment name -> its selfplay.wcr_alpha."""
+    """``dvc exp show``: experiment name -> its wcr.alpha."""
     shown = json.loads(run([str(BIN / "dvc"), "exp", "show", "--json"], repo, env))
     found = {}
     for baseline in shown:
         for experiment in baseline.get("experiments") or []:
             for revision in experiment["revs"]:
                 params = revision["data"]["params"]["params.yaml"]["data"]
-                found[revision["name"]] = params["selfplay"]["wcr_alpha"]
+                found[revision["name"]] = params["wcr"]["alpha"]
     return found
 
 
@@ -149,10 +149,10 @@ def test_temporary_and_queued_experiments_rerun_only_kg_wcr_downstream(quick_rep
     dvc = str(BIN / "dvc")
     commit_all(repo, pipeline_env, "quick run")
     params_before = (repo / "params.yaml").read_text()
-    output = run([dvc, "exp", "run", "--temp", "--name", "alpha-04", "-S", "selfplay.wcr_alpha=0.4"], repo,
+    output = run([dvc, "exp", "run", "--temp", "--name", "alpha-04", "-S", "wcr.alpha=0.4"], repo,
                  pipeline_env)
     assert stages_that_ran(output) == {"selfplay@kg_wcr", "evaluate@kg_wcr", "report"}, output
-    run([dvc, "exp", "run", "--queue", "--name", "alpha-05", "-S", "selfplay.wcr_alpha=0.5"], repo, pipeline_env)
+    run([dvc, "exp", "run", "--queue", "--name", "alpha-05", "-S", "wcr.alpha=0.5"], repo, pipeline_env)
     run([dvc, "exp", "run", "--run-all"], repo, pipeline_env)
     logs = run([dvc, "queue", "logs", "alpha-05"], repo, pipeline_env)
     assert stages_that_ran(logs) == {"selfplay@kg_wcr", "evaluate@kg_wcr", "report"}, logs
@@ -170,7 +170,7 @@ def test_applying_an_experiment_brings_its_outputs_back_from_the_cache(quick_rep
     repo, _ = quick_repo
     dvc = str(BIN / "dvc")
     run([dvc, "exp", "apply", "alpha-04"], repo, pipeline_env)
-    assert yaml.safe_load((repo / "params.yaml").read_text())["selfplay"]["wcr_alpha"] == 0.4
+    assert yaml.safe_load((repo / "params.yaml").read_text())["wcr"]["alpha"] == 0.4
     assert (repo / "checkpoints/kg_wcr/latest").is_file()
     assert stages_that_ran(run([dvc, "repro", "--dry"], repo, pipeline_env)) == set()
 

@@ -7,7 +7,7 @@ from searchplay.tracking import flat_params, git_commit, start_run
 
 def test_flat_params_are_strings_of_bounded_length():
     flat = flat_params(Params())
-    assert flat["selfplay.wcr_alpha"] == "0.3"
+    assert flat["wcr.alpha"] == "0.3"
     assert all(isinstance(v, str) and len(v) <= 500 for v in flat.values())
 
 
@@ -38,7 +38,7 @@ def test_run_logs_params_and_provenance_tags(tmp_path, monkeypatch):
     with start_run(params, "selfplay", "kg_wcr") as run:
         mlflow.log_metric("solver_reward", 0.5, step=0)
     stored = mlflow.get_run(run.info.run_id)
-    assert stored.data.params["selfplay.wcr_alpha"] == "0.3"
+    assert stored.data.params["wcr.alpha"] == "0.3"
     assert stored.data.tags["params_hash"] == params.digest()
     assert "git_commit" in stored.data.tags
     assert mlflow.get_experiment(run.info.experiment_id).name == "searchplay-selfplay"
@@ -189,7 +189,7 @@ def test_only_a_run_of_the_same_params_and_experiment_is_resumable(tmp_path, mon
     assert resumable_run(params, "evaluate", run.info.run_id) is None
     assert resumable_run(tracked_params(tmp_path, experiment_prefix="other"), "selfplay", run.info.run_id) is None
     assert resumable_run(params, "selfplay", "0" * 32) is None
-    other = Params.model_validate({**params.model_dump(), "selfplay": {"wcr_alpha": 0.5}})
+    other = Params.model_validate({**params.model_dump(), "wcr": {"alpha": 0.5}})
     assert resumable_run(other, "selfplay", run.info.run_id) is None  # MLflow refuses to change a logged param
     with start_run(params, "selfplay", "kg_wcr", run_id=run.info.run_id) as continued:
         assert continued.info.run_id == run.info.run_id

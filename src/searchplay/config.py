@@ -273,19 +273,6 @@ class SelfplayConfig(Section):
                                    "solved until dynamic_sampling_min_groups groups carry a signal")
     dynamic_sampling_min_groups: int = Field(1, ge=1, description="groups with a non-zero advantage wanted per step")
     dynamic_sampling_max_rounds: int = Field(2, ge=0, description="extra propose-and-solve rounds at most per step")
-    wcr_alpha: float = Field(0.3, ge=0, le=1, description="WCR coefficient alpha (KG paper: 0.3)")
-    wcr_casefold: bool = Field(False, description="WCR title match with NFKC+casefold (paper: exact, false)")
-    gdcr_k: float = Field(2.0, gt=0, description="GDCR decay k in c(v) = k^-d(v, answer) (GDCR paper: 2; "
-                          "ablations 1, 4)")
-    sapo_lambda: float = Field(0.5, ge=0, description="SAPO lambda in A_t = A_o + lambda |A_o| A_t,g (GDCR paper: "
-                               "0.5; 0 is GRPO; ablations 0, 0.3, 1)")
-    gdcr_components: Literal["both", "cite", "retrieve"] = Field(
-        "both", description="GDCR terms: both, or the paper's Table 3 ablations (cite-only, retrieve-only)")
-    gdcr_graph_noise: Literal["none", "delete", "inject", "answer"] = Field(
-        "none", description="corrupted answer graphs (GDCR paper Table 4): delete nodes, inject edges, or perturb "
-        "the answer node; none: the true subgraph")
-    gdcr_noise_rate: float = Field(0.1, ge=0, le=1, description="share of nodes deleted / edges injected, or the "
-                                   "probability the answer node is moved (paper: 0.1, 0.3)")
     eval_every: int | None = Field(None, ge=1, description="every this many iterations (and at the last), a small "
                                    "held-out evaluation logged as heldout/* curves (None: off; ~4 s a question on "
                                    "2 CPU cores)")
@@ -308,8 +295,6 @@ class SelfplayConfig(Section):
     batch_completion: Literal["replay", "reuse", "resample", "none"] = Field("replay")
     replay_reset_every: int = Field(10, ge=1, description="clear the replay buffer every N steps (SSP)")
     min_searches: int = Field(2, ge=0, description="rule filter: distinct searches required")
-    seed_answers: str | None = Field(None, description="JSONL of SSP seed answers (None: KG answers)")
-    ssp_search_turns: int = Field(3, ge=1, description="SSP prompt's search count n for answers without one")
     reject_duplicate_searches: bool = Field(True, description="rule filter: identical queries reject (SSP code)")
     require_head_entity: bool = Field(False, description="rule filter, KG Proposers: the question must name its "
                                       "path's head entity (beyond the papers; docs/decisions/selfplay.md)")
@@ -324,6 +309,35 @@ class SelfplayConfig(Section):
     reports_dir: str = Field("reports/selfplay", description="metrics.json + history.csv per variant below")
     checkpoint_dir: str = Field("checkpoints", description="per-variant checkpoints live below")
     seed: int = Field(0, description="seeds the seed order, the loop's RNG and, per iteration, rollout sampling")
+
+
+class WcrConfig(Section):
+    """The Waypoint Coverage Reward (KG paper §3.3), read by kg_wcr and kg_wcr_gdcr only."""
+
+    alpha: float = Field(0.3, ge=0, le=1, description="WCR coefficient alpha (KG paper: 0.3)")
+    casefold: bool = Field(False, description="WCR title match with NFKC+casefold (paper: exact, false)")
+
+
+class GdcrConfig(Section):
+    """Graph-distance step credit and SAPO advantages (GDCR paper), read by gdcr and kg_wcr_gdcr only."""
+
+    k: float = Field(2.0, gt=0, description="GDCR decay k in c(v) = k^-d(v, answer) (GDCR paper: 2; ablations 1, 4)")
+    sapo_lambda: float = Field(0.5, ge=0, description="SAPO lambda in A_t = A_o + lambda |A_o| A_t,g (GDCR paper: "
+                               "0.5; 0 is GRPO; ablations 0, 0.3, 1)")
+    components: Literal["both", "cite", "retrieve"] = Field(
+        "both", description="GDCR terms: both, or the paper's Table 3 ablations (cite-only, retrieve-only)")
+    graph_noise: Literal["none", "delete", "inject", "answer"] = Field(
+        "none", description="corrupted answer graphs (GDCR paper Table 4): delete nodes, inject edges, or perturb "
+        "the answer node; none: the true subgraph")
+    noise_rate: float = Field(0.1, ge=0, le=1, description="share of nodes deleted / edges injected, or the "
+                              "probability the answer node is moved (paper: 0.1, 0.3)")
+
+
+class SspConfig(Section):
+    """The answer-seeded Proposer of Search Self-Play, read by ssp and ssp_kg_answers only."""
+
+    seed_answers: str | None = Field(None, description="JSONL of SSP seed answers (None: KG answers)")
+    search_turns: int = Field(3, ge=1, description="SSP prompt's search count n for answers without one")
 
 
 class EvaluateConfig(Section):
@@ -461,8 +475,9 @@ class PipelineVariant(Section):
     """One variant's entry in ``pipeline.variants``: what its ``selfplay@<variant>`` stage reads beyond the
     shared inputs (dvc.yaml interpolates every field, so each entry names all three)."""
 
-    params: list[str] = Field(description="the two params keys only this variant reads (repeat one if it has a "
-                              "single key); DVC then re-runs only the variants a change affects")
+    params: list[str] = Field(description="the two params sections or keys only this variant reads (e.g. its "
+                              "method's section twice: [wcr, wcr]); DVC then re-runs only the variants a change "
+                              "affects")
     start: str = Field(description="the stage output its self-play starts from: checkpoints/warmstart, or for a "
                        "two-phase variant the first phase's folder (eve: checkpoints/eve_phase_a)")
     phase: Literal["all", "b"] = Field(description="`selfplay --phase`: all, or b for a two-phase variant whose "
@@ -482,8 +497,7 @@ def _variant(first: str, second: str) -> PipelineVariant:
 
 class PipelineConfig(Section):
     variants: dict[str, PipelineVariant] = Field(
-        default_factory=lambda: {"ssp": _variant("selfplay.seed_answers", "selfplay.ssp_search_turns"),
-                                 "kg_wcr": _variant("selfplay.wcr_alpha", "selfplay.wcr_casefold")},
+        default_factory=lambda: {"ssp": _variant("ssp", "ssp"), "kg_wcr": _variant("wcr", "wcr")},
         description="variants `dvc repro` trains and evaluates, each with the params keys only it reads, the "
                     "output its self-play starts from and its `selfplay --phase`",
     )
@@ -514,6 +528,9 @@ class Params(Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     selfplay: SelfplayConfig = Field(default_factory=SelfplayConfig)
+    wcr: WcrConfig = Field(default_factory=WcrConfig)
+    gdcr: GdcrConfig = Field(default_factory=GdcrConfig)
+    ssp: SspConfig = Field(default_factory=SspConfig)
     warmstart: WarmstartConfig = Field(default_factory=WarmstartConfig)
     eve: EveConfig = Field(default_factory=EveConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
@@ -633,7 +650,7 @@ def deep_merge(into: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``'selfplay.wcr_alpha=0.5'`` -> ``('selfplay.wcr_alpha', 0.5)`` (value parsed as YAML)."""
+    """``'wcr.alpha=0.5'`` -> ``('wcr.alpha', 0.5)`` (value parsed as YAML)."""
     if "=" not in text:
         raise ConfigError(f"override {text!r}: expected KEY=VALUE, e.g. selfplay.iterations=3")
     key, raw = text.split("=", 1)

@@ -30,7 +30,7 @@ def test_registries_hold_the_paper_rewards_under_one_signature():
 
 
 def test_wcr_reads_alpha_and_casefold_from_params():
-    params = Params.model_validate({"selfplay": {"wcr_alpha": 0.6, "wcr_casefold": True}})
+    params = Params.model_validate({"wcr": {"alpha": 0.6, "casefold": True}})
     out = SOLVER_REWARDS["wcr"](_group(think_texts=["", "eth zurich", ""]), params)
     assert out.rewards == pytest.approx([1.0, 0.6, 0.0])
 

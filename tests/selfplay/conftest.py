@@ -60,7 +60,7 @@ def make_params(tmp_path: Path, model_dir: Path | None = None, **selfplay) -> Pa
     }
     if model_dir is not None:
         overrides["models.policy"] = str(model_dir)
-    overrides.update({f"selfplay.{k}": v for k, v in selfplay.items()})
+    overrides.update({k if "." in k else f"selfplay.{k}": v for k, v in selfplay.items()})  # "gdcr.k": another section
     return load_params(tmp_path / "absent.yaml", overrides)
 
 

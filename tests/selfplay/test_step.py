@@ -240,7 +240,7 @@ def test_gdcr_groups_get_sapo_token_advantages(params_factory, tokenizer, tmp_pa
         assert sample.advantages[trajectory.turns[-1].start] == pytest.approx(per_step[-1])
     assert len(scored.step_rewards) == len(scored.step_advantages) == sum(len(t.turns) for g in groups for t in g)
 
-    grpo_params, _, _ = _gdcr_setup(params_factory, tokenizer, tmp_path / "l0", sapo_lambda=0.0)
+    grpo_params, _, _ = _gdcr_setup(params_factory, tokenizer, tmp_path / "l0", **{"gdcr.sapo_lambda": 0.0})
     flat = score_groups(variant, grpo_params, slots, groups, correct)
     binary = score_groups(get_variant("kg"), grpo_params, slots, groups, correct)
     for sapo_group, grpo_group in zip(flat.group_advantages, binary.group_advantages, strict=True):

@@ -2,7 +2,7 @@
 
 Every Solver reward has ONE signature, ``fn(group: SolverGroup, params: Params) -> SolverRewards``;
 every Proposer reward ``fn(outcome: ProposerOutcome, params: Params) -> float``. ``params`` is the whole
-typed params.yaml (alpha: ``params.selfplay.wcr_alpha``; spam limit: ``params.agent.max_answer_tags``).
+typed params.yaml (alpha: ``params.wcr.alpha``; spam limit: ``params.agent.max_answer_tags``).
 A new variant (EVE: EM + lambda_E * F1(evidence); GDCR: step-level rewards in ``SolverRewards.step_rewards``) adds a
 function and a registry entry; the optional fields it needs already travel in the dataclasses.
 """
@@ -107,9 +107,9 @@ def solver_wcr(group: SolverGroup, params: Params) -> SolverRewards:
     if len(group.think_texts) != group.size:
         raise ValueError(f"WCR needs the <think> text of every rollout; got {len(group.think_texts)} "
                          f"for {group.size} rollouts")
-    casefold = params.selfplay.wcr_casefold
+    casefold = params.wcr.casefold
     coverage = [waypoint_coverage(text, group.waypoints, casefold=casefold) for text in group.think_texts]
-    rewards = wcr_rewards(group.correct, group.valid, coverage, alpha=params.selfplay.wcr_alpha)
+    rewards = wcr_rewards(group.correct, group.valid, coverage, alpha=params.wcr.alpha)
     return SolverRewards(_guarded(group, rewards, params), details={"coverage": coverage})
 
 
@@ -121,11 +121,11 @@ def solver_gdcr(group: SolverGroup, params: Params) -> SolverRewards:
     """
     if len(group.steps) != group.size:
         raise ValueError(f"GDCR needs the per-turn steps of every rollout; got {len(group.steps)} for {group.size}")
-    cfg = params.selfplay
-    rng = random.Random(f"{cfg.seed}:{group.question}")  # the same corruption for every rollout of a question
-    graph, answer = corrupt_graph(group.graph, group.answer, cfg.gdcr_graph_noise, cfg.gdcr_noise_rate, rng)
-    scores = contribution_scores(graph, answer, k=cfg.gdcr_k) if graph else {}
-    step_rewards = [gdcr_step_rewards(steps, scores, group.aliases, cfg.gdcr_components) for steps in group.steps]
+    cfg = params.gdcr
+    rng = random.Random(f"{params.selfplay.seed}:{group.question}")  # the same corruption for every rollout
+    graph, answer = corrupt_graph(group.graph, group.answer, cfg.graph_noise, cfg.noise_rate, rng)
+    scores = contribution_scores(graph, answer, k=cfg.k) if graph else {}
+    step_rewards = [gdcr_step_rewards(steps, scores, group.aliases, cfg.components) for steps in group.steps]
     rewards = _guarded(group, binary_rewards(group.correct, group.valid), params)
     return SolverRewards(rewards, step_rewards=step_rewards, details={"gdcr": [r for s in step_rewards for r in s]})
 

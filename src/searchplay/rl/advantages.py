@@ -166,7 +166,7 @@ def sapo(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: 
     if step_rewards is None or token_steps is None:
         raise ValueError("the 'sapo' estimator needs step_rewards and token_steps (a step-level Solver reward "
                          "such as 'gdcr' provides them)")
-    steps = sapo_advantages(rewards, step_rewards, lam=params.selfplay.sapo_lambda, eps=params.selfplay.adv_eps)
+    steps = sapo_advantages(rewards, step_rewards, lam=params.gdcr.sapo_lambda, eps=params.selfplay.adv_eps)
     return broadcast_steps_to_tokens(steps, token_steps, loss_masks)
 
 

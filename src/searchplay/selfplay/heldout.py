@@ -160,7 +160,7 @@ def run_heldout_analysis(runtime: Any, params: Any, out_dir: str | Path, pool_pa
                                          for q, t, r in zip(questions, trajectories, records, strict=True)])
     correct = [bool(v.correct and v.method != "error" and t.answer is not None)
                for v, t in zip(verdicts, trajectories, strict=True)]
-    progress = [trajectory_progress(t, r, params.selfplay.gdcr_k) for t, r in zip(trajectories, records, strict=True)]
+    progress = [trajectory_progress(t, r, params.gdcr.k) for t, r in zip(trajectories, records, strict=True)]
     rows = progress_table(progress, correct)
     r, steps = step_correlation(progress, correct)
     summary = {"rq1/questions": float(len(records)), "rq1/accuracy": sum(correct) / len(correct),

@@ -74,14 +74,14 @@ class SelfplayError(RuntimeError):
 
 def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     """The variant's seeds: KG subgraph records (curriculum order, evaluation held-out removed), or SSP
-    answers from ``selfplay.seed_answers`` (else the KG pool's distinct answers), in a seeded random order
+    answers from ``ssp.seed_answers`` (else the KG pool's distinct answers), in a seeded random order
     (docs/decisions/selfplay.md)."""
     if variant.seeds == "documents":
         return eve.document_seeds(params, "proposer")
     if variant.seeds != "answers":
         return load_kg_seeds(params.kg.out_dir, split="selfplay")
-    if params.selfplay.seed_answers:
-        answers = load_answer_seeds(params.selfplay.seed_answers, params.selfplay.ssp_search_turns)
+    if params.ssp.seed_answers:
+        answers = load_answer_seeds(params.ssp.seed_answers, params.ssp.search_turns)
     else:
         answers = distinct_answers(load_kg_seeds(params.kg.out_dir, split="selfplay"))
     return shuffled(answers, params.selfplay.seed)

@@ -3,7 +3,7 @@
 KG-paths paper §4.1 / App. D.5: subgraphs are presented in descending node count |V_sub| (the KG
 stage writes them sorted; we keep that order, stably). SSP draws answers from a pre-defined answer set
 (SSP §3.2); our embedded default has no separate SSP answer set, so the SSP Proposer is seeded with
-the KG pool's answers unless ``selfplay.seed_answers`` names a JSONL file (docs/decisions/selfplay.md).
+the KG pool's answers unless ``ssp.seed_answers`` names a JSONL file (docs/decisions/selfplay.md).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def load_answer_seeds(path: str | Path, default_hops: int) -> list[Seed]:
     """SSP seed answers: JSONL with ``answer`` (or SSP's ``ground_truth``) and optional ``search_turns``."""
     path = Path(path)
     if not path.exists():
-        raise SeedError(f"selfplay.seed_answers: {path} does not exist; give a JSONL of answers or null")
+        raise SeedError(f"ssp.seed_answers: {path} does not exist; give a JSONL of answers or null")
     seeds = []
     for number, record in enumerate(read_jsonl(path), start=1):
         answer = record.get("answer", record.get("ground_truth"))

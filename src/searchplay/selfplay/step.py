@@ -380,7 +380,7 @@ def score_groups(variant: Variant, params: Params, slots: list[Slot], groups: li
         out.rewards += scored.rewards
         out.process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, valid, scored.rewards, strict=True)]
         if slot.waypoints:
-            out.coverage += [waypoint_coverage(t.think_text, slot.waypoints, casefold=params.selfplay.wcr_casefold)
+            out.coverage += [waypoint_coverage(t.think_text, slot.waypoints, casefold=params.wcr.casefold)
                              for t in group]
             out.coverage_correct += c
         out.samples.append([TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")

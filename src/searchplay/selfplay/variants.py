@@ -49,7 +49,7 @@ class Variant:
     """One method of the README's variants table, as names into the prompt, reward and advantage registries."""
 
     name: str
-    seeds: SeedSource  # 'kg': subgraph records; 'answers': selfplay.seed_answers, else the KG answers;
+    seeds: SeedSource  # 'kg': subgraph records; 'answers': ssp.seed_answers, else the KG answers;
     # 'documents': corpus passages with a hop count (EVE)
     proposer_prompt: str  # key of PROPOSER_PROMPTS
     solver_reward: str  # key of searchplay.rewards.SOLVER_REWARDS
