@@ -100,3 +100,36 @@ def test_every_key_the_readme_names_is_logged(experiment, key):
         wanted = {key.replace("<bench>", b) for b in benchmarks} if "<bench>" in key else {key}
         missing = wanted - keys
         assert not missing, f"README names {key!r} ({experiment}) but a run does not log {sorted(missing)[:3]}"
+
+
+COMPARE = REPORTS / "compare" / "metrics.json"
+
+
+def run_summary() -> str:
+    """The README's paragraph on what the committed run shows, on one line."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    return text[text.index("What the committed run shows:"):]
+
+
+@pytest.mark.skipif(not COMPARE.is_file(), reason="no committed comparison report")
+def test_the_counts_the_readme_states_are_the_committed_runs():
+    from searchplay.eval.curves import read_histories
+    from searchplay.eval.paired import STARTED_FROM
+    from searchplay.eval.report import _mean_finite
+
+    metrics = json.loads(COMPARE.read_text())
+    text, summary = " ".join((ROOT / "README.md").read_text().split()), run_summary()
+    held_out = re.search(r"`kg_heldout` \((\d+) held-out KG questions", text)
+    assert held_out and int(held_out[1]) == metrics["warmstart.kg_heldout.n"]
+    gain = re.search(r"\((\d+) questions turned right, (\d+) wrong", summary)
+    assert gain and (int(gain[1]), int(gain[2])) == (metrics["paired.warmstart_vs_base.kg_heldout.only_a"],
+                                                     metrics["paired.warmstart_vs_base.kg_heldout.only_b"])
+    stated = re.findall(r"`(\w+)` (\d+)/(\d+)", summary[:summary.index("Proposers wrote")])
+    assert len(stated) >= 3
+    for model, right, wrong in stated:
+        key = f"paired.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
+        assert (int(right), int(wrong)) == (metrics[f"{key}.only_a"], metrics[f"{key}.only_b"]), model
+    shares = re.search(r"(\d+)% \(kg_wcr\) and (\d+)% \(gdcr\)", summary)
+    histories = read_histories(REPORTS / "selfplay")
+    for stated_share, variant in zip(shares.groups(), ("kg_wcr", "gdcr"), strict=True):
+        assert int(stated_share) == round(100 * _mean_finite(histories[variant], "filter/gold_checked_rate"))
