@@ -212,3 +212,11 @@ def test_the_architecture_page_shows_every_stage_dvc_runs(repo_root):
             [] if f"[ {name} ]" in flow else [name])
         assert not missing, f"docs/architecture.md's data flow does not show {missing}"
         assert not items or f"[ {name}@" in flow, f"docs/architecture.md's data flow does not show {name}@..."
+
+
+def test_every_code_path_a_stage_lists_exists(repo_root):
+    """A moved module must move in dvc.yaml too, or `dvc repro` fails at that stage (as it once did for report)."""
+    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
+    listed = {dep for stage in stages.values() for dep in stage.get("do", stage).get("deps", [])
+              if isinstance(dep, str) and dep.startswith("src/")}
+    assert listed and sorted(dep for dep in listed if not (repo_root / dep).exists()) == []
