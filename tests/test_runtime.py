@@ -95,22 +95,3 @@ def test_a_command_that_ends_well_logs_its_peak_memory_and_a_failed_one_only_its
     assert result.exit_code == 0 and failed.exit_code == 2
     assert len(lines) == 1 and lines[0].startswith("peak memory of `searchplay status")
 
-
-def test_threads_wait_passively_unless_the_user_chose(monkeypatch):
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    assert runtime.configure_threads() == {"OMP_WAIT_POLICY": "PASSIVE"}
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert runtime.configure_threads() == {}
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
-
-
-def test_every_command_sets_the_thread_policy_before_torch_loads(tmp_path):
-    """OpenMP reads its wait policy once, when torch loads: the CLI must set it first."""
-    code = ("import sys, os; from typer.testing import CliRunner; from searchplay import cli; "
-            "loaded = 'torch' in sys.modules; CliRunner().invoke(cli.app, ['assets', '--check']); "
-            "print(loaded, os.environ.get('OMP_WAIT_POLICY'))")
-    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            env={**env, "SEARCHPLAY_HOME": str(tmp_path)})
-    assert result.stdout.split()[-2:] == ["False", "PASSIVE"]

@@ -1,6 +1,5 @@
-"""Process-wide defaults: running offline and quietly (set before heavy libraries import), threads that wait
-passively (``configure_threads``), and glibc's malloc kept from handing large blocks back to the kernel
-(``keep_freed_memory``)."""
+"""Process-wide defaults: running offline and quietly (set before heavy libraries import), and glibc's
+malloc kept from handing large blocks back to the kernel (``keep_freed_memory``)."""
 
 from __future__ import annotations
 
@@ -35,23 +34,6 @@ def apply_offline_defaults(online: bool = False) -> None:
         if online and key in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}:
             continue
         os.environ.setdefault(key, value)
-
-
-THREAD_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
-
-
-def configure_threads() -> dict[str, str]:
-    """Make torch's OpenMP threads sleep while they wait instead of spinning, unless the user chose otherwise.
-
-    Called before torch loads (OpenMP reads it once). On a laptop doing other work, a spinning thread burns
-    the time slice of a core the scheduler gave to another process, and the other threads wait for it at
-    every barrier: beside one busy process, two spinning threads kept well under half their idle speed,
-    sleeping ones about half (``benchmarks/contention.py``, docs/benchmarks.md "Beside another process").
-    Returns the settings it applied (those the environment did not already set).
-    """
-    applied = {key: value for key, value in THREAD_DEFAULTS.items() if key not in os.environ}
-    os.environ.update(applied)
-    return applied
 
 
 def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
