@@ -18,17 +18,17 @@ from searchplay.io import write_json
 
 TIMINGS_FILE = "timings.json"
 _PREFIXES = ("time/", "throughput/")
-_SUFFIXES = ("seconds", "_s", "_per_s")
-_NAMES = frozenset({"elapsed_s", "tokens_per_s"})
+_SUFFIXES = ("seconds", "_s")  # durations (``elapsed_s``) and rates (``tokens_per_s``) alike
 
 
 def is_timing(key: str) -> bool:
-    """Whether a metric or column name is a duration or a rate, i.e. machine-dependent.
+    """Whether a metric or column name is a duration or a rate, i.e. machine-dependent. By name: a result
+    column must therefore not end in ``_s``.
 
-    >>> [is_timing(k) for k in ("time/solve_s", "train/seconds", "tokens_per_s", "train/loss", "solver/n_s")]
-    [True, True, True, False, True]
+    >>> [is_timing(k) for k in ("time/solve_s", "train/seconds", "tokens_per_s", "elapsed_s", "train/loss")]
+    [True, True, True, True, False]
     """
-    return key in _NAMES or key.startswith(_PREFIXES) or key.rsplit("/", 1)[-1].endswith(_SUFFIXES)
+    return key.startswith(_PREFIXES) or key.rsplit("/", 1)[-1].endswith(_SUFFIXES)
 
 
 def split_timings(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

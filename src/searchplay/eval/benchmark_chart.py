@@ -27,7 +27,7 @@ class Bar:
     paper: bool = False
 
 
-def benchmark_figure(title: str, bars: list[Bar], baseline: tuple[float, str] | None = None, caption: str = ""):
+def benchmark_figure(title: str, bars: list[Bar], baseline: tuple[float, str] | None = None):
     """The figure: bars top to bottom in the given order, the score printed at each bar's end, error bars on
     ours, and ``baseline`` (value, legend label) as a dashed vertical line."""
     import matplotlib
@@ -58,20 +58,18 @@ def benchmark_figure(title: str, bars: list[Bar], baseline: tuple[float, str] | 
         ax.axvline(baseline[0], color="black", linestyle="--", linewidth=1.5)
         handles.append(plt.Line2D([], [], color="black", linestyle="--", label=baseline[1]))
     ax.legend(handles=handles, fontsize=7, loc="lower right")
-    if caption:
-        fig.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
-    fig.tight_layout(rect=(0, 0.05 if caption else 0, 1, 1))
+    fig.tight_layout()
     return fig
 
 
-def benchmark_chart(path: str | Path, title: str, bars: list[Bar], baseline: tuple[float, str] | None = None,
-                    caption: str = "") -> Path:
+def benchmark_chart(path: str | Path, title: str, bars: list[Bar],
+                    baseline: tuple[float, str] | None = None) -> Path:
     """Write ``benchmark_figure`` as a PNG at ``path``."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig = benchmark_figure(title, bars, baseline, caption)
+    fig = benchmark_figure(title, bars, baseline)
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=100)
     plt.close(fig)

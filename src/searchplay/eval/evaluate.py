@@ -220,7 +220,7 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
         result = _evaluate(params, variant, choice, backend, search_tool, judge, progress)
         mlflow.set_tag("judge", result.run["judge"])
         mlflow.log_metrics(result.metrics)
-        mlflow.log_metrics(headline_run_metrics(result.out_dir / "headline.json"))
+        mlflow.log_metrics(headline_run_metrics(result.metrics))
         mlflow.log_artifacts(str(result.out_dir), artifact_path="eval")
     if register and params.pipeline.register_model and choice.source == "checkpoint":
         _register(params, variant, result, choice.path, mlflow_run.info.run_id)
@@ -230,11 +230,11 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
 HEADLINE_PREFIX = "headline/"  # MLflow's chart view puts this section first (sections sort before "Model metrics")
 
 
-def headline_run_metrics(path: Path) -> dict[str, float]:
+def headline_run_metrics(metrics: dict[str, float]) -> dict[str, float]:
     """headline.json's evaluation numbers as ``headline/<name>`` MLflow metrics: the few to compare models by,
     in one chart section of their own (``headline/kg_heldout_em``, ``headline/avg_judge_acc``, ...)."""
-    numbers = json.loads(path.read_text(encoding="utf-8")).get("eval", {})
-    return {f"{HEADLINE_PREFIX}{name}": float(value) for name, value in numbers.items() if value is not None}
+    numbers = headline_metrics(metrics)["eval"]
+    return {f"{HEADLINE_PREFIX}{name}": float(value) for name, value in numbers.items()}
 
 
 def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, search_tool: Any, judge: Any,
