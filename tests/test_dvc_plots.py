@@ -31,8 +31,18 @@ def test_every_selfplay_plot_is_against_the_iteration_and_covers_every_variant()
     for name, body in selfplay:
         assert body["x"] == "iteration", name
         assert {Path(path).parent.name for path in body["y"]} <= runs, name
-    for name in ("selfplay_rewards", "selfplay_learning_signal", "selfplay_weights"):  # every variant has these
+    for name in ("selfplay_solver_accuracy", "selfplay_learning_signal", "selfplay_weights"):  # every variant
         assert variants <= {Path(path).parent.name for path in dict(selfplay)[name]["y"]}, name
+
+
+def test_rewards_of_different_variants_never_share_an_axis():
+    """The Solver's and Proposer's rewards are defined per variant (WCR adds coverage credit), so a plot that
+    draws one draws one variant's (a two-phase variant's phases count as one). GDCR's step reward is a
+    diagnostic computed alike for every variant, so it may be compared."""
+    for name, body in top_level_plots():
+        with_rewards = {Path(path).parent.name.removesuffix("_phase_a") for path, columns in body["y"].items()
+                        if any(column.startswith(("solver/reward", "proposer/reward")) for column in columns)}
+        assert len(with_rewards) <= 1, f"{name} draws the rewards of {sorted(with_rewards)} on one axis"
     warmstart = dict(top_level_plots())["warmstart_loss"]
     assert warmstart["x"] == "step" and warmstart["y"] == {"reports/warmstart/history.csv": ["loss"]}
 

@@ -1,6 +1,7 @@
 """The evaluate stage end to end with a scripted Solver: outputs, the papers' columns, charts, MLflow,
-other variants side by side, the cross-variant ``report``; which model each variant names (base,
-warm-start, a self-play checkpoint); kg_heldout's majority baseline; no machine paths in any output."""
+a variant's report independent of the others on disk, the cross-variant ``report``; which model each
+variant names (base, warm-start, a self-play checkpoint); kg_heldout's majority baseline; no machine
+paths in any output."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, be
     predictions = [json.loads(line) for line in (out / "predictions" / "nq.jsonl").read_text().splitlines()]
     assert [p["id"] for p in predictions] == sample["ids"]["nq"]
     report = (out / "report.md").read_text()
-    assert "judge: fake-judge" in report and "variant ssp" in report
+    assert "judge: fake-judge" in report and "compare report" in report
+    assert "ssp |" not in report.split("Qwen2.5-7B-Instruct")[0]  # no neighbour read from disk: see below
     assert "Qwen2.5-7B-Instruct + KG+WCR (Ours) [kg_wcr_table1] | 53.8" in report
     assert "Qwen2.5-7B-Instruct + SSP [ssp_table1] | 54.8" in report
     assert "a different model, for reference only" in report
@@ -81,6 +83,12 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, be
 
     url = chart_view_url(params)
     assert url.endswith(f"/#/experiments/{runs['experiment_id'][0]}/runs?compareRunsMode=CHART")
+
+    shutil.move(tmp_path / "eval" / "ssp", tmp_path / "aside")  # another evaluation gone: this report is the same
+    stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=fake_search, judge=fake_judge, track=False,
+                   progress=False, allow_base=True)
+    assert (out / "report.md").read_text() == report
+    shutil.move(tmp_path / "aside", tmp_path / "eval" / "ssp")
 
     monkeypatch.delenv("DVC_ROOT")
     stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=fake_search, judge=fake_judge,

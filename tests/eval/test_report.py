@@ -102,13 +102,13 @@ def test_a_partial_average_is_labelled_and_never_beside_the_papers_average(tmp_p
     assert group_cell(two_of_seven, "avg", "judge_acc") == "20.0 (2 of 7)"
     assert group_cell(two_of_seven, "general_qa", "judge_acc") == "20.0 (1 of 3)"
     assert group_cell({"avg.judge_acc": 30.0, "avg.num_benchmarks": 7}, "avg", "judge_acc") == 30.0
-    table = comparison_table("this run", two_of_seven, {}, "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct",
+    table = comparison_table("this run", two_of_seven, "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct",
                              "exact-match")
     paper_rows = [row for row in table.rows if row[0] != "this run"]
     assert paper_rows and all(row[-1] is None for row in paper_rows)
     assert any("not comparable" in note for note in table.notes)
     full = {**_metrics(1), "avg.num_benchmarks": 7}
-    table = comparison_table("this run", full, {}, "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct", "exact-match")
+    table = comparison_table("this run", full, "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct", "exact-match")
     assert any(row[-1] is not None for row in table.rows if row[0] != "this run")
 
 

@@ -31,7 +31,7 @@ from searchplay.eval.benchmarks import (
     kg_pool_path,
     load_benchmark,
 )
-from searchplay.eval.report import BASE_FALLBACK, read_variant_metrics, write_run_report
+from searchplay.eval.report import BASE_FALLBACK, write_run_report
 from searchplay.eval.runner import StageTimes, evaluation_turns, read_finished, rollout_config, run_benchmarks
 from searchplay.eval.sampling import sample_items
 from searchplay.eval.scoring import (
@@ -283,8 +283,7 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
     write_json(out_dir / "headline.json", headline_metrics(metrics, last_iteration))
     write_json(out_dir / "run.json", run)
     write_timings(out_dir, {"times_s": vars(times), "questions_per_s": times.questions / max(times.total, 1e-9)})
-    others = {k: v for k, v in read_variant_metrics(cfg.out_dir).items() if k != variant}
-    write_run_report(out_dir, run, per_benchmark, metrics, others, cfg.paper_reference_model)
+    write_run_report(out_dir, run, per_benchmark, metrics, cfg.paper_reference_model)
     return EvalResult(out_dir, metrics, per_benchmark, run, times)
 
 

@@ -54,6 +54,8 @@ LABELS = {"nq": "NQ", "triviaqa": "TriviaQA", "popqa": "PopQA", "hotpotqa": "Hot
 METHOD_LABELS = {"base": "base model", "ssp": "+ SSP", "kg_wcr": "+ KG+WCR (Ours)"}
 MODEL_ORDER = ("base", "warmstart", "warmstart_eve")  # then the self-play variants, by name
 INTERVAL_NOTE = "[low, high]: Wilson 95% interval of the proportion correct; n: questions asked"
+OTHER_MODELS_NOTE = ("Other models are compared, with paired tests, in the compare report (`searchplay report`; "
+                     "reports/compare/compare.md in the pipeline), whose stage reads every evaluation.")
 
 
 @dataclass
@@ -259,19 +261,19 @@ def _baseline_row(value: float, answer: str | None, columns: list[str], score_la
     return [label, *(value if name == KG_HELDOUT else None for name in columns), *(None for _ in GROUP_COLUMNS)]
 
 
-def comparison_table(run_label: str, metrics: dict[str, float], others: dict[str, dict[str, float]],
-                     model: str, reference_model: str, judge_name: str) -> Table:
-    """Judge accuracy of this run, the other variants and the papers' rows, on the seven benchmarks."""
+def comparison_table(run_label: str, metrics: dict[str, float], model: str, reference_model: str,
+                     judge_name: str) -> Table:
+    """Judge accuracy of this run and the papers' rows on the seven benchmarks. Other variants are left to the
+    compare report, whose stage depends on every evaluation, so this table never shows a stale neighbour."""
     header = ["run", *(LABELS[b] for b in PAPER_BENCHMARKS), *(label for _, label in GROUP_COLUMNS)]
     rows = [_score_row(run_label, metrics, "judge_acc", list(PAPER_BENCHMARKS))]
-    rows += [_score_row(f"variant {name}", m, "judge_acc", list(PAPER_BENCHMARKS)) for name, m in others.items()]
     rows_from_papers, same = paper_rows(model, reference_model)
-    partial = any(is_partial(m) for m in [metrics, *others.values()])
+    partial = is_partial(metrics)
     for label, scores in rows_from_papers:  # a partial average is never set beside the papers' 7-benchmark one
         rows.append([label, *(scores.get(b) for b in PAPER_BENCHMARKS), None, None,
                      None if partial else scores.get("avg")])
     sources = load_paper_results()
-    notes = [f"{key}: {src['title']}; {src['metric']}; {src['sample']} (digest: {src['digest']})"
+    notes = [f"{key}: {src['title']}; {src['metric']}; {src['sample']}"
              for key, src in sources.items()]
     if partial:
         notes.append(PARTIAL_NOTE + " The papers' Avg is left out of this table for that reason.")
@@ -281,6 +283,7 @@ def comparison_table(run_label: str, metrics: dict[str, float], others: dict[str
     notes.append(f"This run's judge: {judge_name}. Paper judges differ (see above); absolute numbers are "
                  "comparable only under the same judge and sample.")
     notes.append(INTERVAL_NOTE + " (the papers' rows: 500 per benchmark, all 125 of Bamboogle)")
+    notes.append(OTHER_MODELS_NOTE)
     return Table("Judge accuracy beside the papers (0-100)", header, rows,
                  caption=f"Main score: judge accuracy (judge: {judge_name}); exact match first, "
                          "the judge for the rest.",
@@ -367,10 +370,10 @@ def bar_chart(path: str | Path, title: str, labels: list[str], series: dict[str,
     return path
 
 
-def benchmark_charts(out_dir: Path, run_label: str, per_benchmark: dict[str, dict[str, float]],
-                     others: dict[str, dict[str, float]], model: str, reference_model: str) -> list[Path]:
-    """One PNG per benchmark: this run's four scores beside other variants' and the papers' judge accuracy,
-    each model in its own colour and the papers' bars hatched."""
+def benchmark_charts(out_dir: Path, run_label: str, per_benchmark: dict[str, dict[str, float]], model: str,
+                     reference_model: str) -> list[Path]:
+    """One PNG per benchmark: this run's four scores, in its model's colour, beside the papers' judge accuracy
+    (hatched bars). Other variants are compared in the compare report."""
     charts = []
     rows_from_papers, _ = paper_rows(model, reference_model)
     own_color = model_color(run_label)
@@ -382,9 +385,6 @@ def benchmark_charts(out_dir: Path, run_label: str, per_benchmark: dict[str, dic
                 Bar(f"{run_label}: EM", scores["em"], own_color, _interval(own, name, "em")),
                 Bar(f"{run_label}: F1", scores["f1"], own_color),
                 Bar(f"{run_label}: sub-EM", scores["sub_em"], own_color)]
-        bars += [Bar(f"{variant}: judge acc", metrics[f"{name}.judge_acc"], model_color(variant),
-                     _interval(metrics, name, "judge_acc"))
-                 for variant, metrics in others.items() if metrics.get(f"{name}.judge_acc") is not None]
         bars += [Bar(label, paper[name], "white", paper=True) for label, paper in rows_from_papers if name in paper]
         baseline = ((scores["majority_baseline_em"], "majority baseline (EM)") if "majority_baseline_em" in scores
                     else None)
@@ -399,13 +399,13 @@ def _interval(metrics: dict[str, float], benchmark: str, score: str) -> Interval
 
 
 def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: dict[str, dict[str, float]],
-                     metrics: dict[str, float], others: dict[str, dict[str, float]],
-                     reference_model: str) -> list[Path]:
-    """report.md, report.html and charts/<benchmark>.png for one variant's evaluation."""
+                     metrics: dict[str, float], reference_model: str) -> list[Path]:
+    """report.md, report.html and charts/<benchmark>.png for one variant's evaluation. They read only this
+    evaluation's results (and the papers'), so re-running one evaluation never changes another's report."""
     out_dir = Path(out_dir)
     judge_name = run["judge"]
     run_label = f"this run ({run['variant']})"
-    tables = [comparison_table(run_label, metrics, others, run["base_model"], reference_model, judge_name),
+    tables = [comparison_table(run_label, metrics, run["base_model"], reference_model, judge_name),
               detail_table(per_benchmark, judge_name, run.get("kg_heldout_majority_answer"))]
     source = run.get("model_source", "")
     stand_in = f" -- NOT a {run['variant']} checkpoint: {source}" if source == BASE_FALLBACK else ""
@@ -416,7 +416,7 @@ def write_run_report(out_dir: str | Path, run: dict[str, Any], per_benchmark: di
                 f"decoding: temperature {run['temperature']}, top-{run['top_k']} search, max {run['max_turns']} turns"]
     if run.get("protocol"):
         preamble.append("protocol: " + ", ".join(f"{key} {value}" for key, value in run["protocol"].items()))
-    charts = benchmark_charts(out_dir, run["variant"], per_benchmark, others, run["base_model"], reference_model)
+    charts = benchmark_charts(out_dir, run["variant"], per_benchmark, run["base_model"], reference_model)
     title = f"Evaluation: {run['variant']}"
     with atomic_write(out_dir / "report.md") as handle:
         handle.write(to_markdown(tables, title, preamble))
