@@ -24,7 +24,7 @@ PAPER_DEFAULTS = [
     ("selfplay.lr", 1e-6, "SSP Table 4: lr 1e-6"),
     ("selfplay.warmup_steps", 5, "SSP Table 4: 5 warm-up steps"),
     ("selfplay.batch_size", 256, "SSP Table 4: global batch 256"),
-    ("selfplay.proposer_mini_batches", 1, "SSP mini-batch 128: one Proposer step (notes/ssp.md §3.8)"),
+    ("selfplay.proposer_mini_batches", 1, "SSP mini-batch 128: one Proposer step (SSP Table 4)"),
     ("selfplay.solver_mini_batches", 2, "SSP mini-batch 128 x 5 rollouts: two Solver steps"),
     ("selfplay.combine_update", False, "SSP code: separate Proposer then Solver updates"),
     ("selfplay.loss_agg_mode", "seq-mean-token-mean", "papers' objective 1/G sum_i 1/|tau_i| sum_t"),

@@ -426,7 +426,7 @@ class WarmstartConfig(Section):
 
 
 class EveConfig(Section):
-    """EVE-Agent (Arai & Ichikawa 2026; notes/eve.md): the ``eve`` variant's rewards, verifier and two phases."""
+    """EVE-Agent (Arai & Ichikawa 2026): the ``eve`` variant's rewards, verifier and two phases."""
 
     lambda_v: float = Field(0.5, description="lambda_V on the evidence verifier V-hat (Eq. 17); 0 with lambda_b 0 "
                             "is Dr. Zero (Eq. 18)")

@@ -1,4 +1,4 @@
-"""EVE-Agent's reward terms on hand-computed cases, one test per equation (digest: notes/eve.md §3-4)."""
+"""EVE-Agent's reward terms on hand-computed cases, one test per equation (EVE §2-3)."""
 
 from __future__ import annotations
 

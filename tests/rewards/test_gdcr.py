@@ -1,4 +1,4 @@
-"""GDCR (GDCR paper Eqs. 4-12, 16-17) on hand-computed cases: the paper's case-study graph (digest §2.6)
+"""GDCR (GDCR paper Eqs. 4-12, 16-17) on hand-computed cases: the paper's case-study graph (App. E)
 and its worked trajectory (§4.5), first and final steps, entities never seen, unreachable nodes."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_estimators_broadcast_over_model_tokens_only():
         get_advantage_estimator("ppo")
 
 
-# --- SAPO (GDCR paper Eqs. 13-14; digest §5.6 worked example) ---------------------------------------------
+# --- SAPO (GDCR paper Eqs. 13-14, a worked example) ---------------------------------------------
 
 
 def test_gdcr_step_advantages_match_the_worked_example():

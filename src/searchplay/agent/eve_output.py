@@ -16,7 +16,7 @@ from searchplay.answers import normalize_answer
 from searchplay.rewards.eve import drzero_format_score, is_verbatim
 
 _THINK_FIRST = re.compile(r"^\s*<think>(.*?)</think>", re.DOTALL)  # Dr. Zero's planning-turn test (App. D)
-LEAK_TOKENS = 8  # notes/eve.md U3: spans this short, or equal to the answer, are counted as answer leaks
+LEAK_TOKENS = 8  # the paper leaves leakage open: spans this short, or equal to the answer, are counted as answer leaks
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class Triple:
 
     @property
     def leaks_answer(self) -> bool:
-        """Norm(e) == Norm(a), or a span shorter than ``LEAK_TOKENS`` that holds a (notes/eve.md U3)."""
+        """Norm(e) == Norm(a), or a span shorter than ``LEAK_TOKENS`` that holds a (our rule: the paper leaves
+        leakage open)."""
         e, a = normalize_answer(self.evidence), normalize_answer(self.answer)
         return bool(e) and (e == a or (self.evidence_tokens < LEAK_TOKENS and a in e))
 

@@ -1,10 +1,10 @@
 # ruff: noqa: E501  (prompts keep their paragraphs as single lines)
 """EVE-Agent's prompts: the evidence-writing Proposer, the evidence-quoting Solver, the single-turn verifier.
 
-The EVE paper publishes no prompt (notes/eve.md §10.1). These follow the STRUCTURE of Dr. Zero's
-challenger prompt as the digest describes it (§10.2: start from a fact in the source document, n hops
-= n - 1 searches, no spoilers, a single concise answer) and the digest's proposed EVE additions
-(§10.3), in this project's tag protocol (``<search>``/``<information>``, not Qwen tool calls). Our
+The EVE paper publishes no prompt. These follow the STRUCTURE of Dr. Zero's
+challenger prompt (from its code: start from a fact in the source document, n hops
+= n - 1 searches, no spoilers, a single concise answer) and our EVE additions,
+in this project's tag protocol (``<search>``/``<information>``, not Qwen tool calls). Our
 wording; nothing is copied. Two protocol choices (docs/decisions/eve.md):
 
 * the Proposer writes ``<answer>`` and ``<evidence>`` BEFORE ``<question>``, because a Proposer
@@ -47,7 +47,7 @@ Create a question and answer with n = {hops} hops, with its evidence, starting f
 
 def eve_proposer_messages(document: str, hops: int, task_line: str | None = None) -> list[dict[str, str]]:
     """The EVE Proposer prompt for source document d and prescribed hop count h (EVE Eq. 8, Alg. 1);
-    ``task_line``: the corpus selector's question-type line, appended (App. F; notes/eve.md U10).
+    ``task_line``: the corpus selector's question-type line, appended (App. F).
 
     >>> eve_proposer_messages("(Title: Paris)\\nParis is the capital of France.", 2)[1]["content"].startswith(
     ...     "Create a question and answer with n = 2 hops")
@@ -93,7 +93,7 @@ Question: {question}"""
 def verifier_messages(question: str, evidence: str | None) -> list[dict[str, str]]:
     """The single-turn, search-free verifier prompt, with (q, e) or q alone (EVE Eqs. 10, 12-13).
 
-    The two prompts differ only in the evidence, so V-hat isolates its effect (notes/eve.md §10.3).
+    The two prompts differ only in the evidence, so V-hat isolates its effect (Eqs. 10-14).
 
     >>> verifier_messages("Q?", None)[0]["content"].endswith("Question: Q?")
     True
@@ -121,7 +121,7 @@ def extract_last_answer(text: str) -> str | None:
 
 
 def verifier_answer(text: str) -> str:
-    """A verifier reply's answer: the last ``<answer>`` span, else the whole stripped reply (notes/eve.md §10.3).
+    """A verifier reply's answer: the last ``<answer>`` span, else the whole stripped reply (our rule).
 
     >>> verifier_answer("<answer> Paris </answer>"), verifier_answer(" Paris ")
     ('Paris', 'Paris')

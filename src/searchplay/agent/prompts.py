@@ -1,8 +1,8 @@
-"""Prompt messages for the agent roles (SSP App. D; notes/ssp.md §10.3).
+"""Prompt messages for the agent roles (SSP App. D).
 
 The Solver prompt is the Search-R1 prompt as printed in the SSP paper's Appendix D, verbatim
 (including its "as many times as your want"); the official code's training string differs by a
-comma and two words (notes/ssp.md §10.3), the evaluation data uses the printed one.
+comma and two words (SSP App. D), the evaluation data uses the printed one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Search-R1 / SSP tag protocol: stop strings, action parsing and trajectory-level extraction.
 
-Tags (notes/ssp.md §4.1): ``<think>`` reasoning, ``<search>`` a tool call, ``<information>`` the
+Tags (SSP App. A.2, D): ``<think>`` reasoning, ``<search>`` a tool call, ``<information>`` the
 environment's reply (never the model's), ``<answer>`` the Solver's final answer, ``<question>`` the
 Proposer's final output. Pure functions over text; the rollout loop (``searchplay.agent.rollout``)
 turns them into environment steps. Choices where the papers are silent: docs/decisions/agent.md.
@@ -17,7 +17,7 @@ from searchplay.agent.trajectory import Role
 TAGS = ("think", "search", "information", "answer", "question")
 _ANY_TAG = re.compile(r"</?(?:think|search|information|answer|question)>")
 
-# The tag that ends each role's rollout; generation also stops after every </search> (notes/ssp.md §4.2).
+# The tag that ends each role's rollout; generation also stops after every </search> (SSP §3, App. B.1).
 FINAL_TAG: dict[str, str] = {"solver": "answer", "proposer": "question"}
 
 
@@ -118,7 +118,7 @@ def count_answer_tags(text: str, rule: str = "either") -> int:
 def answer_tag_penalty(count: int, limit: int = 10) -> float:
     """Score multiplier against answer-tag spam: 1/4 above ``limit`` tags, else 1.
 
-    SSP official code (quark_score.py; notes/ssp.md §11 "Reward spam guard"): a Solver response with
+    SSP official code (quark_score.py, a reward spam guard the paper does not mention): a Solver response with
     more than 10 answer tags has its score divided by 4. Param: ``agent.max_answer_tags``.
 
     >>> answer_tag_penalty(2), answer_tag_penalty(11)

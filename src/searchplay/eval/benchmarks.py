@@ -6,7 +6,7 @@ and why, so a malformed line, an empty ``golden_answers`` or a duplicate id is n
 its file and line number). A truncated JSONL file is not a malformed line: it always fails
 (``TruncatedBenchmarkError``; ``searchplay.io.jsonl_records`` says what counts as truncated).
 
-The seven papers' benchmarks and their FlashRAG splits (Search-R1 convention; notes/kg_wcr.md §4.5):
+The seven papers' benchmarks and their FlashRAG splits (Search-R1 convention; KG paper §4):
 NQ, TriviaQA, PopQA and Bamboogle use ``test``; HotpotQA, 2Wiki and MuSiQue use ``dev``.
 """
 

@@ -1,7 +1,7 @@
 """Reports: Markdown + HTML tables and PNG charts that put a run beside the papers and other variants.
 
 One table model (``Table``) renders to both Markdown and HTML, so the two never disagree. The
-papers' numbers come from ``paper_results.yaml`` (copied from the digests, each source naming its
+papers' numbers come from ``paper_results.yaml`` (copied from the papers' tables, each source naming its
 table, metric and judge); a run is set beside the rows of its own model where the papers have them,
 and otherwise beside ``evaluate.paper_reference_model``'s rows, labelled as a different model.
 

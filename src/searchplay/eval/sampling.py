@@ -1,6 +1,6 @@
 """Which questions an evaluation asks: n per benchmark, drawn with a recorded seed.
 
-The papers sample 500 questions per benchmark and use all 125 of Bamboogle (SSP §4.1; notes/ssp.md §7).
+The papers sample 500 questions per benchmark and use all 125 of Bamboogle (SSP §4.1).
 ``min(n, size)`` gives exactly that at n=500; the drawn ids are saved with the results
 (``sample.json``) so a later run can be repeated on the same questions.
 """

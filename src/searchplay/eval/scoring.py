@@ -2,7 +2,7 @@
 
 Protocol (KG paper §4.1 / App. D.2; SSP §4.1): exact match first, the LLM judge for the rest; scores
 on a 100-point scale; "Avg" is the unweighted mean of the seven benchmarks, GeneralQA the mean of
-NQ/TriviaQA/PopQA and Multi-HopQA the mean of HotpotQA/2Wiki/MuSiQue/Bamboogle (notes/ssp.md §7).
+NQ/TriviaQA/PopQA and Multi-HopQA the mean of HotpotQA/2Wiki/MuSiQue/Bamboogle (SSP §4.1, Table 1).
 A judge error counts as *not correct* and is counted beside the score, never dropped (fail closed).
 EM and judge accuracy carry their n and a Wilson 95% interval (``searchplay.eval.intervals``);
 kg_heldout also carries the EM of always giving the training splits' most common answer, and every

@@ -1,4 +1,4 @@
-"""LLM-guided subgraph extraction: Algorithm 1 of the KG-paths paper (notes/kg_wcr.md §2.2-2.4).
+"""LLM-guided subgraph extraction: Algorithm 1 of the KG-paths paper (§3.2, App. B.1, B.4).
 
 Stage 1 expands a target path from each seed: at step t the filtered outgoing edges of v_t give at
 most ``max_candidates`` candidates (one value per property), the selector picks one or stops.
@@ -135,7 +135,8 @@ def expand_paths(store: GraphStore, states: list[PathState], selector: RelationS
 
 def sample_distractors(store: GraphStore, state: PathState, relation_filter: RelationFilter, rng: random.Random,
                        count: int, max_hops: int, max_candidates: int) -> list[dict[str, Any]]:
-    """Stage 2: ``count`` branches from v_k, k ~ U(1, K-1), each 1..max_hops random hops (notes §2.9 item 8).
+    """Stage 2: ``count`` branches from v_k, k ~ U(1, K-1), each 1..max_hops random hops (our reading: the paper
+    leaves the branching open).
 
     A branch never passes through a target-path node or a node of an earlier branch; its first edge
     differs from the on-path edge (r_{k+1}, v_{k+1}), preferring the same relation ("locally plausible").

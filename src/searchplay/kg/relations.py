@@ -1,6 +1,6 @@
 """Relation filter (Algorithm 1 line 5: "filtering outgoing edges of v_t via blocklist and allowlist").
 
-The paper's lists are lost (notes/kg_wcr.md §2.1), so the defaults are ours, recorded in
+The paper's lists are lost (§3.2 names none), so the defaults are ours, recorded in
 docs/decisions/kg.md: datatypes that are identifiers, media or Wikimedia-internal are blocked
 (``kg.blocked_datatypes``), plus the properties below (``kg.relation_blocklist`` adds to them,
 ``kg.use_default_blocklist: false`` drops them). "has part", "part of", "subclass of" stay walkable:

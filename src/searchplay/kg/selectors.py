@@ -3,7 +3,7 @@
 Each selector takes many requests at once (many seeds advance together) and returns, per request,
 an index k into the candidates (1-based; 0 = stop) plus the raw replies. LLM selectors parse the
 JSON ``{"answer": k}``; an invalid reply is retried up to ``max_retries`` times (paper: 5, B.1) and
-then treated as "stop" and counted (notes/kg_wcr.md §2.9 item 6).
+then treated as "stop" and counted (the paper does not say; our choice).
 
 - ``RandomSelector``: seeded uniform choice, the ablation baseline (never stops early).
 - ``LocalSelector``: a local causal LM through the policy backend, one batched ``generate`` per round; by

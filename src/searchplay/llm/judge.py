@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # SSP official code (llm_as_a_judge.py model_based_match) system message.
 JUDGE_SYSTEM_PROMPT = "You are a professional judge who evaluates the correctness of answers based on given criteria."
 
-# SSP App. D (notes/ssp.md §10.5); the KG paper's Fig. 14 ends with "Correct" or "Wrong" (kg_wcr.md §6.4).
+# SSP App. D; the KG paper's Fig. 14 ends with "Correct" or "Wrong".
 _JUDGE_TEMPLATE = """Please determine whether the model's answer is consistent with the reference answer:
 
 Question: {question}
@@ -122,7 +122,7 @@ def parse_verdict(reply: str) -> bool | None:
 
 
 # EVE's evidence judgement (App. H: a binary GPT-4.1 verdict on whether the question paired with the span
-# recovers the gold answer). The paper prints no prompt; this follows notes/eve.md §10.3(e) in our words.
+# recovers the gold answer). The paper prints no prompt; this one is in our words.
 EVIDENCE_TEMPLATE = """You are judging whether a piece of evidence supports an answer.
 Question: {question}
 Gold answer (any of): {golds}

@@ -74,7 +74,7 @@ def eve_proposer_reward(format_score: float, difficulty: float, verifier: float,
 
     An invalid rollout has F_fmt = 0 and gets 1/2 F_fmt = 0: pass difficulty = verifier = brevity = 0.
 
-    >>> eve_proposer_reward(1.0, 0.75, 0.6, 0.75)  # the digest's worked example
+    >>> eve_proposer_reward(1.0, 0.75, 0.6, 0.75)  # a worked example of Eqs. 16-18
     1.625
     """
     return round(0.5 * format_score + difficulty + lambda_v * verifier + lambda_b * brevity, 12)

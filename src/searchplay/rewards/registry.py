@@ -144,7 +144,8 @@ def proposer_ssp(outcome: ProposerOutcome, params: Params) -> float:
 def proposer_eve(outcome: ProposerOutcome, params: Params) -> float:
     """EVE's R_pro = 1/2 F_fmt + R_DZ + lambda_V V-hat + lambda_B B(e) (EVE Eqs. 2, 9, 14-17).
 
-    Invalid rollouts get 1/2 F_fmt (= 0). A valid one without evidence gets V = B = 0 (notes/eve.md U2).
+    Invalid rollouts get 1/2 F_fmt (= 0). A valid one without evidence gets V = B = 0 (our rule: the paper leaves
+    it open).
     R_DZ needs at least two Solver answers; with fewer it is 0.
     """
     if not outcome.valid:

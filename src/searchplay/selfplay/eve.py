@@ -246,7 +246,7 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
                for k, group in zip(valid, groups, strict=True)}
 
     tic = time.perf_counter()
-    checked = [k for k in valid if triples[k].evidence]  # notes/eve.md U2: no evidence -> V = B = 0
+    checked = [k for k in valid if triples[k].evidence]  # no evidence -> V = B = 0 (the paper leaves it open)
     verifier = runtime.frozen or runtime.verifier
     pairs = dict(zip(checked, verify_evidence(verifier, runtime.encode, [triples[k] for k in checked], params,
                                               state.rng.randrange(2**31)), strict=True))

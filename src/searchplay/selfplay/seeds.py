@@ -134,7 +134,7 @@ def document_shard(passage_id: str, handoff_share: float, salt: str = "searchpla
     """'handoff' for a stable ``handoff_share`` of the passages (by a hash of the id), else 'proposer'.
 
     EVE App. C: the frozen Proposer writes the Phase B set on a held-out shard of the corpus that Phase A
-    never sampled (notes/eve.md §4.7).
+    never sampled (EVE §3.2, §3.4).
     """
     digest = hashlib.sha256(f"{salt}:{passage_id}".encode()).digest()
     return "handoff" if int.from_bytes(digest[:8], "big") / 2**64 < handoff_share else "proposer"
