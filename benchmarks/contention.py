@@ -16,12 +16,17 @@ greedy evaluation questions through ``run_benchmarks`` (the same fixed documents
 
 Policies: ``torch`` (torch's own default: one thread per core, OpenMP's default waiting: GNU OpenMP spins
 300,000 times before it sleeps), ``passive`` (``OMP_WAIT_POLICY=PASSIVE``: sleep at once), ``spin``
-(``GOMP_SPINCOUNT=10000``: a short spin, then sleep), ``one`` (one thread). Prints a table; asserts nothing.
+(``GOMP_SPINCOUNT=10000``: a short spin, then sleep), ``one`` (one thread), and ``searchplay``: what every
+``searchplay`` command does, ``searchplay.runtime.choose_thread_wait`` deciding at the start from the load it
+sees. Because that choice is made once, at the start, ``searchplay`` is timed by two children: one started
+on the idle machine (idle before / after), one started beside the already running competitor (busy).
+Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -32,7 +37,8 @@ from pathlib import Path
 
 PHASES = ("sft", "update", "rollout", "evaluate", "embed")
 POLICIES = {"torch": {}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"}, "spin": {"GOMP_SPINCOUNT": "10000"},
-            "one": {"OMP_NUM_THREADS": "1"}}
+            "one": {"OMP_NUM_THREADS": "1"}, "searchplay": {"SEARCHPLAY_THREAD_WAIT": "auto"}}
+DECIDES_AT_START = {"searchplay"}
 COMPETITOR = [sys.executable, "-c", "while True: pass"]
 
 
@@ -144,12 +150,17 @@ def _bf16() -> bool:
     return bf16_is_native("cpu")
 
 
-def child(phase: str, model_path: str, repeats: int) -> None:
-    """Time one phase idle, beside the competitor, idle again; print one JSON line."""
-    from searchplay.runtime import apply_offline_defaults, keep_freed_memory
+def child(phase: str, model_path: str, repeats: int, mode: str) -> None:
+    """Time one phase idle, beside the competitor, idle again (``mode`` both); or only idle before and after
+    (``idle``), or only beside a competitor the parent started before this process (``busy``). One JSON line."""
+    from searchplay.runtime import apply_offline_defaults, choose_thread_wait, keep_freed_memory
 
     apply_offline_defaults()
     keep_freed_memory()
+    if os.environ.get("SEARCHPLAY_THREAD_WAIT"):
+        wait = choose_thread_wait()
+    else:
+        wait = "passive" if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else "spin"
     import torch
 
     run = globals()[f"{phase}_phase"](model_path)
@@ -161,18 +172,41 @@ def child(phase: str, model_path: str, repeats: int) -> None:
             run()
         return (time.perf_counter() - tic) / repeats
 
+    if mode == "busy":
+        print("RESULT " + json.dumps({"phase": phase, "threads": torch.get_num_threads(), "wait": wait,
+                                      "busy": timed()}))
+        return
     before = timed()
+    busy = None
+    if mode == "both":
+        with competing():
+            busy = timed()
+        time.sleep(1.0)
+    after = timed()
+    print("RESULT " + json.dumps({"phase": phase, "threads": torch.get_num_threads(), "wait": wait,
+                                  "idle_before": before, "busy": busy, "idle_after": after}))
+
+
+@contextlib.contextmanager
+def competing():
+    """One process spinning on one core for the duration of the block."""
     competitor = subprocess.Popen(COMPETITOR)
     try:
         time.sleep(1.0)  # let the scheduler see it
-        busy = timed()
+        yield
     finally:
         competitor.kill()
         competitor.wait()
-    time.sleep(1.0)
-    after = timed()
-    print("RESULT " + json.dumps({"phase": phase, "threads": torch.get_num_threads(), "idle_before": before,
-                                  "busy": busy, "idle_after": after}))
+
+
+def run_child(phase: str, args: argparse.Namespace, env: dict[str, str], mode: str) -> dict | str:
+    """The child's RESULT, or the last line of its error."""
+    done = subprocess.run([sys.executable, __file__, "--child", phase, "--mode", mode, "--model", args.model,
+                           "--repeats", str(args.repeats)], env=env, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        return f"failed: {done.stderr.strip().splitlines()[-1:]}"
+    return json.loads(lines[-1].removeprefix("RESULT "))
 
 
 def main() -> None:
@@ -182,25 +216,35 @@ def main() -> None:
     parser.add_argument("--policies", default="torch,passive")
     parser.add_argument("--repeats", type=int, default=1, help="runs of the phase per timing")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="both", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.model, args.repeats)
+        child(args.child, args.model, args.repeats, args.mode)
         return
     print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at the start; model {args.model}")
-    print("| policy | phase | threads | idle s (before / after) | beside one busy process s | share kept |")
-    print("|---|---|---|---|---|---|")
+    print("| policy | phase | threads | waiting (idle / busy start) | idle s (before / after) | beside one busy "
+          "process s | share kept |")
+    print("|---|---|---|---|---|---|---|")
     for policy in args.policies.split(","):
-        env = {**os.environ, **POLICIES[policy]}
+        env = {key: value for key, value in os.environ.items()
+               if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "SEARCHPLAY_THREAD_WAIT")}
+        env.update(POLICIES[policy])
         for phase in args.phases.split(","):
-            done = subprocess.run([sys.executable, __file__, "--child", phase, "--model", args.model,
-                                   "--repeats", str(args.repeats)], env=env, capture_output=True, text=True)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            if done.returncode or not lines:
-                print(f"| {policy} | {phase} | failed: {done.stderr.strip().splitlines()[-1:]} | | | |")
+            if policy in DECIDES_AT_START:
+                r = run_child(phase, args, env, "idle")
+                with competing():
+                    busy = run_child(phase, args, env, "busy")
+                if isinstance(r, dict) and isinstance(busy, dict):
+                    r["busy"], r["wait"] = busy["busy"], f"{r['wait']} / {busy['wait']}"
+                else:
+                    r = r if isinstance(r, str) else busy
+            else:
+                r = run_child(phase, args, env, "both")
+            if isinstance(r, str):
+                print(f"| {policy} | {phase} | {r} | | | | |")
                 continue
-            r = json.loads(lines[-1].removeprefix("RESULT "))
             idle = (r["idle_before"] + r["idle_after"]) / 2
-            print(f"| {policy} | {phase} | {r['threads']} | {idle:.2f} ({r['idle_before']:.2f} / "
+            print(f"| {policy} | {phase} | {r['threads']} | {r['wait']} | {idle:.2f} ({r['idle_before']:.2f} / "
                   f"{r['idle_after']:.2f}) | {r['busy']:.2f} | {idle / r['busy']:.0%} |", flush=True)
 
 

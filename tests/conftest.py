@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from searchplay.runtime import apply_offline_defaults
+from searchplay.runtime import THREAD_WAIT_ENV, apply_offline_defaults
 
 apply_offline_defaults()
+os.environ.setdefault(THREAD_WAIT_ENV, "spin")  # CLI tests skip the start-up load check (tests/test_runtime.py has it)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"

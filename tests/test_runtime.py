@@ -1,4 +1,5 @@
-"""Process-wide settings: offline defaults and glibc's malloc tuning (``keep_freed_memory``)."""
+"""Process-wide settings: offline defaults, how threads wait on a busy machine (``choose_thread_wait``) and
+glibc's malloc tuning (``keep_freed_memory``)."""
 
 from __future__ import annotations
 
@@ -95,3 +96,53 @@ def test_a_command_that_ends_well_logs_its_peak_memory_and_a_failed_one_only_its
     assert result.exit_code == 0 and failed.exit_code == 2
     assert len(lines) == 1 and lines[0].startswith("peak memory of `searchplay status")
 
+
+
+def test_threads_wait_passively_only_where_the_machine_is_busy_at_the_start():
+    assert runtime.choose_thread_wait(environ := {}, measure=lambda: 1.2) == "passive"
+    assert environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert runtime.choose_thread_wait(environ, measure=lambda: 0.1) == "spin"  # a child stage, machine now idle
+    assert environ == {}
+    assert runtime.choose_thread_wait(environ := {}, measure=lambda: 0.1) == "spin" and environ == {}
+    assert runtime.choose_thread_wait(environ := {}, measure=lambda: None) == "spin" and environ == {}  # no /proc
+
+
+def test_the_users_setting_wins_over_the_load_check():
+    def never():
+        raise AssertionError("measured although the choice was made")
+
+    assert runtime.choose_thread_wait(environ := {"OMP_WAIT_POLICY": "ACTIVE"}, measure=never) == "user"
+    assert environ == {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert runtime.choose_thread_wait(environ := {runtime.THREAD_WAIT_ENV: "passive"}, measure=never) == "passive"
+    assert environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert runtime.choose_thread_wait(environ := {runtime.THREAD_WAIT_ENV: "spin"}, measure=never) == "spin"
+    with pytest.raises(ValueError, match="expected auto, spin or passive"):
+        runtime.choose_thread_wait({runtime.THREAD_WAIT_ENV: "fast"}, measure=never)
+
+
+def test_busy_cores_reads_the_other_processes_share_of_the_window(monkeypatch):
+    readings = iter([(100, 1000), (100 + 150, 1000 + 200)])  # 150 of 200 jiffies busy over the window
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
+    assert runtime.busy_cores(0.0, ticks=lambda: next(readings)) == pytest.approx(1.5)
+    assert runtime.busy_cores(0.0, ticks=lambda: None) is None
+
+
+def test_cpu_ticks_reads_the_aggregate_line(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  10 1 5 80 4 0 0 0 0 0\ncpu0 5 0 2 40 2 0 0 0 0 0\n")
+    assert runtime._cpu_ticks(str(stat)) == (16, 100)
+    assert runtime._cpu_ticks(str(tmp_path / "none")) is None
+
+
+@pytest.mark.skipif(not os.path.exists(runtime.PROC_STAT), reason="no /proc/stat on this platform")
+def test_busy_cores_measures_this_machine():
+    assert 0.0 <= runtime.busy_cores(0.1) <= (os.cpu_count() or 1) + 0.01
+
+
+def test_a_bad_thread_wait_setting_is_a_configuration_error(monkeypatch):
+    from searchplay import cli
+
+    monkeypatch.setenv(runtime.THREAD_WAIT_ENV, "fast")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    result = CliRunner().invoke(cli.app, ["assets", "--check"])
+    assert result.exit_code == 2 and "expected auto, spin or passive" in result.output

@@ -26,7 +26,7 @@ from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_e
 from searchplay.config import ConfigError, parse_override
 from searchplay.io import OutputsBusyError
 from searchplay.llm.weights import ModelLoadError
-from searchplay.runtime import apply_offline_defaults, keep_freed_memory, log_peak_memory
+from searchplay.runtime import apply_offline_defaults, choose_thread_wait, keep_freed_memory, log_peak_memory
 
 
 class SearchplayGroup(TyperGroup):
@@ -81,6 +81,11 @@ def main(
     keep_freed_memory()
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        choose_thread_wait()  # before torch loads: passive waiting where the machine is busy at the start
+    except ValueError as exc:
+        print_error("configuration error", str(exc))
+        raise typer.Exit(EXIT_BAD_PARAMS) from None
     if params_file is not None and not params_file.is_file():
         print_error("configuration error", f"--params {params_file}: no such file (without --params, "
                     "./params.yaml or the built-in defaults are used)")

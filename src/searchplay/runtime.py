@@ -1,11 +1,14 @@
-"""Process-wide defaults: running offline and quietly (set before heavy libraries import), and glibc's
-malloc kept from handing large blocks back to the kernel (``keep_freed_memory``)."""
+"""Process-wide defaults, set before heavy libraries import: running offline and quietly, how OpenMP threads
+wait on a machine that is already busy (``choose_thread_wait``), and glibc's malloc kept from handing large
+blocks back to the kernel (``keep_freed_memory``)."""
 
 from __future__ import annotations
 
 import ctypes
 import logging
 import os
+import time
+from collections.abc import Callable, MutableMapping
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,69 @@ def apply_offline_defaults(online: bool = False) -> None:
         if online and key in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}:
             continue
         os.environ.setdefault(key, value)
+
+
+THREAD_WAIT_ENV = "SEARCHPLAY_THREAD_WAIT"  # auto (default) | spin | passive
+SET_BY_US_ENV = "SEARCHPLAY_SET_OMP_WAIT_POLICY"  # "1": a searchplay process set it, so a child decides anew
+BUSY_CORES_FOR_PASSIVE = 0.5  # other processes' load at the start that makes threads wait passively
+PROC_STAT = "/proc/stat"
+
+
+def _cpu_ticks(path: str = PROC_STAT) -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from the aggregate ``cpu`` line of /proc/stat; None where there is none."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            fields = handle.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(value) for value in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    idle = ticks[3] + ticks[4]
+    return sum(ticks) - idle, sum(ticks)
+
+
+def busy_cores(window_s: float = 0.2, ticks: Callable[[], tuple[int, int] | None] = _cpu_ticks) -> float | None:
+    """How many cores other processes kept busy over the next ``window_s`` seconds (this process sleeps
+    meanwhile); None where /proc/stat cannot be read (macOS, Windows)."""
+    first = ticks()
+    time.sleep(window_s)
+    second = ticks()
+    if first is None or second is None or second[1] <= first[1]:
+        return None
+    return (second[0] - first[0]) / (second[1] - first[1]) * (os.cpu_count() or 1)
+
+
+def choose_thread_wait(environ: MutableMapping[str, str] = os.environ,
+                       measure: Callable[[], float | None] = busy_cores) -> str:
+    """Let OpenMP's threads sleep at once (``OMP_WAIT_POLICY=PASSIVE``) when other processes keep at least
+    ``BUSY_CORES_FOR_PASSIVE`` cores busy as this command starts; otherwise leave torch's spinning default.
+
+    Spinning threads are fastest on an idle machine, but beside a busy process they wait at every barrier for
+    a thread the scheduler parked: torch's default then keeps 26-42% of its idle speed, passive waiting 66-80%,
+    while passive costs 25-37% of idle speed in decoding (docs/benchmarks.md, "Beside another process"). How
+    threads wait changes no result. Must run before torch loads (OpenMP reads the setting once). A user's own
+    ``OMP_WAIT_POLICY`` wins (one a parent searchplay command set does not: each DVC stage decides at its own
+    start); ``SEARCHPLAY_THREAD_WAIT`` = ``spin`` or ``passive`` fixes the choice. Returns the choice: ``user``,
+    ``spin`` or ``passive``.
+    """
+    if "OMP_WAIT_POLICY" in environ and environ.get(SET_BY_US_ENV) != "1":
+        return "user"
+    environ.pop("OMP_WAIT_POLICY", None)  # set by a parent searchplay (``pipeline`` runs each stage as a child)
+    environ.pop(SET_BY_US_ENV, None)
+    wanted = environ.get(THREAD_WAIT_ENV, "auto").lower()
+    if wanted == "auto":
+        busy = measure()
+        wanted = "passive" if busy is not None and busy >= BUSY_CORES_FOR_PASSIVE else "spin"
+        if wanted == "passive":
+            log.info("%.1f of %d cores were busy at the start: threads wait passively (OMP_WAIT_POLICY=PASSIVE; "
+                     "%s=spin keeps torch's default)", busy, os.cpu_count() or 1, THREAD_WAIT_ENV)
+    if wanted == "passive":
+        environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        environ[SET_BY_US_ENV] = "1"
+    elif wanted != "spin":
+        raise ValueError(f"{THREAD_WAIT_ENV}={wanted!r}: expected auto, spin or passive")
+    return wanted
 
 
 def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
