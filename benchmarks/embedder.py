@@ -7,6 +7,10 @@ fp32 top-3 passages that the other dtype also ranks in its top 3 (the bar is 0.9
 
     .venv/bin/python benchmarks/embedder.py                       # corpus from `searchplay corpus`
     .venv/bin/python benchmarks/embedder.py --passages 4096 --dtypes bfloat16,float16
+    .venv/bin/python benchmarks/embedder.py --beside-competitor   # the same beside one process spinning on a core
+
+Threads wait as every ``searchplay`` command decides at its start (``searchplay.runtime.choose_thread_wait``),
+so with ``--beside-competitor``, which starts the competitor first, both dtypes run with passive waiting.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import subprocess
+import sys
 import time
 
 import numpy as np
 
-from searchplay.retrieval.embedder import Embedder
-from searchplay.runtime import keep_freed_memory
+from searchplay.runtime import choose_thread_wait, keep_freed_memory
 
 
 def read_texts(path: str, limit: int) -> list[str]:
@@ -33,6 +38,8 @@ def read_questions(path: str, limit: int) -> list[str]:
 
 
 def embed(dtype: str, passages: list[str], questions: list[str], batch: int) -> tuple[float, np.ndarray, np.ndarray]:
+    from searchplay.retrieval.embedder import Embedder  # torch loads here, after the thread-wait choice
+
     embedder = Embedder("bundled:minilm", device="cpu", batch_size=batch, dtype=dtype)
     embedder.encode_passages(passages[:batch])  # warm-up
     tic = time.perf_counter()
@@ -49,8 +56,23 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--dtypes", default="bfloat16")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--beside-competitor", action="store_true",
+                        help="run everything beside one process spinning on one core (started first)")
     args = parser.parse_args()
+    competitor = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.beside_competitor else None
+    try:
+        if competitor:
+            time.sleep(1.0)
+        run(args)
+    finally:
+        if competitor:
+            competitor.kill()
+            competitor.wait()
+
+
+def run(args: argparse.Namespace) -> None:
     keep_freed_memory()  # as every searchplay command runs
+    print(f"threads wait: {choose_thread_wait()}{' (beside a competitor)' if args.beside_competitor else ''}")
     passages, questions = read_texts(args.corpus, args.passages), read_questions(args.questions, args.queries)
     base_rate, base_passages, base_queries = embed("float32", passages, questions, args.batch)
     base_top = np.argsort(-base_queries @ base_passages.T, axis=1)[:, :3]
