@@ -220,3 +220,17 @@ def test_every_code_path_a_stage_lists_exists(repo_root):
     listed = {dep for stage in stages.values() for dep in stage.get("do", stage).get("deps", [])
               if isinstance(dep, str) and dep.startswith("src/")}
     assert listed and sorted(dep for dep in listed if not (repo_root / dep).exists()) == []
+
+
+def test_stages_that_read_the_index_depend_on_its_content_fingerprint(repo_root):
+    """LanceDB names its files by random UUIDs, so the index folder's hash changes on every build; a stage
+    that depended on the folder would re-run (and dvc.lock change) after a rebuild from the same passages."""
+    from searchplay.retrieval.index import fingerprint_path
+
+    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
+    fingerprint = str(fingerprint_path("data/index"))
+    readers = {name for name, stage in stages.items() if fingerprint in stage.get("do", stage).get("deps", [])}
+    on_folder = {name for name, stage in stages.items() if "data/index" in stage.get("do", stage).get("deps", [])}
+    index_outs = stages["index"]["outs"]
+    assert "data/index" in index_outs and any(fingerprint in out for out in index_outs if isinstance(out, dict))
+    assert on_folder == set() and {"warmstart", "warmstart_eve", "eve_phase_a", "selfplay", "evaluate"} <= readers

@@ -3,7 +3,14 @@ import json
 import pytest
 
 from searchplay.io import write_jsonl
-from searchplay.retrieval.index import MANIFEST, RetrievalIndexError, build_index, choose_ann, read_manifest
+from searchplay.retrieval.index import (
+    MANIFEST,
+    RetrievalIndexError,
+    build_index,
+    choose_ann,
+    fingerprint_path,
+    read_manifest,
+)
 from searchplay.retrieval.search import LanceSearchTool
 
 
@@ -12,6 +19,22 @@ def test_manifest_records_how_the_index_was_built(tiny_index):
     assert manifest["rows"] == 60 and manifest["dimension"] == 1024
     assert manifest["embedder"] == "test-hashing" and manifest["fts"] is True
     assert manifest["ann"]["type"] is None
+
+
+def test_a_rebuild_from_the_same_passages_has_the_same_fingerprint_though_its_files_differ(tmp_path):
+    from tests.retrieval.conftest import TINY_PASSAGES, build_tiny_index
+
+    index = build_tiny_index(tmp_path / "a")
+    first = json.loads(fingerprint_path(index).read_text())
+    files = {p.name for p in index.rglob("*.lance")}
+    build_tiny_index(tmp_path / "a")  # the same passages again, as `dvc repro --force index` does
+    assert json.loads(fingerprint_path(index).read_text()) == first
+    assert {p.name for p in index.rglob("*.lance")} != files  # LanceDB's random file names: why the folder won't do
+    assert first["rows"] == 60 and first["embedder"] == "test-hashing" and len(first["content_sha256"]) == 64
+    edited = [dict(TINY_PASSAGES[0], text=TINY_PASSAGES[0]["text"] + " More."), *TINY_PASSAGES[1:]]
+    other = build_tiny_index(tmp_path / "b", edited)
+    assert json.loads(fingerprint_path(other).read_text())["content_sha256"] != first["content_sha256"]
+    assert fingerprint_path(index) == tmp_path / "a" / "index.fingerprint.json"
 
 
 def test_choose_ann_is_exact_below_the_threshold_and_ivf_sq_above():

@@ -8,6 +8,7 @@ into place, so a crash never leaves a half-built index where the search tool wou
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -23,6 +24,7 @@ from searchplay.retrieval.corpus import join_contents
 os.environ.setdefault("LANCEDB_LOG", "error")  # lance warns once per query about _distance otherwise
 
 MANIFEST = "searchplay-index.json"
+FINGERPRINT_SUFFIX = ".fingerprint.json"  # beside the index folder: what the stages after it depend on
 ADD_CHUNK_ROWS = 1024  # passages embedded and appended per step (bounded memory; progress ticks per chunk)
 NPROBES_SHARE = 0.2  # IVF partitions probed by default: recall@3 0.97 at 44x exact (100k rows, measured)
 
@@ -127,11 +129,13 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
         db = lancedb.connect(str(staging))
         cache = EmbeddingCache(embedding_cache, embedder) if embedding_cache is not None else None
         lance_table = None
+        content = hashlib.sha256()
         progress = tqdm(desc="embedding passages", unit="passage", disable=not show_progress)
         for chunk in _chunks(read_jsonl(passages_path), ADD_CHUNK_ROWS):
             texts = [join_contents(p["title"], p["text"]) for p in chunk]
             vectors = embedder.encode_passages(texts) if cache is None else cache.encode(texts, embedder)
             batch = _arrow_batch(chunk, vectors)
+            _hash_rows(content, chunk, vectors)
             if lance_table is None:
                 lance_table = db.create_table(table, batch)
             else:
@@ -161,7 +165,28 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    write_json(fingerprint_path(index_dir), {
+        "content_sha256": content.hexdigest(),
+        **{key: manifest[key] for key in ("table", "rows", "dimension", "embedder", "e5_prefixes",
+                                          "embedder_dtype", "ann", "fts")}})
     return manifest
+
+
+def fingerprint_path(index_dir: str | Path) -> Path:
+    """``data/index`` -> ``data/index.fingerprint.json``: the index's content (every passage's id, title, text
+    and vector, in table order) and settings, hashed. LanceDB names its files by random UUIDs, so the folder's
+    bytes differ on every build; the stages that read the index depend on this file instead, and an index
+    rebuilt from the same passages by the same embedder re-runs nothing after it."""
+    index_dir = Path(index_dir)
+    return index_dir.with_name(index_dir.name + FINGERPRINT_SUFFIX)
+
+
+def _hash_rows(content: Any, passages: list[dict], vectors: Any) -> None:
+    import numpy as np
+
+    for passage in passages:
+        content.update(json.dumps([passage["id"], passage["title"], passage["text"]]).encode("utf-8"))
+    content.update(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
 
 
 def read_manifest(index_dir: str | Path) -> dict[str, Any]:
