@@ -10,6 +10,7 @@ its timings moved; git tracks the files, and MLflow still gets every timing as a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -47,3 +48,9 @@ def write_timings(folder: str | Path, timings: Mapping[str, Any]) -> Path:
     path = Path(folder) / TIMINGS_FILE
     write_json(path, dict(timings))
     return path
+
+
+def read_timings(folder: str | Path) -> dict[str, Any]:
+    """``<folder>/timings.json`` as written, or {} where there is none."""
+    path = Path(folder) / TIMINGS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}

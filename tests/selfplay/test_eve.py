@@ -178,6 +178,8 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
     handoff = json.loads((tmp_path / "reports" / "eve_phase_a" / "handoff.json").read_text())
     assert len(rows) == 3 == handoff["handoff/set_size"] and handoff["handoff/verbatim_rate"] == 1.0
     assert handoff["handoff/v_nonzero"] >= 1 and all(row["evidence"] for row in rows)
+    assert not any(key.startswith("time/") for key in handoff)  # its duration is in the run's timings.json
+    assert "time/handoff_s" in json.loads((tmp_path / "reports" / "eve_phase_a" / "timings.json").read_text())
     assert (tmp_path / "reports" / "eve_phase_a" / "history.csv").is_file()
     assert not (tmp_path / "checkpoints" / "eve").exists()
 

@@ -59,6 +59,7 @@ from searchplay.selfplay.step import (
     weight_fingerprint,
 )
 from searchplay.selfplay.variants import Variant
+from searchplay.timings import read_timings, split_timings, write_timings
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +196,9 @@ def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: Lo
     seed_sampling(params.selfplay.seed, state.iteration, purpose=HANDOFF)  # a resumed Phase A hands off the same
     rows = hand_off(runtime, variant, params, state, documents)
     summary = handoff_summary(rows, len(documents), time.perf_counter() - tic)
-    write_json(reports / HANDOFF_REPORT, {k: v if math.isfinite(v) else None for k, v in summary.items()})
+    results, timings = split_timings(summary)
+    write_json(reports / HANDOFF_REPORT, {k: v if math.isfinite(v) else None for k, v in results.items()})
+    write_timings(reports, {**read_timings(reports), **timings})  # beside the Phase A run's own
     write_jsonl(path, rows)
     if mlflow.active_run() is not None:
         mlflow.log_metrics({k: v for k, v in summary.items() if math.isfinite(v)})
