@@ -230,7 +230,7 @@ def rq1_figure(rows: list[dict[str, Any]]) -> Any:
             for step, distance, count in points:
                 ax.annotate(f"n={count}", (step, distance), textcoords="offset points", xytext=offset, fontsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.margins(x=0.12)  # room for the last point's n label
+    ax.margins(x=0.12, y=0.15)  # room for the n labels of the outermost points
     ax.set_xlabel("step (non-final search turn)")
     ax.set_ylabel("history-best distance to answer (hops)")
     ax.set_title("GDCR RQ1 on kg_heldout (n = trajectories at that step)")
