@@ -102,7 +102,7 @@ def test_no_cache_writes_no_folder_and_embeds_everything(tmp_path):
     for _ in range(2):
         index = build(tmp_path, embedder)
     assert embedder.embedded == 2 * len(TINY_PASSAGES)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["index", "passages.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index", "index.fingerprint.json", "passages.jsonl"]
     assert read_manifest(index)["embedding_cache"] is None
 
 

@@ -4,7 +4,7 @@ from searchplay.rewards import answer_spam_guard, binary_rewards, proposer_rewar
 
 
 def test_wcr_vectors_from_the_notes_max_taken_over_invalid_rollouts_too():
-    # kg_wcr.md §3.9: g_max = 1.0 comes from the invalid rollout
+    # Eq. 6 over the group: g_max = 1.0 comes from the invalid rollout
     r = wcr_rewards([1, 0, 0, 0, 0], [1, 1, 1, 1, 0], [0.25, 0.75, 0.5, 0.0, 1.0])
     assert r == pytest.approx([1.0, 0.225, 0.15, 0.0, 0.0])
     r = wcr_rewards([1, 0, 0, 0, 0], [1, 1, 1, 1, 1], [0.25, 0.75, 0.5, 0.0, 1.0])

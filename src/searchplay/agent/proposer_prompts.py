@@ -91,8 +91,8 @@ def ssp_proposer_messages(answer: str, n: int, examples: Sequence[str] = EXAMPLE
 
 KG_PROMPT_IS_RECONSTRUCTED = True  # the paper's Figures 11-12 did not survive; see docs/decisions/selfplay.md
 
-# Lines tagged [verbatim] are the surviving fragments of Fig. 11 (kg_wcr.md §6.2); every other line is
-# our reconstruction following kg_wcr.md §6.7, with the SSP Proposer's search wording where Fig. 11
+# Lines tagged [verbatim] are the surviving fragments of Fig. 11 (KG paper App. F); every other line is
+# our reconstruction of the lost rest, with the SSP Proposer's search wording where Fig. 11
 # breaks off ("you can call a sea...").
 KG_PROPOSER_SYSTEM = """\
 You are an expert question creator. You are given ONE JSON object describing a path in the Wikidata knowledge graph (the "gold chain" from a seed entity to correct_answer), distractor branches that leave the gold chain at a divergence point, and correct_answer. Your task is to write one challenging multi-hop search question whose unique answer is correct_answer and whose solution follows the gold chain.
@@ -127,7 +127,7 @@ def _node_text(node: dict[str, Any]) -> str:
 
 
 def subgraph_object(record: dict[str, Any], examples: Sequence[str] = EXAMPLE_QUESTIONS) -> dict[str, Any]:
-    """The Proposer's ONE JSON object for a subgraph record (schema: our reconstruction, kg_wcr.md §2.5).
+    """The Proposer's ONE JSON object for a subgraph record (schema: our reconstruction of the paper's §3.2 inputs).
 
     ``gold_chain`` lists the target path's edges (head, relation, tail with descriptions);
     ``distractors`` lists each branch by its divergence node and edges; ``correct_answer`` is a*.

@@ -165,10 +165,7 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    write_json(fingerprint_path(index_dir), {
-        "content_sha256": content.hexdigest(),
-        **{key: manifest[key] for key in ("table", "rows", "dimension", "embedder", "e5_prefixes",
-                                          "embedder_dtype", "ann", "fts")}})
+    _write_fingerprint(index_dir, manifest, content.hexdigest())
     return manifest
 
 
@@ -179,6 +176,12 @@ def fingerprint_path(index_dir: str | Path) -> Path:
     rebuilt from the same passages by the same embedder re-runs nothing after it."""
     index_dir = Path(index_dir)
     return index_dir.with_name(index_dir.name + FINGERPRINT_SUFFIX)
+
+
+def _write_fingerprint(index_dir: Path, manifest: dict[str, Any], content_sha256: str) -> None:
+    settings = ("table", "rows", "dimension", "embedder", "e5_prefixes", "embedder_dtype", "ann", "fts")
+    write_json(fingerprint_path(index_dir), {"content_sha256": content_sha256,
+                                             **{key: manifest[key] for key in settings}})
 
 
 def _hash_rows(content: Any, passages: list[dict], vectors: Any) -> None:

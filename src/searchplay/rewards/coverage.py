@@ -11,7 +11,7 @@ import unicodedata
 
 _THINK_SPAN = re.compile(r"<think>(.*?)</think>", re.DOTALL)
 
-# Think spans are joined with a newline so no title can match across two spans (kg_wcr.md §3.1).
+# Think spans are joined with a newline so no title can match across two spans (our reading of KG paper §3.3).
 THINK_SEPARATOR = "\n"
 
 
@@ -33,7 +33,7 @@ def waypoint_coverage(think_text: str, waypoints: list[str], casefold: bool = Fa
     g_i = |{v in W : d(v) is an exact substring of T^(i)}| / |W|. W is a set of titles, so duplicated
     titles count once in numerator and denominator; order and repeats in the text do not matter.
     Matching is exact and case-sensitive as the paper states; ``casefold=True`` (NFKC + casefold on
-    both sides) is the ablation of kg_wcr.md §3.2. An empty waypoint list gives 0.
+    both sides) is an ablation (the paper matches exact substrings). An empty waypoint list gives 0.
 
     >>> waypoint_coverage("Einstein studied at ETH Zurich", ["Albert Einstein", "ETH Zurich", "Zurich", "Switzerland"])
     0.5

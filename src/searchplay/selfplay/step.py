@@ -1,4 +1,4 @@
-"""One self-play step (SSP Algorithm 1 with the KG-paths changes, kg_wcr.md §1.5).
+"""One self-play step (SSP Algorithm 1 with the KG-paths changes, KG paper §3).
 
 propose (1 rollout per seed, with search) -> rule filter -> RAG verification -> batch completion ->
 G Solver rollouts per question -> judge -> rewards and advantages from the variant's registry entries
