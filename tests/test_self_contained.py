@@ -1,0 +1,47 @@
+"""The project cites only itself: a clone has none of the documents the project was planned from (the
+paper digests, the design notes, the issue tracker), so no tracked text file points at them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".html", ".json", ".csv", ".txt", ".cfg", ".ini", ""}
+OUTSIDE = re.compile(
+    r"(?<![/\w])(notes/)?(ssp|kg_wcr|eve|gdcr_sapo)\.md|\bnotes §"  # the paper digests
+    r"|\bDESIGN\.md|\bSTYLE\.md"  # the planning documents
+    r"|\.\./shared/(seeds|notes|research|DESIGN)"  # the planning folder beside a checkout
+    r"|\bissues? #?\d+\b|#\d{2,3}\b(?=[):,. ])",  # an issue tracker's numbers
+    re.IGNORECASE)
+
+
+def tracked_text_files() -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    paths = [ROOT / name for name in listed.decode().split("\0") if name]
+    return [p for p in paths if p.suffix in TEXT_SUFFIXES and p.is_file() and p.stat().st_size < 2_000_000
+            and p.name != "dvc.lock"]
+
+
+def outside_citations(text: str) -> list[str]:
+    return [match.group(0) for match in OUTSIDE.finditer(text)]
+
+
+def test_no_tracked_file_cites_a_document_outside_the_repository():
+    found = {}
+    for path in tracked_text_files():
+        if path == Path(__file__):
+            continue
+        hits = outside_citations(path.read_text(encoding="utf-8", errors="replace"))
+        if hits:
+            found[str(path.relative_to(ROOT))] = hits[:3]
+    assert not found, f"these files cite documents a clone does not have: {found}"
+
+
+def test_the_rule_sees_each_kind_of_outside_citation():
+    for text in ("see notes/ssp.md §3.8", "as DESIGN.md says", "(issue 41)", "fixed in #44.",
+                 "../shared/notes/eve.md", "notes §8.3"):
+        assert outside_citations(text), text
+    for text in ("Table 4, SSP §3.3", "docs/decisions/eve.md", "colour #945dd6", "step 12 of 36"):
+        assert not outside_citations(text), text
