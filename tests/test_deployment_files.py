@@ -232,5 +232,5 @@ def test_stages_that_read_the_index_depend_on_its_content_fingerprint(repo_root)
     readers = {name for name, stage in stages.items() if fingerprint in stage.get("do", stage).get("deps", [])}
     on_folder = {name for name, stage in stages.items() if "data/index" in stage.get("do", stage).get("deps", [])}
     index_outs = stages["index"]["outs"]
-    assert "data/index" in index_outs and any(fingerprint in out for out in index_outs if isinstance(out, dict))
+    assert "data/index" in index_outs and fingerprint in index_outs  # cached: temporary experiments check it out
     assert on_folder == set() and {"warmstart", "warmstart_eve", "eve_phase_a", "selfplay", "evaluate"} <= readers
