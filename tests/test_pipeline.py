@@ -141,6 +141,12 @@ def experiment_params(repo: Path, env: dict[str, str]) -> dict[str, float]:
     return found
 
 
+# The stages wcr.alpha reaches. `report` follows only where kg_wcr's results changed: DVC compares the
+# content of its inputs, and in the quick profile's one iteration a different alpha can leave every
+# answer and history row as it was (alpha scales only valid wrong rollouts that cover a waypoint).
+KG_WCR_DOWNSTREAM = {"selfplay@kg_wcr", "evaluate@kg_wcr"}
+
+
 def test_temporary_and_queued_experiments_rerun_only_kg_wcr_downstream(quick_repo, pipeline_env):
     """`dvc exp run --temp` / `--queue`: the copy checks out unchanged stages' outputs from the DVC cache."""
     import mlflow
@@ -151,11 +157,11 @@ def test_temporary_and_queued_experiments_rerun_only_kg_wcr_downstream(quick_rep
     params_before = (repo / "params.yaml").read_text()
     output = run([dvc, "exp", "run", "--temp", "--name", "alpha-04", "-S", "wcr.alpha=0.4"], repo,
                  pipeline_env)
-    assert stages_that_ran(output) == {"selfplay@kg_wcr", "evaluate@kg_wcr", "report"}, output
+    assert stages_that_ran(output) - {"report"} == KG_WCR_DOWNSTREAM, output
     run([dvc, "exp", "run", "--queue", "--name", "alpha-05", "-S", "wcr.alpha=0.5"], repo, pipeline_env)
     run([dvc, "exp", "run", "--run-all"], repo, pipeline_env)
     logs = run([dvc, "queue", "logs", "alpha-05"], repo, pipeline_env)
-    assert stages_that_ran(logs) == {"selfplay@kg_wcr", "evaluate@kg_wcr", "report"}, logs
+    assert stages_that_ran(logs) - {"report"} == KG_WCR_DOWNSTREAM, logs
     assert experiment_params(repo, pipeline_env) == {"alpha-04": 0.4, "alpha-05": 0.5}
     assert (repo / "params.yaml").read_text() == params_before  # the workspace is left alone
     assert stages_that_ran(run([dvc, "repro", "--dry"], repo, pipeline_env)) == set()

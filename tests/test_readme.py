@@ -129,6 +129,11 @@ def test_the_counts_the_readme_states_are_the_committed_runs():
     for model, right, wrong in stated:
         key = f"paired.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
         assert (int(right), int(wrong)) == (metrics[f"{key}.only_a"], metrics[f"{key}.only_b"]), model
+    searched = re.findall(r"(\w+) (?:searched )?more on (\d+)(?: held-out questions)? and less on (\d+)", summary)
+    assert [model for model, _, _ in searched] == ["kg_wcr", "gdcr", "ssp"]
+    for model, more, fewer in searched:
+        key = f"behaviour.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
+        assert (int(more), int(fewer)) == (metrics[f"{key}.more_searches"], metrics[f"{key}.fewer_searches"]), model
     shares = re.search(r"(\d+)% \(kg_wcr\) and (\d+)% \(gdcr\)", summary)
     histories = read_histories(REPORTS / "selfplay")
     for stated_share, variant in zip(shares.groups(), ("kg_wcr", "gdcr"), strict=True):

@@ -138,13 +138,15 @@ def test_reading_notes_say_which_columns_rank_nothing_and_which_do_not_separate_
 # --- paired comparisons (exact McNemar) and the self-play budget ----------------------------------------------
 
 
-def _predictions(eval_dir, model: str, verdicts: dict[str, list[bool]]) -> None:
-    """``<model>/predictions/<benchmark>.jsonl`` with one record per verdict (ids 0, 1, ...)."""
+def _predictions(eval_dir, model: str, verdicts: dict[str, list[bool]], searches: int = 1) -> None:
+    """``<model>/predictions/<benchmark>.jsonl`` with one record per verdict (ids 0, 1, ...), each question
+    searched ``searches`` times."""
     folder = eval_dir / model / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
     for benchmark, rights in verdicts.items():
         records = [{"id": str(i), "benchmark": benchmark, "judge_correct": right, "em": float(right),
-                    "golden_answers": ["x"], "prediction": "x" if right else "y"} for i, right in enumerate(rights)]
+                    "golden_answers": ["x"], "prediction": "x" if right else "y", "num_searches": searches}
+                   for i, right in enumerate(rights)]
         (folder / f"{benchmark}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
@@ -157,7 +159,8 @@ def _paired_eval_dir(tmp_path):
         _predictions(eval_dir, model, {"kg_heldout": [False] * 10, "nq": [False] * 5})
     _predictions(eval_dir, "warmstart", warmstart)
     _predictions(eval_dir, "gdcr", warmstart)
-    _predictions(eval_dir, "kg_wcr", {"kg_heldout": [i < 7 for i in range(10)], "nq": [True] + [False] * 4})
+    _predictions(eval_dir, "kg_wcr", {"kg_heldout": [i < 7 for i in range(10)], "nq": [True] + [False] * 4},
+                 searches=2)
     return eval_dir
 
 
@@ -189,6 +192,25 @@ def test_paired_comparisons_follow_the_judge_table_with_counts_p_and_plain_notes
     assert merged["paired.kg_wcr_vs_ssp.kg_heldout.p"] == 2 / 2**7
     assert merged["paired.warmstart_vs_base.pooled.both_wrong"] == 9 and merged["base.nq.n"] == 5
     assert not any(key.startswith("paired.eve_vs") for key in merged)
+
+
+def test_what_training_changed_follows_the_paired_comparisons_with_answers_searches_and_a_sign_test(tmp_path):
+    eval_dir = _paired_eval_dir(tmp_path)
+    compare_variants(eval_dir, tmp_path / "compare")
+    text = (tmp_path / "compare" / "compare.md").read_text()
+    assert text.index("## Paired comparisons") < text.index("## What training changed (paired)") < text.index("## EM")
+    changed = text.split("## What training changed (paired)")[1].split("## EM")[0]
+    assert ("| comparison (A vs B) | scope | n | answers changed | A searched more | A searched less | "
+            "searches per question (A / B) | sign test p |") in changed
+    assert "| kg_wcr vs warmstart | KG held-out | 10 | 1 | 10 | 0 | 2.00 / 1.00 | 0.002 |" in changed
+    assert "| gdcr vs warmstart | all benchmarks pooled (2 benchmarks) | 15 | 0 | 0 | 0 | 1.00 / 1.00 | 1 |" in changed
+    assert ("- kg_wcr vs warmstart on KG held-out: 1 of 10 answers changed; kg_wcr searched more on 10 questions "
+            "and less on 0 (2.00 vs 1.00 searches per question), p = 0.002: kg_wcr searches more (paired, exact "
+            "sign test).") in changed
+    assert "- gdcr vs warmstart on KG held-out: no answer and no search count changed" in changed
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert merged["behaviour.kg_wcr_vs_warmstart.kg_heldout.more_searches"] == 10
+    assert merged["behaviour.kg_wcr_vs_ssp.pooled.answers_changed"] == 8
 
 
 def test_the_eve_start_is_compared_once_it_is_evaluated(tmp_path):
@@ -277,6 +299,7 @@ def test_the_paired_numbers_and_budgets_are_mlflow_metrics_of_a_report_run(tmp_p
     experiment = mlflow.get_experiment_by_name("searchplay-report")
     [run] = mlflow.search_runs([experiment.experiment_id], output_format="list")
     assert run.data.metrics["paired.kg_wcr_vs_ssp.kg_heldout.only_a"] == 7
+    assert run.data.metrics["behaviour.kg_wcr_vs_warmstart.kg_heldout.more_searches"] == 10
     assert run.data.metrics["budget.ssp.tokens"] == 909 and "base.nq.n" not in run.data.metrics
 
 

@@ -25,6 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchplay.colors import model_color
+from searchplay.eval.behaviour import (
+    BehaviourComparison,
+    behaviour_metrics,
+    behaviour_note,
+    compare_behaviours,
+    read_answers,
+)
 from searchplay.eval.benchmark_chart import Bar, benchmark_chart
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.curves import read_histories, selfplay_curves
@@ -448,11 +455,11 @@ def read_correctness(eval_dir: str | Path, models: Iterable[str]) -> dict[str, d
     return correct
 
 
-def scope_label(comparison: PairedComparison, correct: dict[str, dict[Question, bool]]) -> str:
+def scope_label(comparison: PairedComparison | BehaviourComparison, correct: dict[str, dict[Question, bool]]) -> str:
     """``KG held-out``, or ``all benchmarks pooled (8 benchmarks)``."""
     if comparison.scope != POOLED:
         return LABELS.get(comparison.scope, comparison.scope)
-    count = len(shared_benchmarks(correct[comparison.model_a], correct[comparison.model_b]))
+    count = len(shared_benchmarks(correct.get(comparison.model_a, {}), correct.get(comparison.model_b, {})))
     return f"all benchmarks pooled ({count} benchmark{'' if count == 1 else 's'})"
 
 
@@ -525,6 +532,28 @@ def paired_table(comparisons: list[PairedComparison], correct: dict[str, dict[Qu
               f"McNemar test, a binomial test of the discordant questions with p = 1/2; a difference is called "
               f"at p < {SIGNIFICANCE}."]
     return Table("Paired comparisons (exact McNemar)", PAIRED_HEADER, rows, caption=caption, notes=notes)
+
+
+BEHAVIOUR_HEADER = ["comparison (A vs B)", "scope", "n", "answers changed", "A searched more", "A searched less",
+                    "searches per question (A / B)", "sign test p"]
+
+
+def behaviour_table(comparisons: list[BehaviourComparison], correct: dict[str, dict[Question, bool]]) -> Table | None:
+    """The "What training changed" table: answers changed and search counts, paired as the McNemar table is;
+    None when nothing was paired."""
+    if not comparisons:
+        return None
+    scopes = [scope_label(c, correct) for c in comparisons]
+    rows = [[c.label, scope, c.n, c.answers_changed, c.more_searches, c.fewer_searches,
+             f"{c.mean_searches_a:.2f} / {c.mean_searches_b:.2f}", format_p(c.searches_p)]
+            for c, scope in zip(comparisons, scopes, strict=True)]
+    caption = ("The same pairs and questions as the paired comparisons, read for what changed rather than for "
+               "correctness: a training run whose answers did not change left nothing an evaluation can see.")
+    notes = [behaviour_note(c, scope) for c, scope in zip(comparisons, scopes, strict=True)]
+    notes.append("answers changed: the final answer differs after SQuAD normalization (as EM); A searched more / "
+                 "less: questions where A made more / fewer search calls than B; sign test p: exact two-sided "
+                 "binomial test of more against fewer (ties left out), p = 1/2.")
+    return Table("What training changed (paired)", BEHAVIOUR_HEADER, rows, caption=caption, notes=notes)
 
 
 # budget name -> (history.csv column summed over iterations, table header)
@@ -647,7 +676,7 @@ def log_comparison(params: Params, out: str | Path) -> None:
     from searchplay.tracking import start_run
 
     merged = json.loads((Path(out) / "metrics.json").read_text(encoding="utf-8"))
-    metrics = {key: value for key, value in merged.items() if key.startswith(("paired.", "budget."))}
+    metrics = {key: value for key, value in merged.items() if key.startswith(("paired.", "behaviour.", "budget."))}
     with start_run(params, "report", "compare"):
         mlflow.log_metrics(metrics)
         mlflow.log_artifacts(str(out), artifact_path="compare")
@@ -698,11 +727,12 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     tables[0].notes += [f"{name}: judge {judge}" for name, judge in judges.items()]
     correct = read_correctness(eval_dir, variants)
     comparisons = compare_models(correct, KG_HELDOUT)
+    behaviours = compare_behaviours(read_answers(eval_dir, variants), KG_HELDOUT)
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     budget = selfplay_budget(histories)
     learning = learning_table(histories, read_selfplay_summaries(selfplay_dir))
-    tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), budget_table(budget), learning,
-                                        hops_table(variants)) if table]
+    tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), behaviour_table(behaviours, correct),
+                                        budget_table(budget), learning, hops_table(variants)) if table]
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
                 "after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
@@ -718,6 +748,7 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
         handle.write(to_html(tables, "Models compared", preamble, [chart.name for chart in charts]))
     merged = {f"{name}.{key}": value for name, m in variants.items() for key, value in m.items()}
     merged |= {key: value for comparison in comparisons for key, value in comparison_metrics(comparison).items()}
+    merged |= {key: value for behaviour in behaviours for key, value in behaviour_metrics(behaviour).items()}
     write_json(out / "metrics.json", merged | budget_metrics(budget))
     return [out / "compare.md", out / "compare.html", out / "metrics.json", *charts]
 

@@ -1,0 +1,156 @@
+"""What training changed in a model's answers, question by question, beside whether they turned right.
+
+The exact McNemar test (``searchplay.eval.paired``) reads only the questions whose correctness differs. A
+self-play run can change much more than that: other answers, more or fewer searches. This module pairs two
+models' predictions on the same questions and counts
+
+- **answers changed**: the normalized final answer differs (SQuAD normalization, as EM);
+- **searches**: how many questions A searched more often than B, fewer times, as often; with the exact
+  two-sided sign test of more against fewer (ties left out), the same binomial test as McNemar's.
+
+A run whose answers did not change did not learn anything an evaluation can see; a run whose searches moved
+one way, beyond the sign test's noise, changed its behaviour, whether or not correctness followed. Pure
+functions over prediction records; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from searchplay.answers import normalize_answer
+from searchplay.eval.paired import POOLED, Question, comparison_pairs, format_p, mcnemar_exact
+from searchplay.io import read_jsonl
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One prediction record reduced to what the behaviour comparison reads."""
+
+    answer: str  # normalized final answer ('' when the model gave none)
+    searches: int
+
+
+@dataclass(frozen=True)
+class BehaviourComparison:
+    """Model A against model B on the questions both answered, in one scope: a benchmark's name, or ``POOLED``."""
+
+    model_a: str
+    model_b: str
+    scope: str
+    n: int
+    answers_changed: int
+    more_searches: int  # questions A searched more often than B
+    fewer_searches: int
+    mean_searches_a: float
+    mean_searches_b: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.model_a} vs {self.model_b}"
+
+    @property
+    def searches_p(self) -> float:
+        """Exact two-sided sign test of more against fewer searches (1.0 when no question's count differs)."""
+        return mcnemar_exact(self.more_searches, self.fewer_searches)
+
+
+def answer_of(record: Mapping[str, Any]) -> Answer:
+    """The normalized prediction and search count of one prediction record."""
+    return Answer(normalize_answer(record.get("prediction") or ""), int(record.get("num_searches") or 0))
+
+
+def read_answers(eval_dir: str | Path, models: Iterable[str]) -> dict[str, dict[Question, Answer]]:
+    """Per model, (benchmark, id) -> its answer, from ``<eval_dir>/<model>/predictions/*.jsonl``; a model
+    without predictions is left out."""
+    answers = {}
+    for model in models:
+        found = {(record.get("benchmark", path.stem), str(record["id"])): answer_of(record)
+                 for path in sorted((Path(eval_dir) / model / "predictions").glob("*.jsonl"))
+                 for record in read_jsonl(path) if "id" in record}
+        if found:
+            answers[model] = found
+    return answers
+
+
+def compare_behaviour(model_a: str, answers_a: Mapping[Question, Answer], model_b: str,
+                      answers_b: Mapping[Question, Answer], scope: str) -> BehaviourComparison:
+    """Pair two models' answers on the questions both answered (the intersection only).
+
+    >>> a = {("kg", "1"): Answer("europe", 2), ("kg", "2"): Answer("china", 3), ("kg", "3"): Answer("asia", 1)}
+    >>> b = {("kg", "1"): Answer("europe", 1), ("kg", "2"): Answer("beijing", 1), ("kg", "3"): Answer("asia", 1)}
+    >>> c = compare_behaviour("a", a, "b", b, "kg")
+    >>> (c.n, c.answers_changed, c.more_searches, c.fewer_searches, c.mean_searches_a, c.searches_p)
+    (3, 1, 2, 0, 2.0, 0.5)
+    """
+    pairs = [(answers_a[q], answers_b[q]) for q in answers_a.keys() & answers_b.keys()]
+    n = len(pairs)
+    return BehaviourComparison(
+        model_a, model_b, scope, n=n,
+        answers_changed=sum(a.answer != b.answer for a, b in pairs),
+        more_searches=sum(a.searches > b.searches for a, b in pairs),
+        fewer_searches=sum(a.searches < b.searches for a, b in pairs),
+        mean_searches_a=sum(a.searches for a, _ in pairs) / n if n else float("nan"),
+        mean_searches_b=sum(b.searches for _, b in pairs) / n if n else float("nan"))
+
+
+def _in_benchmark(answers: Mapping[Question, Answer], benchmark: str) -> dict[Question, Answer]:
+    return {question: answer for question, answer in answers.items() if question[0] == benchmark}
+
+
+def compare_behaviours(answers: Mapping[str, Mapping[Question, Answer]], benchmark: str) -> list[BehaviourComparison]:
+    """Each of ``comparison_pairs(answers)`` on ``benchmark`` alone, then on every benchmark pooled; a scope
+    with no question both models answered is left out."""
+    comparisons = []
+    for model_a, model_b in comparison_pairs(answers):
+        scoped = compare_behaviour(model_a, _in_benchmark(answers[model_a], benchmark), model_b,
+                                   _in_benchmark(answers[model_b], benchmark), benchmark)
+        pooled = compare_behaviour(model_a, answers[model_a], model_b, answers[model_b], POOLED)
+        comparisons += [comparison for comparison in (scoped, pooled) if comparison.n]
+    return comparisons
+
+
+def behaviour_metrics(comparison: BehaviourComparison) -> dict[str, float]:
+    """Flat ``behaviour.<A>_vs_<B>.<scope>.<field>`` entries (names MLflow accepts as metric keys).
+
+    >>> sorted(behaviour_metrics(BehaviourComparison("a", "b", "pooled", 2, 1, 1, 0, 2.0, 1.0)))[0]
+    'behaviour.a_vs_b.pooled.answers_changed'
+    """
+    prefix = f"behaviour.{comparison.model_a}_vs_{comparison.model_b}.{comparison.scope}"
+    fields = {"n": comparison.n, "answers_changed": comparison.answers_changed,
+              "more_searches": comparison.more_searches, "fewer_searches": comparison.fewer_searches,
+              "mean_searches_a": comparison.mean_searches_a, "mean_searches_b": comparison.mean_searches_b,
+              "searches_p": comparison.searches_p}
+    return {f"{prefix}.{name}": value for name, value in fields.items()}
+
+
+def _questions(count: int) -> str:
+    return f"{count} question{'' if count == 1 else 's'}"
+
+
+def behaviour_note(comparison: BehaviourComparison, scope: str) -> str:
+    """One comparison in plain words.
+
+    >>> behaviour_note(BehaviourComparison("kg_wcr", "warmstart", "kg", 161, 0, 0, 0, 1.0, 1.0), "KG held-out")
+    'kg_wcr vs warmstart on KG held-out: no answer and no search count changed: training left nothing an \
+evaluation can see.'
+    >>> behaviour_note(BehaviourComparison("kg_wcr", "warmstart", "kg", 161, 40, 30, 5, 2.1, 1.5), "KG held-out")
+    'kg_wcr vs warmstart on KG held-out: 40 of 161 answers changed; kg_wcr searched more on 30 questions and \
+less on 5 (2.10 vs 1.50 searches per question), p < 0.001: kg_wcr searches more (paired, exact sign test).'
+    """
+    a, b = comparison.model_a, comparison.model_b
+    head = f"{comparison.label} on {scope}: "
+    if not comparison.answers_changed and not (comparison.more_searches or comparison.fewer_searches):
+        return f"{head}no answer and no search count changed: training left nothing an evaluation can see."
+    p = format_p(comparison.searches_p)
+    searches = (f"{a} searched more on {_questions(comparison.more_searches)} and less on "
+                f"{comparison.fewer_searches} ({comparison.mean_searches_a:.2f} vs {comparison.mean_searches_b:.2f} "
+                f"searches per question), {'p ' + p if p.startswith('<') else 'p = ' + p}")
+    if comparison.searches_p < 0.05 and comparison.more_searches != comparison.fewer_searches:
+        direction = "more" if comparison.more_searches > comparison.fewer_searches else "less"
+        verdict = f"{a} searches {direction} (paired, exact sign test)"
+    else:
+        verdict = f"no evidence that {a} searches more or less than {b}"
+    return f"{head}{comparison.answers_changed} of {comparison.n} answers changed; {searches}: {verdict}."
