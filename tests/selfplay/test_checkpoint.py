@@ -38,3 +38,31 @@ def test_a_folder_without_state_is_not_a_checkpoint_and_keep_is_validated(tmp_pa
     assert CheckpointManager(tmp_path).latest() is None
     with pytest.raises(ValueError, match="keep"):
         CheckpointManager(tmp_path, keep=0)
+
+
+def test_what_only_this_run_has_is_kept_beside_the_state_and_merged_back(tmp_path):
+    import json
+
+    from searchplay.selfplay.checkpoint import RUN_STATE_FILE, STATE_FILE, read_state
+
+    state = {"iteration": 2, "mlflow_run_id": "abc123", "extra": {"set_position": 8, "handoff_s": 12.5},
+             "history": [{"iteration": 1, "solver/accuracy": 0.2, "time/solve_s": 40.1},
+                         {"iteration": 2, "solver/accuracy": 0.4, "time/solve_s": 38.7}]}
+    folder = CheckpointManager(tmp_path).save(2, state, write_weights("w"))
+    on_disk = json.loads((folder / STATE_FILE).read_text())
+    assert on_disk == {"iteration": 2, "extra": {"set_position": 8},
+                       "history": [{"iteration": 1, "solver/accuracy": 0.2}, {"iteration": 2, "solver/accuracy": 0.4}]}
+    assert json.loads((folder / RUN_STATE_FILE).read_text())["mlflow_run_id"] == "abc123"
+    assert read_state(folder) == state
+    (folder / RUN_STATE_FILE).unlink()  # a checkpoint DVC checked out: what the run computed, no durations
+    assert read_state(folder) == {**on_disk, "mlflow_run_id": None}
+    (folder / RUN_STATE_FILE).write_text("{not json")
+    assert read_state(folder)["history"] == on_disk["history"]  # an unreadable run state loses only itself
+
+
+def test_two_runs_with_the_same_results_write_the_same_state_file(tmp_path):
+    first = CheckpointManager(tmp_path / "a").save(1, {"iteration": 1, "mlflow_run_id": "run-a", "history": [
+        {"iteration": 1, "train/loss": 0.5, "time/update_s": 80.0}]}, write_weights("w"))
+    second = CheckpointManager(tmp_path / "b").save(1, {"iteration": 1, "mlflow_run_id": "run-b", "history": [
+        {"iteration": 1, "train/loss": 0.5, "time/update_s": 95.5}]}, write_weights("w"))
+    assert (first / "state.json").read_bytes() == (second / "state.json").read_bytes()

@@ -6,6 +6,9 @@ Layout under ``<selfplay.checkpoint_dir>/<variant>/``::
       model/                PolicyTrainer.save: HF folder (from_pretrained-loadable: evaluation uses it)
                             plus optimizer, scheduler and RNG states
       state.json            iteration, data cursor, replay buffer, loop RNG, metrics history (written last)
+      run_state.json        what two runs with the same seed do not share: the MLflow run id and the
+                            history's durations; ``.dvcignore``d, as accelerate's ``random_states_*.pkl``
+                            (Python's and NumPy's global states, which libraries draw on unevenly)
     iter_000004.partial/    the iteration being written; ignored and removed on resume
     latest                  text file naming the newest complete checkpoint (updated atomically)
 
@@ -27,11 +30,48 @@ from typing import Any
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import CHECKPOINT_STATE, complete_checkpoints
 from searchplay.selfplay.distributed import Processes
+from searchplay.timings import split_timings
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = CHECKPOINT_STATE
+RUN_STATE_FILE = "run_state.json"  # .dvcignore names it: a checkpoint folder's hash is the same for the same seed
+RUN_KEYS = ("mlflow_run_id",)  # state keys that name this run rather than what it computed
 LATEST_FILE = "latest"
+
+
+def split_run_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the run computed, what only this run has): ``RUN_KEYS``, each history row's durations
+    (``searchplay.timings.is_timing``) and those of ``extra`` go to the second.
+
+    >>> state = {"iteration": 1, "mlflow_run_id": "ab", "history": [{"loss": 1, "time/solve_s": 9}]}
+    >>> kept, run = split_run_state(state)
+    >>> kept, run
+    ({'iteration': 1, 'history': [{'loss': 1}]}, {'mlflow_run_id': 'ab', 'history_timings': [{'time/solve_s': 9}]})
+    >>> merge_run_state(kept, run) == state
+    True
+    """
+    kept = {key: value for key, value in state.items() if key not in RUN_KEYS}
+    run = {key: state[key] for key in RUN_KEYS if key in state}
+    if "history" in state:
+        rows = [split_timings(row) for row in state["history"]]
+        kept["history"] = [results for results, _ in rows]
+        run["history_timings"] = [timings for _, timings in rows]
+    if "extra" in state:
+        kept["extra"], run["extra_timings"] = split_timings(state["extra"])
+    return kept, run
+
+
+def merge_run_state(kept: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """``split_run_state`` undone; without a run state (a folder DVC checked out) the history has no durations
+    and ``mlflow_run_id`` is None."""
+    state = {**kept, **{key: run.get(key) for key in RUN_KEYS}}
+    timings = run.get("history_timings") or []
+    if "history" in kept and len(timings) == len(kept["history"]):
+        state["history"] = [{**row, **extra} for row, extra in zip(kept["history"], timings, strict=True)]
+    if "extra" in kept:
+        state["extra"] = {**kept["extra"], **run.get("extra_timings", {})}
+    return state
 
 
 class CheckpointError(RuntimeError):
@@ -102,7 +142,9 @@ class CheckpointManager:
         if not main:
             self.processes.barrier()  # wait until the main process has renamed the folder into place
             return final
-        write_json(partial / STATE_FILE, state)
+        kept, run = split_run_state(state)
+        write_json(partial / RUN_STATE_FILE, run)
+        write_json(partial / STATE_FILE, kept)  # last: a folder with a readable state.json is complete
         _fsync_tree(partial)
         if final.exists():  # the same iteration completed before a kill that preceded the pointer update
             stale = final.with_name(final.name + ".stale")
@@ -128,11 +170,21 @@ class CheckpointManager:
 
 
 def read_state(checkpoint: Path) -> dict[str, Any]:
+    """state.json with ``run_state.json`` merged back in (an unreadable run state only loses durations and
+    the MLflow run to continue, so it is a warning)."""
     try:
-        return json.loads((checkpoint / STATE_FILE).read_text())
+        kept = json.loads((checkpoint / STATE_FILE).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{checkpoint}: unreadable {STATE_FILE} ({exc}); delete this folder to resume from "
                               "the previous checkpoint") from None
+    run: dict[str, Any] = {}
+    if (checkpoint / RUN_STATE_FILE).is_file():
+        try:
+            run = json.loads((checkpoint / RUN_STATE_FILE).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            log.warning("%s: unreadable %s (%s); resuming without its durations and MLflow run id", checkpoint,
+                        RUN_STATE_FILE, exc)
+    return merge_run_state(kept, run)
 
 
 def read_latest_pointer(root: Path) -> Path | None:
