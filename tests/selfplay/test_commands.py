@@ -3,7 +3,6 @@ the same number of iterations with no lost checkpoint. A tiny random-init model 
 tiny real LanceDB index is the search tool: nothing is faked inside the process."""
 
 import csv
-import json
 import os
 import signal
 import subprocess
@@ -13,7 +12,7 @@ import time
 import pytest
 import yaml
 
-from searchplay.selfplay.checkpoint import CheckpointManager
+from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from tests.selfplay.selfplay_fakes import write_kg_pool, write_tiny_index
 
 pytestmark = pytest.mark.slow  # two CLI processes (torch + transformers + mlflow imports)
@@ -76,7 +75,7 @@ def test_a_run_killed_mid_iteration_resumes_to_the_same_iteration_count(tmp_path
     from transformers import AutoModelForCausalLM
 
     for iteration, folder in manager.complete():
-        state = json.loads((folder / "state.json").read_text())
+        state = read_state(folder)
         assert state["iteration"] == iteration and len(state["history"]) == iteration
         assert state["cursor"] == 2 * iteration  # the curriculum continued where the kill left it
         AutoModelForCausalLM.from_pretrained(folder / "model")  # every checkpoint loads

@@ -119,7 +119,7 @@ def test_phase_a_trains_the_proposer_on_r_pro_with_hop_groups(world, trainer):
 @pytest.mark.slow
 def test_run_selfplay_goes_from_phase_a_through_the_hand_off_to_phase_b_and_resumes(
         world, trainer, tmp_path, monkeypatch, tiny_model_dir):
-    from searchplay.selfplay.checkpoint import CheckpointManager
+    from searchplay.selfplay.checkpoint import CheckpointManager, read_state
     from searchplay.selfplay.loop import run_selfplay
 
     monkeypatch.chdir(tmp_path)
@@ -134,7 +134,7 @@ def test_run_selfplay_goes_from_phase_a_through_the_hand_off_to_phase_b_and_resu
     assert phase_b["train/samples_proposer"] == 0 and phase_b["train/weights_changed"] == 1.0
     assert phase_b["solver/evidence_presence_rate"] == 1.0 and phase_b["evidence/verbatim_rate"] == 1.0
     assert phase_b["verifier/v_nonzero"] >= 1 and 0 < phase_b["solver/reward_mean"] < 1.3
-    state = json.loads((CheckpointManager(tmp_path / "checkpoints" / "eve").latest() / "state.json").read_text())
+    state = read_state(CheckpointManager(tmp_path / "checkpoints" / "eve").latest())
     assert state["extra"]["phase_a_iterations"] == 1 and len(state["extra"]["solver_set"]) == 3
     assert {row["seed_id"] for row in state["extra"]["solver_set"]} <= {
         f"doc-{k}" for k in range(40) if document_shard(str(k), params.eve.handoff_share) == "handoff"}

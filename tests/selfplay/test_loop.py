@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from searchplay.selfplay.checkpoint import CheckpointManager
+from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.loop import SelfplayError, run_selfplay
 from tests.selfplay.conftest import make_params, make_runtime
 from tests.selfplay.selfplay_fakes import ScriptedBackend, write_kg_pool
@@ -71,7 +71,7 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
 
     manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr")
     assert [i for i, _ in manager.complete()] == [1, 2] and not list(manager.root.glob("*.partial"))
-    state = json.loads((manager.latest() / "state.json").read_text())
+    state = read_state(manager.latest())
     assert state["iteration"] == 2 and state["cursor"] == 4 and len(state["replay"]) == 4
     assert (manager.latest() / "model" / "config.json").is_file()
 
@@ -96,7 +96,7 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     assert [row["iteration"] for row in history] == [1.0, 2.0, 3.0]
     assert "selfplay iteration 3/3" in capsys.readouterr().out
     assert [i for i, _ in manager.complete()] == [2, 3]  # pruned to keep_checkpoints
-    resumed = json.loads((manager.latest() / "state.json").read_text())
+    resumed = read_state(manager.latest())
     resumed_steps = trainer.global_step
     assert resumed["cursor"] == 6
     assert logged_metrics(tmp_path / "mlflow.db", resumed["mlflow_run_id"])["solver/reward_mean"] == [1, 2, 3]
@@ -170,7 +170,7 @@ def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tm
     with pytest.raises(KeyboardInterrupt):
         run_selfplay(params, "kg_wcr", 2, runtime=runtime)
     manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr")
-    run_id = json.loads((manager.latest() / "state.json").read_text())["mlflow_run_id"]
+    run_id = read_state(manager.latest())["mlflow_run_id"]
     db, client = tmp_path / "mlflow.db", MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert client.get_run(run_id).info.status == "KILLED"
     assert logged_metrics(db, run_id)["solver/reward_mean"] == [1]
@@ -187,7 +187,7 @@ def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tm
     assert client.get_run(run_id).info.status == "FINISHED"
 
     run_selfplay(params, "kg_wcr", 3, resume=True, runtime=runtime)
-    assert json.loads((manager.latest() / "state.json").read_text())["mlflow_run_id"] == run_id  # one run
+    assert read_state(manager.latest())["mlflow_run_id"] == run_id  # one run
     assert logged_metrics(db, run_id)["solver/reward_mean"] == [1, 2, 3]  # each step once
     assert pool_iterations() == [1, 2, 3]
     assert len(client.search_runs([client.get_run(run_id).info.experiment_id])) == 1
@@ -212,8 +212,7 @@ def test_gdcr_run_logs_step_credit_and_writes_the_heldout_rq1(tmp_path, monkeypa
     reports = tmp_path / "reports" / "gdcr"
     summary = json.loads((reports / "rq1.json").read_text())
     assert summary["rq1/questions"] == 2 and (reports / "rq1.png").is_file() and (reports / "rq1.md").is_file()
-    run_id = json.loads((CheckpointManager(tmp_path / "checkpoints" / "gdcr").latest() / "state.json")
-                        .read_text())["mlflow_run_id"]
+    run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "gdcr").latest())["mlflow_run_id"]
     assert "rq1/questions" in logged_metrics(tmp_path / "mlflow.db", run_id)
 
 
@@ -238,6 +237,5 @@ def test_eval_every_logs_a_heldout_curve(tmp_path, monkeypatch, tokenizer, tiny_
     assert [row["heldout/kg_heldout_n"] for row in history] == [3.0, 3.0]
     assert [row["heldout/bamboogle_n"] for row in history] == [2.0, 2.0]
     assert all(0.0 <= row["heldout/bamboogle_acc"] <= 1.0 for row in history)
-    run_id = json.loads((CheckpointManager(tmp_path / "checkpoints" / "kg_wcr").latest() / "state.json")
-                        .read_text())["mlflow_run_id"]
+    run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "kg_wcr").latest())["mlflow_run_id"]
     assert logged_metrics(tmp_path / "mlflow.db", run_id)["heldout/kg_heldout_acc"] == [1, 2]
