@@ -145,4 +145,5 @@ def log_peak_memory(command: str) -> None:
     error alone)."""
     own, children = peak_memory_gib()
     log.info("peak memory of `searchplay %s`: %.2f GiB%s", command, own,
-             f" (largest child process: {children:.2f} GiB)" if children > 0.01 else "")
+             f" (largest child process: {children:.2f} GiB, pages shared at a fork included)" if children > 0.01
+             else "")
