@@ -208,6 +208,8 @@ def test_what_training_changed_follows_the_paired_comparisons_with_answers_searc
             "and less on 0 (2.00 vs 1.00 searches per question), p = 0.002: kg_wcr searches more (paired, exact "
             "sign test).") in changed
     assert "- gdcr vs warmstart on KG held-out: no answer and no search count changed" in changed
+    assert (tmp_path / "compare" / "behaviour.png").read_bytes().startswith(b"\x89PNG")
+    assert "![behaviour](behaviour.png)" in text
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
     assert merged["behaviour.kg_wcr_vs_warmstart.kg_heldout.more_searches"] == 10
     assert merged["behaviour.kg_wcr_vs_ssp.pooled.answers_changed"] == 8

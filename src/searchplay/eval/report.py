@@ -32,6 +32,7 @@ from searchplay.eval.behaviour import (
     compare_behaviours,
     read_answers,
 )
+from searchplay.eval.behaviour_chart import behaviour_chart
 from searchplay.eval.benchmark_chart import Bar, benchmark_chart
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.curves import read_histories, selfplay_curves
@@ -739,6 +740,9 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
     if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):
         charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
+    scoped = [behaviour for behaviour in behaviours if behaviour.scope == KG_HELDOUT]
+    if scoped:
+        charts.append(behaviour_chart(out / "behaviour.png", scoped, LABELS.get(KG_HELDOUT, KG_HELDOUT)))
     if histories:
         charts.append(selfplay_curves(out / "selfplay.png", histories))
     images = "".join(f"\n![{chart.stem}]({chart.name})\n" for chart in charts)
