@@ -554,6 +554,8 @@ def behaviour_table(comparisons: list[BehaviourComparison], correct: dict[str, d
     notes.append("answers changed: the final answer differs after SQuAD normalization (as EM); A searched more / "
                  "less: questions where A made more / fewer search calls than B; sign test p: exact two-sided "
                  "binomial test of more against fewer (ties left out), p = 1/2.")
+    notes.append("One training run per model: a paired test says this checkpoint differs from its start on these "
+                 "questions, not that another seed of the same training would (docs/runs.md has a second seed).")
     return Table("What training changed (paired)", BEHAVIOUR_HEADER, rows, caption=caption, notes=notes)
 
 
