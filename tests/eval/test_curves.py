@@ -44,8 +44,8 @@ def test_the_comparison_embeds_the_curves_when_there_are_histories(tmp_path):
     eval_dir = _eval_dir(tmp_path, {"ssp": 1, "kg_wcr": 2})
     _history(tmp_path / "selfplay" / "ssp", [_row(1, 0.1, 0)])
     written = compare_variants(eval_dir, tmp_path / "compare", tmp_path / "selfplay")
-    assert [p.name for p in written][-2:] == ["compare.png", "selfplay.png"]
+    assert [p.name for p in written][-3:] == ["compare.png", "behaviour.png", "selfplay.png"]
     assert "![selfplay](selfplay.png)" in (tmp_path / "compare" / "compare.md").read_text()
     assert "src='selfplay.png'" in (tmp_path / "compare" / "compare.html").read_text()
     without = compare_variants(eval_dir, tmp_path / "plain")
-    assert not (tmp_path / "plain" / "selfplay.png").exists() and len(without) == 4
+    assert not (tmp_path / "plain" / "selfplay.png").exists() and len(without) == 5

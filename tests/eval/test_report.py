@@ -66,7 +66,7 @@ def test_comparison_shows_intervals_baseline_and_n(tmp_path):
     assert "20.0 [3.6, 62.4] (n=5)" in (tmp_path / "compare" / "compare.html").read_text()
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
     assert merged["base.nq.em_ci_high"] == percent_interval(1, 5)[1]
-    assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 4
+    assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 5
 
 
 def test_retrieval_recall_gets_its_own_table_note_and_chart(tmp_path):
@@ -81,7 +81,7 @@ def test_retrieval_recall_gets_its_own_table_note_and_chart(tmp_path):
     table = (tmp_path / "compare" / "compare.md").read_text().split("## Answer retrieved by the model's searches")[1]
     assert "| warmstart | 60.0 [23.1, 88.2] (n=5) |" in table and "retrieval recall" in table
     assert "| one search with the question itself (reference, top-k) | 20.0 | – | – |" in table
-    assert (tmp_path / "compare" / "retrieval.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 5
+    assert (tmp_path / "compare" / "retrieval.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 6
     assert not (tmp_path / "plain" / "retrieval.png").exists()
 
 
@@ -255,6 +255,7 @@ def test_the_selfplay_budget_sums_each_history_and_reads_missing_columns_as_a_da
     compare_variants(eval_dir, tmp_path / "compare", selfplay)
     text = (tmp_path / "compare" / "compare.md").read_text()
     assert "Paired comparisons" not in text  # no predictions: nothing to pair
+    assert (tmp_path / "compare" / "behaviour.png").is_file()  # a DVC plot of the stage: drawn, saying so
     assert text.index("## Judge accuracy") < text.index("## Self-play budget") < text.index("## EM")
     budget = text.split("## Self-play budget")[1].split("## EM")[0]
     assert ("| self-play run | iterations | groups trained | Solver rollouts | optimizer steps | trained tokens |"

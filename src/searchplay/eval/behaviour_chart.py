@@ -34,6 +34,9 @@ def behaviour_chart(path: str | Path, comparisons: list[BehaviourComparison], sc
         ax.text(1.02, y, f"more {c.more_searches}, less {c.fewer_searches}, p {p if p.startswith('<') else '= ' + p}"
                 f"\n{c.answers_changed} of {c.n} answers changed", transform=ax.get_yaxis_transform(),
                 va="center", fontsize=8)
+    if not rows:
+        ax.text(0.5, 0.5, "no two models with a training relation answered the same questions",
+                transform=ax.transAxes, ha="center", va="center", fontsize=9)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), [c.label for c in rows], fontsize=8)
     ax.xaxis.get_major_locator().set_params(integer=True)

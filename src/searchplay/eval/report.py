@@ -742,9 +742,9 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
     if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):
         charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
-    scoped = [behaviour for behaviour in behaviours if behaviour.scope == KG_HELDOUT]
-    if scoped:
-        charts.append(behaviour_chart(out / "behaviour.png", scoped, LABELS.get(KG_HELDOUT, KG_HELDOUT)))
+    scope = KG_HELDOUT if any(b.scope == KG_HELDOUT for b in behaviours) else POOLED  # a DVC plot: always drawn
+    charts.append(behaviour_chart(out / "behaviour.png", [b for b in behaviours if b.scope == scope],
+                                  LABELS.get(scope, "all benchmarks pooled")))
     if histories:
         charts.append(selfplay_curves(out / "selfplay.png", histories))
     images = "".join(f"\n![{chart.stem}]({chart.name})\n" for chart in charts)
