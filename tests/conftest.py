@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from searchplay.recipes import load_recipes
 from searchplay.runtime import THREAD_WAIT_ENV, apply_offline_defaults
 
 apply_offline_defaults()
+load_recipes()  # as the CLI does: the recipes' variants, rewards, phases and formats are registered for every test
 os.environ.setdefault(THREAD_WAIT_ENV, "spin")  # CLI tests skip the start-up load check (tests/test_runtime.py has it)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

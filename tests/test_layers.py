@@ -1,5 +1,6 @@
-"""The package floors: data stages import no other stage, model stages import no other model stage, and the
-quality gates import no model stage. Read from the source with ``ast``; nothing is imported."""
+"""The package floors: data stages import no other stage, model stages import no other model stage, the
+quality gates import no model stage, and the recipes sit above the model stages: only the CLI imports them (and
+they never import the CLI). Read from the source with ``ast``; nothing is imported."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "searchplay"
 DATA_STAGES = {"kg", "retrieval"}
 MODEL_STAGES = {"warmstart", "selfplay", "eval"}
+RECIPES = "recipes"  # one folder per method, registering into the stages' registries (searchplay.recipes)
+ENTRY_POINTS = {"cli", "__main__"}  # what may import the recipes
 
 
 
@@ -41,6 +44,10 @@ def import_edges() -> dict[tuple[str, str], list[str]]:
 
 
 def backward(source: str, target: str) -> bool:
+    if target == RECIPES:
+        return source not in ENTRY_POINTS
+    if source == RECIPES:
+        return target in ENTRY_POINTS
     if source in DATA_STAGES:
         return target in DATA_STAGES | MODEL_STAGES
     if source in MODEL_STAGES:
@@ -72,6 +79,8 @@ def test_package_imports_have_no_cycle():
 def test_the_rule_sees_a_backward_import():
     assert backward("kg", "selfplay") and backward("selfplay", "eval") and backward("quality", "warmstart")
     assert not backward("selfplay", "rl") and not backward("eval", "agent") and not backward("quality", "split")
+    assert backward("selfplay", "recipes") and backward("warmstart", "recipes") and backward("recipes", "cli")
+    assert not backward("cli", "recipes") and not backward("recipes", "selfplay") and not backward("recipes", "eval")
 
 
 def module_of(path: Path) -> str:

@@ -3,7 +3,8 @@
 Every verb reads its knobs from ``params.yaml`` (``--params`` picks another file) and accepts
 ``--set section.key=value`` overrides before the verb, e.g.
 ``searchplay --set wcr.alpha=0.5 selfplay --variant kg_wcr``.
-Each stage package contributes its verbs through ``register(app)`` in its ``commands`` module.
+Each stage package contributes its verbs through ``register(app)`` in its ``commands`` module, after the
+recipes (``searchplay.recipes.load_recipes``) registered their variants, phases and warm-start stages.
 
 A file-system error a retry cannot fix (a read-only folder, a full disk, an output path that is a
 file) and a configuration error exit 2 with one line naming the cause and the fix; ``--debug`` shows
@@ -207,10 +208,12 @@ def status_command(ctx: typer.Context) -> None:
 def _register_stage_commands() -> None:
     from searchplay.eval import commands as eval_commands
     from searchplay.kg import commands as kg_commands
+    from searchplay.recipes import load_recipes
     from searchplay.retrieval import commands as retrieval_commands
     from searchplay.selfplay import commands as selfplay_commands
     from searchplay.warmstart import commands as warmstart_commands
 
+    load_recipes()  # first: the verbs' options and help list what the recipes registered
     for module in (kg_commands, retrieval_commands, warmstart_commands, selfplay_commands, eval_commands):
         module.register(app)
 

@@ -32,8 +32,8 @@ def initial_policy(params: Any, warmstart: str = "shared") -> str:
     """The weights self-play starts from: the warm-start checkpoint when ``warmstart.enabled``, else
     ``models.policy`` (the papers' setting: instruct models that already follow the tags).
 
-    ``warmstart='eve'``: the EVE warm-start (``warmstart.eve_out_dir``), the shared one continued on EVE's
-    formats, which only the ``eve`` variant starts from (``Variant.warmstart``).
+    ``warmstart``: a key of ``WARMSTARTS`` (``Variant.warmstart``): the shared warm-start, or a recipe's own
+    (e.g. the shared one continued on its formats, which only its variant starts from).
     """
     if not params.warmstart.enabled:
         return params.models.policy
@@ -46,7 +46,16 @@ def initial_policy(params: Any, warmstart: str = "shared") -> str:
     return str(folder)
 
 
-WARMSTARTS = {"shared": ("out_dir", "searchplay warmstart"), "eve": ("eve_out_dir", "searchplay warmstart --eve")}
+WARMSTARTS = {"shared": ("out_dir", "searchplay warmstart")}  # name -> (warmstart.<key> of its folder, the command
+# that writes it); recipes add theirs (register_warmstart)
+
+
+def register_warmstart(name: str, out_dir_key: str, command: str) -> None:
+    """Add a warm-start that variants may start from: its folder is ``warmstart.<out_dir_key>``, written by
+    ``command`` (a recipe's, at import)."""
+    if WARMSTARTS.get(name, (out_dir_key, command)) != (out_dir_key, command):
+        raise ValueError(f"warm-start {name!r} is already registered as {WARMSTARTS[name]}")
+    WARMSTARTS[name] = (out_dir_key, command)
 
 
 def complete_checkpoints(root: str | Path) -> list[tuple[int, Path]]:

@@ -25,6 +25,32 @@ from searchplay.eval.scoring import answer_retrieved, score_question
 from searchplay.io import atomic_write
 
 
+@dataclass(frozen=True)
+class EvidenceFormat:
+    """How ``evaluate.evidence`` asks the Solver for an evidence span and reads it back (a recipe's; EVE App. H)."""
+
+    solver_messages: Callable[[str], list[dict[str, str]]]  # question -> the Solver prompt that asks for evidence
+    span: Callable[[Any], str | None]  # trajectory -> the evidence span it quoted, if any
+
+
+EVIDENCE_FORMATS: dict[str, EvidenceFormat] = {}  # at most one: the recipe that registered it -> its format
+
+
+def register_evidence_format(name: str, evidence_format: EvidenceFormat) -> None:
+    """Make ``evidence_format`` what ``evaluate.evidence`` uses (a recipe's, at import)."""
+    if EVIDENCE_FORMATS.get(name, evidence_format) is not evidence_format or (EVIDENCE_FORMATS.keys() - {name}):
+        raise ValueError(f"an evidence format is already registered ({sorted(EVIDENCE_FORMATS)}); one at most")
+    EVIDENCE_FORMATS[name] = evidence_format
+
+
+def evidence_format() -> EvidenceFormat:
+    """The registered evidence format; an error naming how to register one when there is none."""
+    if not EVIDENCE_FORMATS:
+        raise RuntimeError("evaluate.evidence needs an evidence format and none is registered; "
+                           "searchplay.recipes.load_recipes registers the recipes' formats")
+    return next(iter(EVIDENCE_FORMATS.values()))
+
+
 @dataclass
 class StageTimes:
     """Wall-clock seconds spent per phase (the speed benchmark reports their shares)."""
@@ -120,15 +146,15 @@ def _judge_items(items: Sequence[QAItem], predictions: Sequence[str | None]) -> 
 
 def solve_batch(items: Sequence[QAItem], backend: Any, search_tool: Any, config: Any, top_k: int,
                 evidence: bool = False) -> list[Any]:
-    """One batched multi-turn Solver rollout per question (all advance together); ``evidence``: EVE's Solver
-    prompt, which asks for an ``<evidence>`` span before the answer (EVE App. H: every system gets it)."""
-    from searchplay.agent.eve_prompts import eve_solver_messages
+    """One batched multi-turn Solver rollout per question (all advance together); ``evidence``: the registered
+    evidence format's Solver prompt (EVE's), which asks for an ``<evidence>`` span before the answer (EVE App. H:
+    every system gets it)."""
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.rollout import encode_prompt, run_rollouts
 
     style = getattr(config, "question_format", "plain")
-    prompts = [encode_prompt(backend.tokenizer, eve_solver_messages(item.question) if evidence
-                             else solver_messages(item.question, style)) for item in items]
+    ask = evidence_format().solver_messages if evidence else lambda question: solver_messages(question, style)
+    prompts = [encode_prompt(backend.tokenizer, ask(item.question)) for item in items]
     return run_rollouts(backend, search_tool, prompts, "solver", config, top_k=top_k)
 
 
@@ -143,10 +169,7 @@ def full_output(trajectory: Any, tokenizer: Any) -> str:
 def evidence_scores(trajectory: Any, verdict: Any, evidence_verdict: Any) -> dict[str, Any]:
     """EVE's per-question evidence scores (App. H): the quoted span, its presence, whether it supports a gold
     answer (``Judge.judge_evidence_many``) and the joint answer-correct-and-supported."""
-    from searchplay.agent.eve_output import model_text
-    from searchplay.agent.eve_prompts import extract_evidence
-
-    span = extract_evidence(model_text(trajectory)) or ""
+    span = evidence_format().span(trajectory) or ""
     supported = bool(evidence_verdict.correct) and evidence_verdict.method != "error"
     return {"evidence": span, "evidence_present": bool(span), "evidence_supported": supported,
             "evidence_judge_method": evidence_verdict.method,
@@ -208,10 +231,7 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
         records = [prediction_record(item, trajectory, verdict, model, output, model_revision, settings, normalization)
                    for item, trajectory, verdict, output in zip(batch, trajectories, verdicts, outputs, strict=True)]
         if evidence:
-            from searchplay.agent.eve_output import model_text
-            from searchplay.agent.eve_prompts import extract_evidence
-
-            spans = [extract_evidence(model_text(t)) for t in trajectories]
+            spans = [evidence_format().span(t) for t in trajectories]
             supports = judge.judge_evidence_many([(item.question, span, item.golden_answers)
                                                   for item, span in zip(batch, spans, strict=True)])
             for record, trajectory, verdict, support in zip(records, trajectories, verdicts, supports, strict=True):

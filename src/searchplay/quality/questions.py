@@ -7,9 +7,29 @@ stops the run with the failing rows instead of training on (and publishing) brok
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-QUESTION_SOURCES = ["fresh", "replay", "replicate", "eve"]
+QUESTION_SOURCES = ["fresh", "replay", "replicate"]  # SSP's rule filter governs these; a recipe adds a SourceGate
+
+
+@dataclass(frozen=True)
+class SourceGate:
+    """The gate of the rows of one question source that SSP's rule filter does not govern (a recipe's own filter)."""
+
+    expectations: Callable[[], list[Any]]  # the source's Great Expectations
+    columns: Callable[[Any], None]  # adds the derived columns its expectations read to the rows' DataFrame
+
+
+SOURCE_GATES: dict[str, SourceGate] = {}  # 'source' value -> its gate; recipes add theirs (register_source_gate)
+
+
+def register_source_gate(source: str, gate: SourceGate) -> None:
+    """Hold the pool's rows of ``source`` to ``gate`` instead of SSP's rule filter (a recipe's, at import)."""
+    if SOURCE_GATES.get(source, gate) is not gate:
+        raise ValueError(f"question source {source!r} already has a gate")
+    SOURCE_GATES[source] = gate
 
 
 def question_pool_expectations() -> list[Any]:
@@ -24,19 +44,7 @@ def question_pool_expectations() -> list[Any]:
         gxe.ExpectColumnValuesToBeBetween(column="question_words", min_value=MIN_QUESTION_WORDS),
         gxe.ExpectColumnValuesToMatchRegex(column="answer", regex=r"\S"),
         gxe.ExpectColumnValuesToBeInSet(column="answer_in_question", value_set=[False]),
-        gxe.ExpectColumnValuesToBeInSet(column="source", value_set=QUESTION_SOURCES),
-        gxe.ExpectColumnValuesToBeBetween(column="solver_accuracy", min_value=0.0, max_value=1.0),
-    ]
-
-
-def eve_question_expectations() -> list[Any]:
-    """EVE's validity filter (q and a non-empty, Norm(a) not inside Norm(q); EVE §3.1): no length rule."""
-    import great_expectations.expectations as gxe
-
-    return [
-        gxe.ExpectColumnValuesToMatchRegex(column="question", regex=r"\S"),
-        gxe.ExpectColumnValuesToMatchRegex(column="answer", regex=r"\S"),
-        gxe.ExpectColumnValuesToBeInSet(column="eve_answer_in_question", value_set=[False]),
+        gxe.ExpectColumnValuesToBeInSet(column="source", value_set=[*QUESTION_SOURCES, *SOURCE_GATES]),
         gxe.ExpectColumnValuesToBeBetween(column="solver_accuracy", min_value=0.0, max_value=1.0),
     ]
 
@@ -44,24 +52,24 @@ def eve_question_expectations() -> list[Any]:
 def validate_question_pool(rows: list[dict[str, Any]], name: str = "selfplay_question_pool"):
     """Validate one iteration's Solver questions; raises ``DataQualityError`` naming rows and rules.
 
-    Rows of source 'eve' (the EVE variant) are held to EVE's validity filter; the others to SSP's rule filter.
+    Rows of a source with a registered gate (``SOURCE_GATES``, a recipe's) are held to that gate; the others to
+    SSP's rule filter.
     """
     if not rows:
         return None  # an iteration without a valid question is legal (and common with a 135M model)
-    eve = [row for row in rows if row.get("source") == "eve"]
-    if eve:
-        import pandas as pd
+    for source, gate in SOURCE_GATES.items():
+        own = [row for row in rows if row.get("source") == source]
+        if own:
+            import pandas as pd
 
-        from searchplay.quality import validate_dataframe
-        from searchplay.rewards.eve import eve_valid
+            from searchplay.quality import validate_dataframe
 
-        frame = pd.DataFrame(eve)
-        frame["eve_answer_in_question"] = [not eve_valid(str(q), str(a)) for q, a in
-                                           zip(frame["question"], frame["answer"], strict=True)]
-        validate_dataframe(frame, eve_question_expectations(), f"{name}_eve")
-        rows = [row for row in rows if row.get("source") != "eve"]
-        if not rows:
-            return None
+            frame = pd.DataFrame(own)
+            gate.columns(frame)
+            validate_dataframe(frame, gate.expectations(), f"{name}_{source}")
+            rows = [row for row in rows if row.get("source") != source]
+            if not rows:
+                return None
     import pandas as pd
 
     from searchplay.quality import validate_dataframe

@@ -1,14 +1,7 @@
-"""Pure reward functions of search self-play (SSP, KG-paths WCR, GDCR, EVE) and their registries."""
+"""Pure reward functions of search self-play (SSP, KG-paths WCR, GDCR) and their registries; a recipe's own
+rewards live in its folder and register here (``searchplay.recipes``)."""
 
 from searchplay.rewards.coverage import extract_think_text, waypoint_coverage
-from searchplay.rewards.eve import (
-    brevity_bonus,
-    drzero_difficulty,
-    eve_proposer_reward,
-    eve_solver_reward,
-    evidence_verifier,
-    is_verbatim,
-)
 from searchplay.rewards.gdcr import contribution_scores, gdcr_step_rewards, subgraph_triples
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
 from searchplay.rewards.registry import (
@@ -21,6 +14,8 @@ from searchplay.rewards.registry import (
     SolverRewards,
     get_proposer_reward,
     get_solver_reward,
+    register_proposer_reward,
+    register_solver_reward,
 )
 from searchplay.rewards.stats import accuracy_by_coverage, coverage_correctness_spearman, mean_coverage_by_outcome
 
@@ -35,20 +30,16 @@ __all__ = [
     "accuracy_by_coverage",
     "answer_spam_guard",
     "binary_rewards",
-    "brevity_bonus",
     "contribution_scores",
     "coverage_correctness_spearman",
-    "drzero_difficulty",
-    "eve_proposer_reward",
-    "eve_solver_reward",
-    "evidence_verifier",
     "extract_think_text",
     "gdcr_step_rewards",
     "get_proposer_reward",
     "get_solver_reward",
-    "is_verbatim",
     "mean_coverage_by_outcome",
     "proposer_reward",
+    "register_proposer_reward",
+    "register_solver_reward",
     "subgraph_triples",
     "waypoint_coverage",
     "wcr_rewards",

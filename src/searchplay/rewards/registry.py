@@ -3,8 +3,9 @@
 Every Solver reward has ONE signature, ``fn(group: SolverGroup, params: Params) -> SolverRewards``;
 every Proposer reward ``fn(outcome: ProposerOutcome, params: Params) -> float``. ``params`` is the whole
 typed params.yaml (alpha: ``params.wcr.alpha``; spam limit: ``params.agent.max_answer_tags``).
-A new variant (EVE: EM + lambda_E * F1(evidence); GDCR: step-level rewards in ``SolverRewards.step_rewards``) adds a
-function and a registry entry; the optional fields it needs already travel in the dataclasses.
+A new variant (a recipe's, e.g. EVE's EM + lambda_E * F1(evidence) in ``searchplay.recipes.eve.rewards``; GDCR:
+step-level rewards in ``SolverRewards.step_rewards``) adds a function and a registry entry
+(``register_solver_reward``); the optional fields it needs already travel in the dataclasses.
 """
 
 from __future__ import annotations
@@ -14,9 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from searchplay.answers import token_f1
 from searchplay.rewards.coverage import waypoint_coverage
-from searchplay.rewards.eve import brevity_bonus, drzero_difficulty, eve_proposer_reward, eve_solver_reward
 from searchplay.rewards.gdcr import contribution_scores, corrupt_graph, gdcr_step_rewards
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
 
@@ -141,44 +140,25 @@ def proposer_ssp(outcome: ProposerOutcome, params: Params) -> float:
     return proposer_reward(outcome.solver_correct, valid=outcome.valid)
 
 
-def proposer_eve(outcome: ProposerOutcome, params: Params) -> float:
-    """EVE's R_pro = 1/2 F_fmt + R_DZ + lambda_V V-hat + lambda_B B(e) (EVE Eqs. 2, 9, 14-17).
-
-    Invalid rollouts get 1/2 F_fmt (= 0). A valid one without evidence gets V = B = 0 (our rule: the paper leaves
-    it open).
-    R_DZ needs at least two Solver answers; with fewer it is 0.
-    """
-    if not outcome.valid:
-        return 0.5 * outcome.format_score
-    cfg = params.eve
-    n = len(outcome.solver_correct)
-    difficulty = drzero_difficulty(sum(outcome.solver_correct), n) if n >= 2 else 0.0
-    measured = outcome.verifier is not None and outcome.evidence_tokens is not None
-    verifier = outcome.verifier if measured else 0.0
-    brevity = brevity_bonus(outcome.evidence_tokens, cfg.l_max) if measured else 0.0
-    return eve_proposer_reward(outcome.format_score, difficulty, verifier, brevity, cfg.lambda_v, cfg.lambda_b)
-
-
-def solver_eve(group: SolverGroup, params: Params) -> SolverRewards:
-    """EVE's R_sol = 1{EM(a-hat, a)} + lambda_E F1(Norm(e-hat), Norm(e)) per rollout (EVE Eqs. 19-21).
-
-    ``predictions`` are the rollouts' answers (an invalid rollout's counts as missing: R_correct = 0, the
-    Search-R1 convention); ``predicted_evidence`` their ``<evidence>`` spans. The raw F1 is kept in
-    ``details['evidence_f1']``.
-    """
-    if group.evidence is None:
-        raise ValueError("the EVE Solver reward needs the question's gold evidence (the Proposer's span)")
-    evidence = group.predicted_evidence or [None] * group.size
-    answers = group.predictions or [None] * group.size
-    rewards = [eve_solver_reward(a if z else None, e, group.answer, group.evidence, params.eve.lambda_e)
-               for a, e, z in zip(answers, evidence, group.valid, strict=True)]
-    return SolverRewards(rewards, details={"evidence_f1": [token_f1(e, group.evidence) if e else 0.0
-                                                           for e in evidence]})
-
-
 SOLVER_REWARDS: dict[str, SolverRewardFn] = {"binary": solver_binary, "wcr": solver_wcr, "gdcr": solver_gdcr,
-                                             "wcr_gdcr": solver_wcr_gdcr, "eve": solver_eve}
-PROPOSER_REWARDS: dict[str, ProposerRewardFn] = {"ssp": proposer_ssp, "eve": proposer_eve}
+                                             "wcr_gdcr": solver_wcr_gdcr}
+PROPOSER_REWARDS: dict[str, ProposerRewardFn] = {"ssp": proposer_ssp}  # recipes add theirs (register_*)
+
+
+def register_solver_reward(name: str, fn: SolverRewardFn) -> None:
+    """Add a Solver reward under ``name`` (a recipe's, at import); the same function again is a no-op."""
+    _register(SOLVER_REWARDS, name, fn, "Solver reward")
+
+
+def register_proposer_reward(name: str, fn: ProposerRewardFn) -> None:
+    """Add a Proposer reward under ``name`` (a recipe's, at import); the same function again is a no-op."""
+    _register(PROPOSER_REWARDS, name, fn, "Proposer reward")
+
+
+def _register(registry: dict[str, Any], name: str, entry: Any, what: str) -> None:
+    if registry.get(name, entry) is not entry:
+        raise ValueError(f"{what} {name!r} is already registered as {registry[name]!r}")
+    registry[name] = entry
 
 
 def get_solver_reward(name: str) -> SolverRewardFn:

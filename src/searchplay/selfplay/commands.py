@@ -1,8 +1,25 @@
-"""CLI verbs of the selfplay stage (registered by searchplay.cli)."""
+"""CLI verbs of the selfplay stage (registered by searchplay.cli, after the recipes registered their variants)."""
 
 from __future__ import annotations
 
 import typer
+
+
+def variant_help() -> str:
+    """``--variant``'s help: every registered variant."""
+    from searchplay.selfplay.variants import VARIANTS
+
+    return " | ".join(VARIANTS) + " (default: params)"
+
+
+def phase_help() -> str:
+    """``--phase``'s help: what each phased variant's phases do, from their declarations."""
+    from searchplay.selfplay.phases import PHASED
+    from searchplay.selfplay.variants import VARIANTS
+
+    phased = [f"{name}: {PHASED[v.step].help}" for name, v in VARIANTS.items() if v.step in PHASED]
+    return "all, or one phase of a phased variant, as the pipeline's stages run it" + (
+        f" ({'; '.join(phased)})" if phased else "")
 
 
 def register(app: typer.Typer) -> None:
@@ -11,13 +28,10 @@ def register(app: typer.Typer) -> None:
     @app.command("selfplay")
     def selfplay(
         ctx: typer.Context,
-        variant: str = typer.Option(None, "--variant", help="ssp | kg | kg_wcr | ssp_kg_answers | gdcr | "
-                                    "kg_wcr_gdcr | eve | kg_template (default: params)"),
+        variant: str = typer.Option(None, "--variant", help=variant_help()),
         iterations: int = typer.Option(None, "--iterations", min=1, help="total self-play steps (default: params)"),
         resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint of this variant"),
-        phase: str = typer.Option("all", "--phase", help="all, or one phase of a phased variant, as the pipeline's "
-                                  "stages run it (eve: a = Phase A + the hand-off set, eve.phase_a_iterations; b = "
-                                  "Phase B from that set, eve.phase_b_iterations)"),
+        phase: str = typer.Option("all", "--phase", help=phase_help()),
     ) -> None:
         """Search self-play training (SSP Alg. 1 with the KG Proposer / WCR), one checkpoint per iteration."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

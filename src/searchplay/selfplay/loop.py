@@ -30,8 +30,8 @@ from typing import Any
 from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
 from searchplay.policy import initial_policy
-from searchplay.selfplay import eve, phases
 from searchplay.selfplay import metrics as m
+from searchplay.selfplay import phases
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
@@ -57,12 +57,22 @@ MODEL_DIR = "model"  # inside each checkpoint: HF model folder + trainer state (
 StepFunction = Callable[[Runtime, Variant, Params, LoopState], StepResult]
 
 
+STEP_FUNCTIONS: dict[str, StepFunction] = {"joint": run_step}  # Variant.step -> one iteration; recipes add theirs
+
+
+def register_step(name: str, step: StepFunction) -> None:
+    """Add a step function under ``name`` (``Variant.step``; a recipe's, at import)."""
+    if STEP_FUNCTIONS.get(name, step) is not step:
+        raise ValueError(f"the step {name!r} is already registered")
+    STEP_FUNCTIONS[name] = step
+
+
 def step_function(variant: Variant) -> StepFunction:
-    """``Variant.step`` -> one self-play iteration: SSP Alg. 1 (both roles every step), or EVE's two phases."""
-    steps: dict[str, StepFunction] = {"joint": run_step, "eve": eve.run_eve_step}
-    if variant.step not in steps:
-        raise SelfplayError(f"variant {variant.name!r} names the step {variant.step!r}; known: {sorted(steps)}")
-    return steps[variant.step]
+    """``Variant.step`` -> one self-play iteration: SSP Alg. 1 (both roles every step), or a recipe's."""
+    if variant.step not in STEP_FUNCTIONS:
+        raise SelfplayError(f"variant {variant.name!r} names the step {variant.step!r}; known: "
+                            f"{sorted(STEP_FUNCTIONS)}")
+    return STEP_FUNCTIONS[variant.step]
 
 
 class SelfplayError(RuntimeError):
@@ -72,14 +82,14 @@ class SelfplayError(RuntimeError):
 # --- seeds and runtime -----------------------------------------------------------------------------------
 
 
-def load_seeds(params: Params, variant: Variant) -> list[Seed]:
-    """The variant's seeds: KG subgraph records (curriculum order, evaluation held-out removed), or SSP
-    answers from ``ssp.seed_answers`` (else the KG pool's distinct answers), in a seeded random order
+def kg_seeds(params: Params) -> list[Seed]:
+    """KG subgraph records (curriculum order, evaluation held-out removed)."""
+    return load_kg_seeds(params.kg.out_dir, split="selfplay")
+
+
+def answer_seeds(params: Params) -> list[Seed]:
+    """SSP answers from ``ssp.seed_answers`` (else the KG pool's distinct answers), in a seeded random order
     (docs/decisions/selfplay.md)."""
-    if variant.seeds == "documents":
-        return eve.document_seeds(params, "proposer")
-    if variant.seeds != "answers":
-        return load_kg_seeds(params.kg.out_dir, split="selfplay")
     if params.ssp.seed_answers:
         answers = load_answer_seeds(params.ssp.seed_answers, params.ssp.search_turns)
     else:
@@ -87,10 +97,30 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
     return shuffled(answers, params.selfplay.seed)
 
 
+SeedLoader = Callable[[Params], list[Seed]]
+SEED_SOURCES: dict[str, SeedLoader] = {"kg": kg_seeds, "answers": answer_seeds}  # Variant.seeds -> loader
+
+
+def register_seed_source(name: str, loader: SeedLoader) -> None:
+    """Add a seed loader under ``name`` (``Variant.seeds``; a recipe's, at import)."""
+    if SEED_SOURCES.get(name, loader) is not loader:
+        raise ValueError(f"the seed source {name!r} is already registered")
+    SEED_SOURCES[name] = loader
+
+
+def load_seeds(params: Params, variant: Variant) -> list[Seed]:
+    """The variant's seeds, from its registered source (``Variant.seeds``): KG subgraph records, SSP answers,
+    or a recipe's."""
+    if variant.seeds not in SEED_SOURCES:
+        raise SelfplayError(f"variant {variant.name!r} names the seed source {variant.seeds!r}; known: "
+                            f"{sorted(SEED_SOURCES)}")
+    return SEED_SOURCES[variant.seeds](params)
+
+
 def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     """The real runtime: trainer (policy + reference), rollout backend, verifier, search tool, judge; for a
     variant with ``frozen_solver`` also a frozen backend of the initial weights, and a phased variant's hooks
-    (``searchplay.selfplay.phases``: EVE's hand-off)."""
+    (``searchplay.selfplay.phases``: e.g. a hand-off between phases)."""
     from dataclasses import replace
 
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
@@ -132,7 +162,7 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
                                                                          top_k=top_k)
     phased = phases.phases_of(variant) if variant is not None else None
     if phased is not None and phased.prepare is not None:
-        phased.prepare(runtime, params, start, variant)  # EVE: the hand-off hooks
+        phased.prepare(runtime, params, start, variant)  # e.g. the hand-off hooks
     return runtime
 
 
@@ -248,8 +278,8 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
                  phase: str = "all") -> list[dict[str, float]]:
     """Train ``iterations`` self-play steps in total (a resumed run continues up to the same total).
 
-    ``phase``: 'all' trains every phase the variant has in one run; a phased variant (``searchplay.selfplay.phases``,
-    EVE) can train one phase (each a DVC stage), with its own checkpoints, reports and MLflow run.
+    ``phase``: 'all' trains every phase the variant has in one run; a phased variant (``searchplay.selfplay.phases``)
+    can train one phase (each a DVC stage), with its own checkpoints, reports and MLflow run.
     """
     from searchplay.tracking import start_run
 
@@ -265,7 +295,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     if latest is not None and not resume:
         raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
                             "continue, or move the folder away to start over")
-    pinned = phases.pinned_state(params, variant, phase)  # first: Phase B without its hand-off set fails at once
+    pinned = phases.pinned_state(params, variant, phase)  # first: a phase without its hand-off set fails at once
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
     state.extra.update(pinned)
     runtime = runtime or build_runtime(params, variant)
@@ -301,7 +331,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
 
 def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path, reports: Path,
                  phase: str) -> None:
-    """The phase's last act after its last iteration, if it has one (EVE Phase A: the hand-off set)."""
+    """The phase's last act after its last iteration, if it has one (e.g. writing the hand-off set)."""
     finish = phases.finisher(variant, phase)
     if finish is not None:
         finish(runtime, variant, params, state, root, reports)

@@ -1,10 +1,10 @@
 """Variants trained in phases, declared in one table: the loop and the CLI ask it, and never name a variant.
 
 A variant whose ``Variant.step`` is a key of ``PHASED`` can run one phase at a time (``selfplay --phase a``),
-each as its own DVC stage with its own checkpoints, reports and MLflow run. EVE is the one such variant: Phase
-A trains the Proposer and ends by writing the hand-off set, Phase B trains the Solver on that set (EVE Alg. 1-2;
-``searchplay.selfplay.eve``). A new phased method adds its entry here and its step function to the loop's
-registry (``searchplay.selfplay.loop.step_function``).
+each as its own DVC stage with its own checkpoints, reports and MLflow run; e.g. a first phase that trains
+the Proposer and ends by writing a hand-off set, and a second that trains the Solver on that set. A new
+phased method is a recipe (``searchplay.recipes``) that adds its entry here with ``register_phases`` and its
+step function to the loop's registry (``searchplay.selfplay.loop.register_step``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.selfplay import eve
 from searchplay.selfplay.variants import Variant
 
 ALL = "all"  # every phase of the variant in one run (a one-phase variant's only choice)
@@ -31,17 +30,21 @@ class Phases:
     finish: dict[str, Callable[..., Any]] = field(default_factory=dict)  # phase -> its last act (loop.finish_phase)
     prepare: Callable[..., None] | None = None  # (runtime, params, start, variant): hooks on the built runtime
     one_process: bool = True  # the phase hands off files one process writes: no `accelerate launch`
+    help: str = ""  # what each phase does, for ``selfplay --phase``'s help
 
 
-PHASED: dict[str, Phases] = {
-    "eve": Phases(names=("a", "b"),
-                  iterations=lambda params, phase: (eve.phase_a_iterations(params) if phase == "a"
-                                                    else eve.phase_b_iterations(params)),
-                  run_name=eve.phase_run_name, state=eve.phase_state, finish={"a": eve.finish_phase_a},
-                  prepare=eve.prepare_runtime),
-}
+PHASED: dict[str, Phases] = {}  # Variant.step -> its phases; recipes add theirs (register_phases)
 
-PhaseError = eve.HandoffError  # a phase that cannot start (Phase B without its hand-off set)
+
+class PhaseError(RuntimeError):
+    """A phase that cannot start (e.g. a second phase without the hand-off set of the first)."""
+
+
+def register_phases(step: str, phases: Phases) -> None:
+    """Declare that variants with ``Variant.step == step`` train in ``phases`` (a recipe's, at import)."""
+    if PHASED.get(step, phases) is not phases:
+        raise ValueError(f"the step {step!r} already has phases registered")
+    PHASED[step] = phases
 
 
 def phases_of(variant: Variant) -> Phases | None:
@@ -76,7 +79,7 @@ def pinned_state(params: Params, variant: Variant, phase: str) -> dict[str, Any]
 
 
 def finisher(variant: Variant, phase: str) -> Callable[..., Any] | None:
-    """What runs after the last iteration of ``phase`` (EVE Phase A: write the hand-off set), if anything."""
+    """What runs after the last iteration of ``phase`` (e.g. writing a hand-off set), if anything."""
     phases = phases_of(variant)
     return phases.finish.get(phase) if phases else None
 

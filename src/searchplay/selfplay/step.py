@@ -68,7 +68,7 @@ class Runtime:
     frozen_rollouts: Rollouts | None = None  # run_rollouts bound to ``frozen``
     reset_policy: Callable[[], None] | None = None  # trainer and backend back to the initial weights
     handoff_documents: Callable[[], list[Seed]] | None = None  # EVE's held-out source documents
-    selector: Any = None  # EVE's corpus selector (searchplay.selfplay.corpus_selector), built on first use
+    selector: Any = None  # EVE's corpus selector (searchplay.recipes.eve.corpus_selector), built on first use
 
 
 @dataclass

@@ -3,7 +3,9 @@
 A variant is: where its seeds come from, how its Proposer prompt is built, and the NAMES of its Solver
 reward (``searchplay.rewards.SOLVER_REWARDS``), Solver advantage estimator and Proposer advantage
 estimator (``searchplay.rl.ADVANTAGE_ESTIMATORS``). GDCR/SAPO is such an entry (a step-level reward and
-advantage); EVE is another, with its own step function (two phases) named by ``Variant.step``.
+advantage). A method with its own prompts, rewards, step function and phases is a recipe: a folder under
+``searchplay.recipes`` that adds its entry with ``register_variant`` (and its prompt with
+``register_proposer_prompt``) when ``searchplay.recipes.load_recipes`` imports it.
 """
 
 from __future__ import annotations
@@ -12,12 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from searchplay.agent.eve_prompts import eve_proposer_messages
 from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
 from searchplay.selfplay.seeds import Seed
 
 Messages = list[dict[str, str]]
-SeedSource = Literal["kg", "answers", "documents"]
+SeedSource = str  # key of searchplay.selfplay.loop.SEED_SOURCES: 'kg', 'answers', or a recipe's
 QuestionSource = Literal["proposer", "template"]
 
 
@@ -33,15 +34,7 @@ def kg_proposer(seed: Seed) -> Messages:
     return kg_proposer_messages(seed.record)
 
 
-def eve_proposer(seed: Seed) -> Messages:
-    """EVE Proposer: a source document and its hop count h, asking for (q, a, e) (EVE Eq. 8, Alg. 1)."""
-    if seed.record is None or "document" not in seed.record:
-        raise ValueError(f"seed {seed.seed_id!r} has no source document; the EVE Proposer needs document seeds")
-    return eve_proposer_messages(seed.record["document"], seed.num_hops or 1, seed.record.get("task_line"))
-
-
-PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer,
-                                                           "eve": eve_proposer}
+PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer}
 
 
 @dataclass(frozen=True)
@@ -49,8 +42,8 @@ class Variant:
     """One method of the README's variants table, as names into the prompt, reward and advantage registries."""
 
     name: str
-    seeds: SeedSource  # 'kg': subgraph records; 'answers': ssp.seed_answers, else the KG answers;
-    # 'documents': corpus passages with a hop count (EVE)
+    seeds: SeedSource  # 'kg': subgraph records; 'answers': ssp.seed_answers, else the KG answers; or the
+    # name a recipe registered (searchplay.selfplay.loop.register_seed_source)
     proposer_prompt: str  # key of PROPOSER_PROMPTS
     solver_reward: str  # key of searchplay.rewards.SOLVER_REWARDS
     solver_advantage: str = "grpo"  # key of searchplay.rl.ADVANTAGE_ESTIMATORS (SSP Table 4)
@@ -59,9 +52,10 @@ class Variant:
     questions: QuestionSource = "proposer"  # 'template': the Solver is asked the KG path's template question
     # (searchplay.templates) and the Proposer neither writes nor trains (the kg_template control)
     heldout_analysis: bool = False  # after training: step-level graph progress vs success on kg_heldout (GDCR RQ1)
-    step: str = "joint"  # searchplay.selfplay.loop.step_function: 'joint' (SSP Alg. 1) or 'eve' (two phases)
-    frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (EVE's Phase A Solver)
-    warmstart: str = "shared"  # searchplay.policy.initial_policy: the shared warm-start, or EVE's continuation
+    step: str = "joint"  # key of searchplay.selfplay.loop.STEP_FUNCTIONS: 'joint' (SSP Alg. 1) or a recipe's;
+    # also the key of its phases in searchplay.selfplay.phases.PHASED, where it has several
+    frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (a frozen Solver)
+    warmstart: str = "shared"  # key of searchplay.policy.WARMSTARTS: the shared warm-start, or a recipe's
     description: str = ""
 
     @property
@@ -86,16 +80,26 @@ VARIANTS: dict[str, Variant] = {
     "kg_wcr_gdcr": Variant("kg_wcr_gdcr", seeds="kg", proposer_prompt="kg", solver_reward="wcr_gdcr",
                            solver_advantage="sapo", heldout_analysis=True,
                            description="WCR outcome reward as SAPO's A_o, plus GDCR step rewards (decisions: rl.md)"),
-    "eve": Variant("eve", seeds="documents", proposer_prompt="eve", solver_reward="eve", proposer_reward="eve",
-                   proposer_advantage="hrpo", step="eve", frozen_solver=True, warmstart="eve",
-                   description="EVE-Agent: (q, a, e) from source documents, R_pro with the evidence verifier and "
-                               "HRPO (Phase A), then the Solver on EM + evidence F1 (Phase B) (EVE §3)"),
     "kg_template": Variant("kg_template", seeds="kg", proposer_prompt="kg", solver_reward="wcr", questions="template",
                            description="control: kg_wcr's Solver on each path's template question, no Proposer "
                                        "(does the RL loop teach the Solver, apart from the Proposer's questions?)"),
     "ssp_kg_answers": Variant("ssp_kg_answers", seeds="kg", proposer_prompt="ssp", solver_reward="binary",
                               description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
 }
+
+
+def register_variant(variant: Variant) -> None:
+    """Add ``variant`` under its name (a recipe's, at import); the same declaration again is a no-op."""
+    if VARIANTS.get(variant.name, variant) != variant:
+        raise ValueError(f"self-play variant {variant.name!r} is already registered, differently")
+    VARIANTS[variant.name] = variant
+
+
+def register_proposer_prompt(name: str, build: Callable[[Seed], Messages]) -> None:
+    """Add a Proposer prompt builder under ``name`` (``Variant.proposer_prompt``)."""
+    if PROPOSER_PROMPTS.get(name, build) is not build:
+        raise ValueError(f"Proposer prompt {name!r} is already registered")
+    PROPOSER_PROMPTS[name] = build
 
 
 def get_variant(name: str) -> Variant:

@@ -1,8 +1,15 @@
-"""CLI verb of the warmstart stage (registered by searchplay.cli): ``searchplay warmstart``."""
+"""CLI verb of the warmstart stage (registered by searchplay.cli): ``searchplay warmstart``.
+
+A recipe with a warm-start stage of its own adds a flag that runs it instead (``register_stage``; e.g.
+``searchplay warmstart --<flag>``), registered before ``searchplay.cli`` builds the command.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -10,22 +17,41 @@ if TYPE_CHECKING:
     from searchplay.config import Params
 
 
+@dataclass(frozen=True)
+class WarmstartStage:
+    """A recipe's own warm-start stage, run by ``searchplay warmstart --<flag>``."""
+
+    flag: str  # the option's name (also its keyword in the command)
+    help: str
+    steps_key: str  # the params key that --steps sets for this stage
+    run: Callable[[Params, bool], None]  # (params, track): run the stage and print its summary
+
+
+STAGES: dict[str, WarmstartStage] = {}  # flag -> stage; recipes add theirs (register_stage)
+
+
+def register_stage(stage: WarmstartStage) -> None:
+    """Add a ``--<flag>`` to ``searchplay warmstart`` that runs ``stage`` (a recipe's, at import)."""
+    if STAGES.get(stage.flag, stage) is not stage:
+        raise ValueError(f"warmstart --{stage.flag} is already registered")
+    STAGES[stage.flag] = stage
+
+
 def warmstart_command(
     ctx: typer.Context,
     steps: int | None = typer.Option(None, "--steps", min=1, help="optimizer steps (default: warmstart.steps)"),
     method: str | None = typer.Option(None, "--method", help="full | lora (default: warmstart.method)"),
     track: bool = typer.Option(True, "--track/--no-track", help="log an MLflow run"),
-    eve: bool = typer.Option(False, "--eve", help="the warmstart_eve stage: continue the warm-start on EVE's "
-                             "formats (warmstart.eve_steps) for the `eve` variant"),
+    **stages: bool,
 ) -> None:
     """Format warm-start: SFT on demos of every role from the warm-start KG split (before self-play)."""
     from searchplay.cliutil import console, exit_code_for, get_params
     from searchplay.warmstart.stage import WarmstartError, run_warmstart
 
-    params = get_params(ctx, **{"warmstart.eve_steps" if eve else "warmstart.steps": steps,
-                                "warmstart.method": method})
-    if eve:
-        eve_command(params, track)
+    chosen = next((STAGES[flag] for flag, on in stages.items() if on), None)  # a recipe's stage flag, if given
+    params = get_params(ctx, **{chosen.steps_key if chosen else "warmstart.steps": steps, "warmstart.method": method})
+    if chosen is not None:
+        chosen.run(params, track)
         return
     try:
         metrics = run_warmstart(params, track=track)
@@ -44,26 +70,23 @@ def warmstart_command(
     console.print(f"model: {params.warmstart.out_dir}/model; report: {params.warmstart.reports_dir}/metrics.json")
 
 
-def eve_command(params: Params, track: bool) -> None:
-    from searchplay.cliutil import console, exit_code_for
-    from searchplay.warmstart.eve_stage import EVE_RATES, run_eve_warmstart
-    from searchplay.warmstart.stage import WarmstartError
+def with_stage_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` with one ``--<flag>`` option per registered stage, after its own options (typer reads the
+    signature)."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    flags = [inspect.Parameter(stage.flag, inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                               default=typer.Option(False, f"--{stage.flag}", help=stage.help))
+             for stage in STAGES.values()]
 
-    try:
-        metrics = run_eve_warmstart(params, track=track)
-    except WarmstartError as exc:
-        console.print(f"[red]warm-start error:[/red] {exc}")
-        raise typer.Exit(exit_code_for(exc)) from None
-    console.print(f"EVE warm-start: {metrics['steps']} steps from the warm-start, {int(metrics['trained_tokens']):,} "
-                  f"trained tokens, loss {metrics['loss_first']:.3f} -> {metrics['loss_last']:.3f} in "
-                  f"{metrics['time_train_s']:.0f} s")
-    for key, _ in EVE_RATES:
-        console.print(f"  {key:28s} warm-start {metrics.get(key + '_before', float('nan')):.2f} -> EVE warm-start "
-                      f"{metrics.get(key, float('nan')):.2f} (n={int(metrics.get('eve_check_prompts', 0))})")
-    cfg = params.warmstart
-    console.print(f"model: {cfg.eve_out_dir}/model; report: {cfg.eve_reports_dir}/metrics.json")
+    def with_flags(**options: Any) -> None:
+        command(**options)
+
+    with_flags.__signature__ = inspect.Signature([*own, *flags])  # type: ignore[attr-defined]
+    with_flags.__annotations__ = {p.name: p.annotation for p in (*own, *flags)}
+    with_flags.__doc__ = command.__doc__
+    return with_flags
 
 
 def register(app: typer.Typer) -> None:
-    """Add this stage's verbs to the root app."""
-    app.command("warmstart")(warmstart_command)
+    """Add this stage's verbs to the root app, with the flags of the recipes' warm-start stages."""
+    app.command("warmstart")(with_stage_flags(warmstart_command))

@@ -37,7 +37,7 @@ from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
 from searchplay.timings import is_timing, split_timings, timing_rows, write_timings
 from searchplay.warmstart.demos import ROLES, Demo, DemoBuilder, partition
-from searchplay.warmstart.eve_demos import EVE_ROLES, build_eve_demos
+from searchplay.warmstart.formats import enabled_formats, family_roles, registered_roles
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,16 @@ def warmstart_records(params: Params) -> list[dict[str, Any]]:
     return records
 
 
+ROTATIONS = {"proposer": ("proposer_kg", "proposer_ssp"), "solver": ("solver",), "verifier": ("verifier",)}
+
+
 def schedule(demos: list[Demo], steps: int) -> list[list[Demo]]:
-    """The demos of each optimizer step: one Proposer demo (the KG, SSP and, with EVE demos, EVE prompt
-    families in turn), one Solver demo and one verifier demo (with EVE demos, the plain and the EVE form
-    alternate), each role cycling through its own demos in order."""
-    by_role = {role: [d for d in demos if d.role == role] for role in (*ROLES, *EVE_ROLES)}
-    proposers = [role for role in ("proposer_kg", "proposer_ssp", "proposer_eve") if by_role[role]]
-    solvers = [role for role in ("solver", "solver_eve") if by_role[role]]
-    verifiers = [role for role in ("verifier", "verifier_eve") if by_role[role]]
+    """The demos of each optimizer step: one Proposer demo (the KG, SSP and a registered format's Proposer
+    families in turn), one Solver demo and one verifier demo (the plain form and a registered format's
+    alternate: ``formats.DemoFormat.families``), each role cycling through its own demos in order."""
+    by_role = {role: [d for d in demos if d.role == role] for role in (*ROLES, *registered_roles())}
+    proposers, solvers, verifiers = ([role for role in (*plain, *family_roles(family)) if by_role.get(role)]
+                                     for family, plain in ROTATIONS.items())
     cursors: Counter = Counter()
     plan = []
     for step in range(steps):
@@ -82,8 +84,9 @@ def schedule(demos: list[Demo], steps: int) -> list[list[Demo]]:
 
 
 def roles_of(params: Params) -> tuple[str, ...]:
-    """The demo roles the stage builds: every self-play role, and EVE's with ``warmstart.eve_demos``."""
-    return (*ROLES, *EVE_ROLES) if params.warmstart.eve_demos else ROLES
+    """The demo roles the stage builds: every self-play role, and those of each format the params enable
+    (``searchplay.warmstart.formats``)."""
+    return (*ROLES, *(role for demo_format in enabled_formats(params) for role in demo_format.roles))
 
 
 def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True, track: bool = True) -> dict[str, Any]:
@@ -134,7 +137,7 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
     per_role = Counter(d.role for d in demos)
 
     model = load_policy(resolve(params.models.policy), params)
-    backend = _backend(model, tokenizer, params)
+    backend = policy_backend(model, tokenizer, params)
     tic = time.perf_counter()
     base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
     check_seconds = time.perf_counter() - tic
@@ -166,14 +169,14 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
 
 def _build_demos(params: Params, demo_records: list[dict], check_records: list[dict], records: list[dict],
                  rng: random.Random, tokenizer: Any, search_tool: Any, fmt: Any) -> tuple[list[Any], Counter]:
-    """The SFT demos of every role (EVE's too with ``warmstart.eve_demos``) and the drop counts by reason."""
+    """The SFT demos of every role (an enabled format's too) and the drop counts by reason."""
     builder = demo_builder(params, tokenizer, search_tool, fmt)
     check_ids = {str(r["id"]) for r in check_records}
     demos, dropped = builder.build(demo_records, ROLES, rng, pool=[r for r in records if str(r["id"]) not in check_ids])
-    if params.warmstart.eve_demos:
-        eve_demos, eve_dropped = build_eve_demos(builder, demo_records, EVE_ROLES, rng)
-        demos += eve_demos
-        dropped += eve_dropped
+    for demo_format in enabled_formats(params):
+        more, more_dropped = demo_format.build(builder, demo_records, demo_format.roles, rng)
+        demos += more
+        dropped += more_dropped
     if not demos:
         raise WarmstartError(f"no demo survived the rule filter ({dict(dropped)}); check the KG pool")
     log.info("built %d demos from %d subgraphs (%s); dropped %s; %d held-out check subgraphs", len(demos),
@@ -257,7 +260,8 @@ def finalize(model: Any, params: Params) -> Any:
     return model.merge_and_unload()
 
 
-def _backend(model: Any, tokenizer: Any, params: Params) -> Any:
+def policy_backend(model: Any, tokenizer: Any, params: Params) -> Any:
+    """The rollout backend over the model being trained (the validity checks sample through it)."""
     from searchplay.llm.transformers_backend import TransformersBackend
 
     return TransformersBackend(model, tokenizer, rollout_dtype=params.agent.rollout_dtype)
@@ -333,7 +337,7 @@ def check_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]]
 def decoded_demos(demos: list[Demo], tokenizer: Any, per_role: int = 2) -> list[dict[str, Any]]:
     """The first ``per_role`` demos of each role as text, trained spans marked, for a reader to check."""
     out = []
-    for role in (*ROLES, *EVE_ROLES):
+    for role in (*ROLES, *registered_roles()):
         for demo in [d for d in demos if d.role == role][:per_role]:
             out.append({"role": role, "subgraph_id": demo.subgraph_id, "tokens": demo.num_tokens,
                         "trained_tokens": demo.num_trained,

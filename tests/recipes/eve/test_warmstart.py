@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
+from searchplay.recipes.eve.warmstart import eve_params, run_eve_warmstart
 from searchplay.timings import split_timings
-from searchplay.warmstart.eve_stage import eve_params, run_eve_warmstart
 from searchplay.warmstart.stage import WarmstartError
 from tests.warmstart.test_stage import tiny_params, write_chain_index, write_pool
 

@@ -18,7 +18,8 @@ set's own, from hand-off time, is ``verifier/v_set_*``): how much the gold evide
 Solver, a Phase B diagnostic.
 
 The rewards and advantages come from the registries (``PROPOSER_REWARDS['eve']``, ``SOLVER_REWARDS['eve']``,
-``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step``.
+``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step``, the phases table
+and the seed sources, where ``searchplay.recipes.eve`` registers it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from searchplay.agent.eve_output import Triple, model_text, read_triple, returned_snippets
-from searchplay.agent.eve_prompts import eve_solver_messages, extract_evidence, verifier_answer, verifier_messages
 from searchplay.agent.prompts import solver_messages
 from searchplay.agent.trajectory import Trajectory
 from searchplay.answers import exact_match, token_f1
@@ -40,11 +39,14 @@ from searchplay.config import Params
 from searchplay.io import follow_umask, read_jsonl, write_json, write_jsonl
 from searchplay.llm.backend import SamplingParams
 from searchplay.policy import initial_policy
-from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, is_verbatim
-from searchplay.rewards.eve import evidence_verifier
+from searchplay.recipes.eve.output import Triple, model_text, read_triple, returned_snippets
+from searchplay.recipes.eve.prompts import eve_solver_messages, extract_evidence, verifier_answer, verifier_messages
+from searchplay.recipes.eve.rewards import evidence_verifier, is_verbatim
+from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
+from searchplay.selfplay.phases import PhaseError
 from searchplay.selfplay.seeding import HANDOFF, seed_sampling
 from searchplay.selfplay.seeds import Seed, load_document_seeds
 from searchplay.selfplay.step import (
@@ -140,7 +142,7 @@ SOLVER_SET = "solver_set.jsonl"  # the hand-off set, in the Phase A run's checkp
 HANDOFF_REPORT = "handoff.json"  # its summary, in the Phase A run's reports folder
 
 
-class HandoffError(RuntimeError):
+class HandoffError(PhaseError):
     """Phase B cannot start: no hand-off set; the message names the command that writes it."""
 
 
@@ -327,7 +329,7 @@ def phase_a_seeds(runtime: Runtime, params: Params, state: LoopState) -> tuple[l
         return state.cursor.next_batch(size), None
     import numpy as np
 
-    from searchplay.selfplay.corpus_selector import task_type_instruction
+    from searchplay.recipes.eve.corpus_selector import task_type_instruction
 
     picks = corpus_selector(runtime, params, state).pick(state.iteration, size,
                                                          np.random.default_rng([params.eve.seed, state.iteration]))
@@ -341,7 +343,7 @@ def corpus_selector(runtime: Runtime, params: Params, state: LoopState) -> Any:
     """The run's selector over the Phase A shard, from the index's passage vectors; a resumed run restores the
     checkpoint's (``state.extra['selector']``), so its clusters and bandits continue exactly."""
     if runtime.selector is None:
-        from searchplay.selfplay.corpus_selector import CorpusSelector, passage_embeddings
+        from searchplay.recipes.eve.corpus_selector import CorpusSelector, passage_embeddings
 
         cfg = params.eve
         ids = [seed.seed_id.removeprefix("doc-") for seed in state.cursor.seeds]
@@ -361,7 +363,7 @@ def selector_feedback(runtime: Runtime, state: LoopState, picks: list[tuple] | N
     Solver writes no evidence, so Eq. 19's F1 term is 0). Nothing to do without the selector."""
     if picks is None:
         return {}
-    from searchplay.selfplay.corpus_selector import SelectorSample, run_summary_reward
+    from searchplay.recipes.eve.corpus_selector import SelectorSample, run_summary_reward
 
     selector = runtime.selector
     rows = [SelectorSample(picks[k][1], picks[k][2], triple.question, triple.answer) for k, triple in valid]
@@ -377,7 +379,7 @@ def selector_feedback(runtime: Runtime, state: LoopState, picks: list[tuple] | N
 
 
 def _difficulty(correct: list[bool]) -> float:
-    from searchplay.rewards.eve import drzero_difficulty
+    from searchplay.recipes.eve.rewards import drzero_difficulty
 
     return drzero_difficulty(sum(correct), len(correct)) if len(correct) >= 2 else 0.0
 

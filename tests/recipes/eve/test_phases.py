@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from searchplay.selfplay.eve import run_eve_step, seed_triple, verifier_score, verify_evidence
+from searchplay.recipes.eve.phases import run_eve_step, seed_triple, verifier_score, verify_evidence
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor, document_shard, load_document_seeds
 from searchplay.selfplay.step import LoopState, propose
@@ -147,7 +147,7 @@ def test_the_logprob_verifier_is_the_difference_of_teacher_forced_answer_probabi
 
     from transformers import AutoModelForCausalLM
 
-    from searchplay.selfplay.eve import answer_probabilities
+    from searchplay.recipes.eve.phases import answer_probabilities
 
     params, backend, runtime, state = world(verifier="logprob")
     proposals = propose(runtime, get_variant("eve"), state.cursor.next_batch(2))
@@ -196,7 +196,7 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
 
 
 def test_phase_b_without_a_hand_off_set_names_the_command_that_writes_it(tmp_path):
-    from searchplay.selfplay.eve import HandoffError, phase_state
+    from searchplay.recipes.eve.phases import HandoffError, phase_state
 
     params = eve_params(tmp_path)
     with pytest.raises(HandoffError, match="--variant eve --phase a"):
@@ -225,7 +225,7 @@ def test_a_phase_applies_to_a_phased_variant_only(tmp_path):
                          [(2, None, None, (1, 1)), (1, None, None, (1, 1)), (5, None, None, (3, 2)),
                           (4, 1, None, (1, 3)), (4, None, 7, (2, 7))])
 def test_phase_iterations_split_selfplay_iterations(tmp_path, iterations, given_a, given_b, expected):
-    from searchplay.selfplay.eve import phase_a_iterations, phase_b_iterations, phase_run_name
+    from searchplay.recipes.eve.phases import phase_a_iterations, phase_b_iterations, phase_run_name
 
     params = eve_params(tmp_path, phase_a_iterations=given_a, phase_b_iterations=given_b)
     params.selfplay.iterations = iterations
@@ -248,9 +248,9 @@ class HashEmbedder:
 def test_the_corpus_selector_picks_phase_a_documents_and_learns_from_the_triples(world, tmp_path):
     """eve.selector: the picks carry a task-type line into the Proposer prompt, the valid triples feed both
     bandits, and the selector's state rides in the checkpoint (state.extra) so a resumed run restores it."""
+    from searchplay.recipes.eve.corpus_selector import TASK_TYPES
+    from searchplay.recipes.eve.phases import phase_a_seeds, selector_feedback
     from searchplay.retrieval.index import build_index
-    from searchplay.selfplay.corpus_selector import TASK_TYPES
-    from searchplay.selfplay.eve import phase_a_seeds, selector_feedback
 
     params, _, runtime, state = world(selector=True, selector_k0=3)
     params.index.dir = str(tmp_path / "index")
@@ -276,7 +276,7 @@ def test_the_corpus_selector_picks_phase_a_documents_and_learns_from_the_triples
 
 
 def test_without_the_selector_phase_a_draws_documents_in_the_seeded_order(world):
-    from searchplay.selfplay.eve import phase_a_seeds
+    from searchplay.recipes.eve.phases import phase_a_seeds
 
     params, _, runtime, state = world()
     order = [seed.seed_id for seed in state.cursor.seeds[:4]]

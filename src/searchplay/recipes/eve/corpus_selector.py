@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from searchplay.rewards.eve import LAMBDA_B, LAMBDA_E, LAMBDA_V
+from searchplay.recipes.eve.rewards import LAMBDA_B, LAMBDA_E, LAMBDA_V
 
 K0 = 10  # initial cluster count K_0 (Eq. 29)
 ALPHA = 0.0  # cluster growth per round; not given in the paper, 0 keeps the clustering fixed (§11 U10)

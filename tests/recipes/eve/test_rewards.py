@@ -6,14 +6,17 @@ import math
 
 import pytest
 
-from searchplay.rewards import (
+from searchplay.recipes.eve.rewards import (
     brevity_bonus,
     drzero_difficulty,
+    drzero_difficulty_expectation,
+    drzero_format_score,
     eve_proposer_reward,
     eve_solver_reward,
+    eve_valid,
     evidence_verifier,
+    is_verbatim,
 )
-from searchplay.rewards.eve import drzero_difficulty_expectation, drzero_format_score, eve_valid, is_verbatim
 
 
 @pytest.mark.parametrize(("k", "expected"), [(0, 0.0), (1, 1.0), (2, 0.75), (3, 0.5), (4, 0.25), (5, 0.0)])

@@ -24,10 +24,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from searchplay.agent.eve_prompts import eve_proposer_messages, eve_solver_messages, verifier_messages
 from searchplay.agent.protocol import information_block
+from searchplay.recipes.eve.prompts import eve_proposer_messages, eve_solver_messages, verifier_messages
+from searchplay.recipes.eve.rewards import eve_valid
 from searchplay.retrieval.types import Document
-from searchplay.rewards.eve import eve_valid
 from searchplay.templates import template_question
 from searchplay.warmstart.demos import Demo, DemoBuilder, Hop, Segment, hops, prefix_record, search_turn
 

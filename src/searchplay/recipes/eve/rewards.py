@@ -5,14 +5,20 @@ its search results; it is rewarded by Dr. Zero's format score and difficulty (Eq
 the span raises the Solver's chance of the answer (the evidence verifier, Eqs. 10-14) and by a
 brevity bonus (Eq. 15), summed as Eq. 16. The Solver is rewarded for the answer and for its own
 evidence's token F1 against the Proposer's (Eqs. 19-21). Pure functions over strings and counts;
-``searchplay.rl.hop_grouped_advantages`` is HRPO's advantage (Eq. 5).
+``searchplay.rl.hop_grouped_advantages`` is HRPO's advantage (Eq. 5). ``proposer_eve`` and ``solver_eve``
+(at the end) are these rewards in the registries' signatures (``searchplay.rewards.registry``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from searchplay.answers import exact_match, normalize_answer, token_f1
+from searchplay.rewards.registry import ProposerOutcome, SolverGroup, SolverRewards
+
+if TYPE_CHECKING:
+    from searchplay.config import Params
 
 LAMBDA_V = 0.5  # Eq. 17
 LAMBDA_B = 0.1  # Eq. 17
@@ -151,3 +157,41 @@ def is_verbatim(evidence: str | None, sources: Sequence[str], relaxed: bool = Fa
 
     span = squash(evidence or "")
     return bool(span) and any(span in squash(source) for source in sources)
+
+
+# --- the registry entries (registered by searchplay.recipes.eve) ---------------------------------------
+
+
+def proposer_eve(outcome: ProposerOutcome, params: Params) -> float:
+    """EVE's R_pro = 1/2 F_fmt + R_DZ + lambda_V V-hat + lambda_B B(e) (EVE Eqs. 2, 9, 14-17).
+
+    Invalid rollouts get 1/2 F_fmt (= 0). A valid one without evidence gets V = B = 0 (our rule: the paper leaves
+    it open).
+    R_DZ needs at least two Solver answers; with fewer it is 0.
+    """
+    if not outcome.valid:
+        return 0.5 * outcome.format_score
+    cfg = params.eve
+    n = len(outcome.solver_correct)
+    difficulty = drzero_difficulty(sum(outcome.solver_correct), n) if n >= 2 else 0.0
+    measured = outcome.verifier is not None and outcome.evidence_tokens is not None
+    verifier = outcome.verifier if measured else 0.0
+    brevity = brevity_bonus(outcome.evidence_tokens, cfg.l_max) if measured else 0.0
+    return eve_proposer_reward(outcome.format_score, difficulty, verifier, brevity, cfg.lambda_v, cfg.lambda_b)
+
+
+def solver_eve(group: SolverGroup, params: Params) -> SolverRewards:
+    """EVE's R_sol = 1{EM(a-hat, a)} + lambda_E F1(Norm(e-hat), Norm(e)) per rollout (EVE Eqs. 19-21).
+
+    ``predictions`` are the rollouts' answers (an invalid rollout's counts as missing: R_correct = 0, the
+    Search-R1 convention); ``predicted_evidence`` their ``<evidence>`` spans. The raw F1 is kept in
+    ``details['evidence_f1']``.
+    """
+    if group.evidence is None:
+        raise ValueError("the EVE Solver reward needs the question's gold evidence (the Proposer's span)")
+    evidence = group.predicted_evidence or [None] * group.size
+    answers = group.predictions or [None] * group.size
+    rewards = [eve_solver_reward(a if z else None, e, group.answer, group.evidence, params.eve.lambda_e)
+               for a, e, z in zip(answers, evidence, group.valid, strict=True)]
+    return SolverRewards(rewards, details={"evidence_f1": [token_f1(e, group.evidence) if e else 0.0
+                                                           for e in evidence]})

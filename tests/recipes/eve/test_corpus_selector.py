@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from searchplay.io import write_jsonl
-from searchplay.selfplay.corpus_selector import (
+from searchplay.recipes.eve.corpus_selector import (
     TASK_TYPES,
     ArmMeans,
     CorpusSelector,

@@ -1,6 +1,6 @@
 """EVE's Proposer output read off a rollout: the (q, a, e) triple, Dr. Zero's format score, the verbatim check.
 
-Shared by self-play (``searchplay.selfplay.eve``) and the warm-start's format check, so both read the
+Shared by self-play (``searchplay.recipes.eve.phases``) and the warm-start's format check, so both read the
 Proposer the same way (EVE §3.1, Eq. 9, App. D; docs/decisions/eve.md).
 """
 
@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from searchplay.agent.eve_prompts import extract_evidence, extract_last_answer
 from searchplay.agent.trajectory import Trajectory
 from searchplay.answers import normalize_answer
-from searchplay.rewards.eve import drzero_format_score, is_verbatim
+from searchplay.recipes.eve.prompts import extract_evidence, extract_last_answer
+from searchplay.recipes.eve.rewards import drzero_format_score, is_verbatim
 
 _THINK_FIRST = re.compile(r"^\s*<think>(.*?)</think>", re.DOTALL)  # Dr. Zero's planning-turn test (App. D)
 LEAK_TOKENS = 8  # the paper leaves leakage open: spans this short, or equal to the answer, are counted as answer leaks

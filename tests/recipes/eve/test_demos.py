@@ -7,14 +7,14 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from searchplay.agent.eve_output import read_triple
-from searchplay.agent.eve_prompts import eve_proposer_messages, eve_solver_messages, verifier_messages
 from searchplay.llm.tokenizer import encode_prompt
+from searchplay.recipes.eve.demos import EVE_ROLES, build_eve_demos, document_text, sentence_naming
+from searchplay.recipes.eve.output import read_triple
+from searchplay.recipes.eve.prompts import eve_proposer_messages, eve_solver_messages, verifier_messages
+from searchplay.recipes.eve.rewards import eve_valid, is_verbatim
 from searchplay.retrieval.search import format_documents
 from searchplay.retrieval.types import Document
-from searchplay.rewards.eve import eve_valid, is_verbatim
 from searchplay.warmstart.demos import DemoBuilder, hops
-from searchplay.warmstart.eve_demos import EVE_ROLES, build_eve_demos, document_text, sentence_naming
 from searchplay.warmstart.stage import schedule
 from tests.selfplay.selfplay_fakes import FakeSearchTool, subgraph_record
 from tests.warmstart.test_demos import ReplayBackend

@@ -1,4 +1,5 @@
-"""The ``warmstart_eve`` stage: the shared warm-start, continued on demos of EVE's formats.
+"""The ``warmstart_eve`` stage (``searchplay warmstart --eve``): the shared warm-start, continued on demos of
+EVE's formats, through the shared stage's public functions (``searchplay.warmstart.stage``).
 
 Only the ``eve`` variant writes (q, a, e) triples, quotes ``<evidence>`` and answers EVE's single-turn
 verifier prompt, so only it starts from this checkpoint; every other variant keeps starting from the
@@ -25,16 +26,17 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.policy import warmstart_model_dir
-from searchplay.warmstart.eve_demos import EVE_ROLES, build_eve_demos
+from searchplay.recipes.eve.demos import EVE_ROLES, build_eve_demos
+from searchplay.recipes.eve.validity import eve_format_validity
+from searchplay.warmstart.demos import partition
 from searchplay.warmstart.stage import (
     WarmstartError,
-    _backend,
     decoded_demos,
     demo_builder,
     finalize,
     load_policy,
     log_to_mlflow,
-    partition,
+    policy_backend,
     save_model,
     sft_totals,
     stage_run,
@@ -73,7 +75,6 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
 
     from searchplay.llm.tokenizer import load_tokenizer
     from searchplay.retrieval import format_documents, load_search_tool
-    from searchplay.warmstart.validity import eve_format_validity
 
     start = _shared_warmstart(params)
     ours = eve_params(params)
@@ -94,7 +95,7 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     per_role = Counter(d.role for d in demos)
 
     model = load_policy(str(start), ours)
-    backend = _backend(model, tokenizer, ours)
+    backend = policy_backend(model, tokenizer, ours)
     tic = time.perf_counter()
     before, before_samples = eve_format_validity(backend, search_tool, check_records, ours, cfg.seed)
     history, train_seconds = train(model, demos, ours, progress)
