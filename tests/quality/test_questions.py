@@ -25,15 +25,3 @@ def test_a_broken_question_stops_the_run_with_a_report(broken):
     with pytest.raises(DataQualityError) as error:
         validate_question_pool([GOOD, {**GOOD, **broken}])
     assert "selfplay_question_pool" in str(error.value)
-
-
-EVE = {"question": "Where is Landmark3?", "answer": "Town3", "seed_id": "doc-3", "source": "eve",
-       "evidence": "Landmark3 is located in Town3.", "solver_accuracy": 0.5, "iteration": 1}
-
-
-def test_eve_rows_meet_eves_validity_filter_not_ssps_length_rules():
-    validate_question_pool([EVE, GOOD])  # a short EVE question is legal (EVE §3.1 has no length rule)
-    with pytest.raises(DataQualityError, match="selfplay_question_pool_eve"):
-        validate_question_pool([{**EVE, "question": "Is Town3 the place?"}])  # Norm(a) inside Norm(q)
-    with pytest.raises(DataQualityError):
-        validate_question_pool([{**EVE, "answer": " "}])

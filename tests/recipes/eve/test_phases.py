@@ -11,8 +11,8 @@ from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor, document_shard, load_document_seeds
 from searchplay.selfplay.step import LoopState, propose
 from searchplay.selfplay.variants import get_variant
+from tests.recipes.eve.eve_fakes import EveScriptedBackend, write_eve_corpus
 from tests.selfplay.conftest import make_params, make_runtime
-from tests.selfplay.selfplay_fakes import EveScriptedBackend, write_eve_corpus
 
 
 def eve_params(tmp_path, model_dir=None, **eve):
