@@ -269,3 +269,38 @@ def test_continuous_batching_needs_a_limit_per_prompt(tiny_dir):
     engine = backend(tiny_dir, True)
     with pytest.raises(ValueError):
         engine.generate_continuous([[1, 2, 3]], [], GREEDY, lambda ended: [])
+
+
+def test_release_memory_frees_the_rollout_copy_and_refills_it_with_the_same_cast(tiny_dir):
+    """A trainer's update runs between ``release_memory`` and the next generation; what generates after is the
+    source's fresh bf16 cast, bit for bit what the kept copy would have been, and the greedy tokens agree."""
+    import torch
+
+    from searchplay.llm.tokenizer import load_tokenizer
+    from searchplay.llm.transformers_backend import TransformersBackend
+    from searchplay.llm.weights import load_causal_lm
+
+    source = load_causal_lm(str(tiny_dir), dtype=torch.float32)
+    tokenizer = load_tokenizer(str(tiny_dir))
+    kept, released = (TransformersBackend(source, tokenizer, rollout_dtype="bfloat16") for _ in range(2))
+    prompt = tokenizer.encode("Paris is the capital of")
+    assert kept.generate([prompt], GREEDY)[0].token_ids == released.generate([prompt], GREEDY)[0].token_ids
+
+    released.release_memory()
+    assert released._cache == [] and all(p.numel() == 0 for p in released._copy.parameters())
+    with torch.no_grad():
+        for parameter in source.parameters():  # an optimizer step on the source
+            parameter.mul_(1.01)
+    after = released.generate([prompt], GREEDY)[0].token_ids
+    assert after == kept.generate([prompt], GREEDY)[0].token_ids
+    for mine, theirs in zip(released._copy.parameters(), kept._copy.parameters(), strict=True):
+        assert mine.dtype == torch.bfloat16 and torch.equal(mine, theirs)
+
+
+def test_release_memory_without_a_copy_keeps_the_shared_module(tiny_dir):
+    engine = backend(tiny_dir, True)
+    prompt = engine.tokenizer.encode("Paris is the capital of")
+    first = engine.generate([prompt], GREEDY)[0]
+    engine.release_memory()  # fp32 generation shares the source: only the cache goes
+    assert engine._cache == [] and next(engine.model.parameters()).numel() > 0
+    assert engine.generate([prompt], GREEDY)[0].token_ids == first.token_ids

@@ -57,6 +57,9 @@ class ScriptedBackend:
     def update_weights(self, model) -> None:
         self.updates += 1
 
+    def release_memory(self) -> None:
+        pass
+
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
         if self.delay_s:
             time.sleep(self.delay_s)

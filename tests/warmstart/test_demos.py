@@ -131,6 +131,9 @@ class ReplayBackend:
     def update_weights(self, model):
         pass
 
+    def release_memory(self) -> None:
+        pass
+
 
 @pytest.mark.parametrize("role", ["proposer_kg", "solver"])
 def test_a_rollout_that_writes_the_demo_reproduces_it_id_for_id(tokenizer, role):

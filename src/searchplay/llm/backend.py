@@ -56,3 +56,8 @@ class PolicyBackend(Protocol):
     def update_weights(self, model: Any) -> None:
         """Make later generations use ``model``'s current weights (after an optimizer step)."""
         ...
+
+    def release_memory(self) -> None:
+        """Before an optimizer step: free what generation keeps between calls (caches, weight copies) for the
+        update to use; the next generation rebuilds it, with the same results."""
+        ...

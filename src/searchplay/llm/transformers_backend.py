@@ -183,6 +183,21 @@ class TransformersBackend:
         self.model = self._generation_model()
         self._cache = []
 
+    def release_memory(self) -> None:
+        """Free what generation holds between calls, for a trainer's update to use: the cached keys and values,
+        and the storage of the rollout-dtype copy, refilled from ``source`` before the next generation.
+
+        Results do not change: an optimizer step invalidates the cache anyway (its weights' versions move), and
+        the refill is the same cast as the copy it replaces. Call it only before the source's weights change.
+        """
+        import torch
+
+        self._cache = []
+        if self._copy is not None:
+            for parameter in self._copy.parameters():
+                parameter.data = torch.empty(0, dtype=parameter.dtype, device=parameter.device)
+            self._source_version = ()  # refilled by the next _follow_source
+
     def _generation_model(self) -> Any:
         """The module that generates: the source itself, or its copy in ``rollout_dtype`` kept in sync."""
         import copy
@@ -203,6 +218,8 @@ class TransformersBackend:
         elif version != self._source_version:
             with torch.no_grad():
                 for mine, theirs in zip(self._copy.parameters(), source.parameters(), strict=True):
+                    if mine.shape != theirs.shape:  # storage freed by release_memory
+                        mine.data = torch.empty(theirs.shape, dtype=mine.dtype, device=mine.device)
                     mine.copy_(theirs)
         self._source_version = version
         return self._copy

@@ -65,6 +65,10 @@ class VllmBackend:
         if reset is not None:
             reset()
 
+    def release_memory(self) -> None:
+        """Nothing to free in host memory: vLLM keeps its weights and its preallocated KV cache on the GPU
+        (``gpu_memory_utilization`` sizes what it leaves to the trainer)."""
+
 
 def colocated_model(engine: Any) -> Any:
     """The nn.Module the engine generates with, found along the known ``llm_engine`` paths."""

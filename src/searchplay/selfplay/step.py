@@ -543,6 +543,8 @@ def apply_update(runtime: Runtime, cfg: Any, proposer_samples: list[TrainingSamp
     """The policy update (``update_policy``), then the rollout backend takes the new weights."""
     tic = time.perf_counter()
     before = weight_fingerprint(runtime.trainer.model)
+    if proposer_samples or solver_samples:
+        runtime.backend.release_memory()  # the update's gradients and AdamW moments take the rollouts' memory
     role_stats = update_policy(runtime.trainer, proposer_samples, solver_samples, cfg)
     runtime.backend.update_weights(runtime.trainer.model)
     result = UpdateResult(role_stats, combine_stats(list(role_stats.values())),

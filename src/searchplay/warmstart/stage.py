@@ -142,6 +142,7 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
     base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
     check_seconds = time.perf_counter() - tic
 
+    backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
     history, train_seconds = train(model, demos, params, progress)
     model = finalize(model, params)
     backend.update_weights(model)
@@ -317,6 +318,7 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tupl
         if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
             resume.save(folder, trainer, history, step, key)
     resume.clear(folder)
+    model.zero_grad(set_to_none=True)  # the last step's gradients: not needed by the check and the save after
     return history, offset + time.perf_counter() - tic
 
 

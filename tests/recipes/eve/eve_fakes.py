@@ -52,6 +52,9 @@ class EveScriptedBackend:
     def update_weights(self, model) -> None:
         self.updates += 1
 
+    def release_memory(self) -> None:
+        pass
+
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
         return [self._complete(self.tokenizer.decode(list(p))) for p in prompts]
 

@@ -545,6 +545,8 @@ def train(runtime: Runtime, proposer: list[TrainingSample], solver: list[Trainin
     """One role's update (the other list is empty), the rollout backend re-synced; the weight-change metrics."""
     tic = time.perf_counter()
     before = weight_fingerprint(runtime.trainer.model)
+    if proposer or solver:
+        runtime.backend.release_memory()  # the update's gradients and AdamW moments take the rollouts' memory
     role_stats = update_policy(runtime.trainer, proposer, solver, cfg) if (proposer or solver) else {}
     runtime.backend.update_weights(runtime.trainer.model)
     delta = weight_delta(before, runtime.trainer.model)

@@ -98,6 +98,7 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     backend = policy_backend(model, tokenizer, ours)
     tic = time.perf_counter()
     before, before_samples = eve_format_validity(backend, search_tool, check_records, ours, cfg.seed)
+    backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
     history, train_seconds = train(model, demos, ours, progress)
     model = finalize(model, ours)
     backend.update_weights(model)
