@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.answers import normalize_answer
-from searchplay.eval.paired import POOLED, Question, comparison_pairs, format_p, mcnemar_exact
+from searchplay.eval.paired import (
+    POOLED,
+    Question,
+    comparison_pairs,
+    format_p,
+    in_benchmark,
+    mcnemar_exact,
+    questions_phrase,
+)
 from searchplay.io import read_jsonl
 
 
@@ -96,17 +104,13 @@ def compare_behaviour(model_a: str, answers_a: Mapping[Question, Answer], model_
         mean_searches_b=sum(b.searches for _, b in pairs) / n if n else float("nan"))
 
 
-def _in_benchmark(answers: Mapping[Question, Answer], benchmark: str) -> dict[Question, Answer]:
-    return {question: answer for question, answer in answers.items() if question[0] == benchmark}
-
-
 def compare_behaviours(answers: Mapping[str, Mapping[Question, Answer]], benchmark: str) -> list[BehaviourComparison]:
     """Each of ``comparison_pairs(answers)`` on ``benchmark`` alone, then on every benchmark pooled; a scope
     with no question both models answered is left out."""
     comparisons = []
     for model_a, model_b in comparison_pairs(answers):
-        scoped = compare_behaviour(model_a, _in_benchmark(answers[model_a], benchmark), model_b,
-                                   _in_benchmark(answers[model_b], benchmark), benchmark)
+        scoped = compare_behaviour(model_a, in_benchmark(answers[model_a], benchmark), model_b,
+                                   in_benchmark(answers[model_b], benchmark), benchmark)
         pooled = compare_behaviour(model_a, answers[model_a], model_b, answers[model_b], POOLED)
         comparisons += [comparison for comparison in (scoped, pooled) if comparison.n]
     return comparisons
@@ -126,10 +130,6 @@ def behaviour_metrics(comparison: BehaviourComparison) -> dict[str, float]:
     return {f"{prefix}.{name}": value for name, value in fields.items()}
 
 
-def _questions(count: int) -> str:
-    return f"{count} question{'' if count == 1 else 's'}"
-
-
 def behaviour_note(comparison: BehaviourComparison, scope: str) -> str:
     """One comparison in plain words.
 
@@ -145,7 +145,7 @@ less on 5 (2.10 vs 1.50 searches per question), p < 0.001: kg_wcr searches more 
     if not comparison.answers_changed and not (comparison.more_searches or comparison.fewer_searches):
         return f"{head}no answer and no search count changed: training left nothing an evaluation can see."
     p = format_p(comparison.searches_p)
-    searches = (f"{a} searched more on {_questions(comparison.more_searches)} and less on "
+    searches = (f"{a} searched more on {questions_phrase(comparison.more_searches)} and less on "
                 f"{comparison.fewer_searches} ({comparison.mean_searches_a:.2f} vs {comparison.mean_searches_b:.2f} "
                 f"searches per question), {'p ' + p if p.startswith('<') else 'p = ' + p}")
     if comparison.searches_p < 0.05 and comparison.more_searches != comparison.fewer_searches:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 # The checkpoint each trained model started from: the comparison a training step is judged by. warmstart is
 # supervised fine-tuning of base; warmstart_eve continues the warm-start on EVE's formats; the self-play
@@ -31,6 +32,7 @@ SIGNIFICANCE = 0.05  # the two-sided level at which a paired difference is calle
 POOLED = "pooled"  # the scope of every benchmark both models answered, questions paired by (benchmark, id)
 
 Question = tuple[str, str]  # (benchmark, question id)
+V = TypeVar("V")
 
 
 def mcnemar_exact(only_a: int, only_b: int) -> float:
@@ -109,9 +111,14 @@ def compare_paired(model_a: str, correct_a: Mapping[Question, bool], model_b: st
                             p=mcnemar_exact(only_a, only_b))
 
 
-def in_benchmark(correct: Mapping[Question, bool], benchmark: str) -> dict[Question, bool]:
-    """The questions of one benchmark."""
-    return {question: right for question, right in correct.items() if question[0] == benchmark}
+def in_benchmark(by_question: Mapping[Question, V], benchmark: str) -> dict[Question, V]:
+    """The questions of one benchmark (with whatever each maps to: correctness, an answer)."""
+    return {question: value for question, value in by_question.items() if question[0] == benchmark}
+
+
+def questions_phrase(count: int) -> str:
+    """'1 question', '2 questions'."""
+    return f"{count} question{'' if count == 1 else 's'}"
 
 
 def shared_benchmarks(correct_a: Mapping[Question, bool], correct_b: Mapping[Question, bool]) -> list[str]:

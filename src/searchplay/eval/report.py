@@ -46,6 +46,7 @@ from searchplay.eval.paired import (
     compare_models,
     comparison_metrics,
     format_p,
+    questions_phrase,
     shared_benchmarks,
 )
 from searchplay.eval.scoring import GROUPS, INTERVAL_SCORES
@@ -464,10 +465,6 @@ def scope_label(comparison: PairedComparison | BehaviourComparison, correct: dic
     return f"all benchmarks pooled ({count} benchmark{'' if count == 1 else 's'})"
 
 
-def _questions(count: int) -> str:
-    return f"{count} question{'' if count == 1 else 's'}"
-
-
 def _p_phrase(p: float) -> str:
     shown = format_p(p)
     return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
@@ -486,9 +483,9 @@ def paired_note(comparison: PairedComparison, scope: str, judges: dict[str, str]
         note = (f"{head}no answer differs in correctness ({comparison.both_right} both right, {comparison.both_wrong} "
                 f"both wrong of {comparison.n}): there is nothing to compare, p = 1.")
     else:
-        counts = (f"{_questions(comparison.only_a)} turned right, {comparison.only_b} turned wrong"
+        counts = (f"{questions_phrase(comparison.only_a)} turned right, {comparison.only_b} turned wrong"
                   if STARTED_FROM.get(a) == b else
-                  f"{a} alone right on {_questions(comparison.only_a)}, {b} alone right on {comparison.only_b}")
+                  f"{a} alone right on {questions_phrase(comparison.only_a)}, {b} alone right on {comparison.only_b}")
         verdict = (f"{comparison.better} is better (paired, exact McNemar)" if comparison.better
                    else "no evidence of a difference")
         note = f"{head}{counts}, {_p_phrase(comparison.p)}: {verdict}."
