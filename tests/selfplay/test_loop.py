@@ -157,7 +157,7 @@ def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tm
                     "source": "fresh", "solver_accuracy": 0.5}
         return StepResult({"solver/reward_mean": n / 10}, {"iteration": n}, [question])
 
-    monkeypatch.setattr(loop, "run_step", fake_step)
+    monkeypatch.setitem(loop.STEP_FUNCTIONS, "joint", fake_step)
     save = CheckpointManager.save
 
     def save_then_die(self, iteration, state, write):
