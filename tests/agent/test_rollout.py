@@ -52,6 +52,9 @@ class ScriptedPolicy:
     def update_weights(self, model) -> None:
         pass
 
+    def release_memory(self) -> None:
+        pass
+
 
 class FakeSearch:
     """Returns two documents per query; 'boom' raises; ``fail_batches`` makes the batched call raise."""
