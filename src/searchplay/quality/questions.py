@@ -57,24 +57,20 @@ def validate_question_pool(rows: list[dict[str, Any]], name: str = "selfplay_que
     """
     if not rows:
         return None  # an iteration without a valid question is legal (and common with a 135M model)
-    for source, gate in SOURCE_GATES.items():
-        own = [row for row in rows if row.get("source") == source]
-        if own:
-            import pandas as pd
-
-            from searchplay.quality import validate_dataframe
-
-            frame = pd.DataFrame(own)
-            gate.columns(frame)
-            validate_dataframe(frame, gate.expectations(), f"{name}_{source}")
-            rows = [row for row in rows if row.get("source") != source]
-            if not rows:
-                return None
     import pandas as pd
 
     from searchplay.quality import validate_dataframe
     from searchplay.question_rules import answer_in_question
 
+    for source, gate in SOURCE_GATES.items():
+        own = [row for row in rows if row.get("source") == source]
+        if own:
+            frame = pd.DataFrame(own)
+            gate.columns(frame)
+            validate_dataframe(frame, gate.expectations(), f"{name}_{source}")
+            rows = [row for row in rows if row.get("source") != source]
+    if not rows:
+        return None
     frame = pd.DataFrame(rows)
     frame["question_words"] = frame["question"].map(lambda q: len(str(q).split()))
     frame["answer_in_question"] = [answer_in_question(str(a), str(q)) for a, q in zip(frame["answer"],
