@@ -207,9 +207,10 @@ class OutputsBusyError(RuntimeError):
 
 
 @contextmanager
-def exclusive_outputs(folder: str | Path, command: str) -> Iterator[None]:
+def exclusive_outputs(folder: str | Path, command: str, wait: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on writing ``folder`` for the block: a second process asking for it fails at once
-    with ``OutputsBusyError`` naming the holder's pid and command, instead of interleaving its files with ours.
+    with ``OutputsBusyError`` naming the holder's pid and command, instead of interleaving its files with ours
+    (``wait``: it waits for the holder instead).
 
     The lock file sits beside the folder (``.<name>.lock``), outside any output; the kernel frees the lock when
     the holder exits, even by SIGKILL, so a stale file never blocks.
@@ -222,7 +223,7 @@ def exclusive_outputs(folder: str | Path, command: str) -> Iterator[None]:
     handle = path.open("a+", encoding="utf-8")
     try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"

@@ -83,3 +83,81 @@ def test_default_nprobes_is_a_fifth_of_the_partitions():
     from searchplay.retrieval.index import default_nprobes
 
     assert default_nprobes(316) == 64 and default_nprobes(1000) == 200 and default_nprobes(2) == 1
+
+
+def _rebuild(root, passages=None):
+    """The build ``rebuild_if_stale`` is given: the tiny index again, counting its calls."""
+    from tests.retrieval.conftest import TINY_PASSAGES, build_tiny_index
+
+    calls = []
+
+    def build():
+        calls.append(1)
+        return build_tiny_index(root, passages or TINY_PASSAGES)
+    return build, calls
+
+
+def test_a_missing_index_folder_is_rebuilt_from_the_passages_to_its_fingerprint(tmp_path):
+    import shutil
+
+    from searchplay.retrieval.index import rebuild_if_stale, stale_reason
+    from tests.retrieval.conftest import build_tiny_index
+
+    index = build_tiny_index(tmp_path)
+    recorded = fingerprint_path(index).read_bytes()
+    build, calls = _rebuild(tmp_path)
+    rebuild_if_stale(index, build)
+    assert calls == [] and stale_reason(index) is None  # current: nothing to do
+    shutil.rmtree(index)  # as in a `dvc exp run --temp` copy, which checks out only the fingerprint
+    assert "there is no index" in stale_reason(index)
+    rebuild_if_stale(index, build)
+    assert calls == [1] and stale_reason(index) is None
+    assert fingerprint_path(index).read_bytes() == recorded and read_manifest(index)["rows"] == 60
+
+
+def test_an_index_folder_of_other_passages_is_rebuilt(tmp_path):
+    from searchplay.retrieval.index import rebuild_if_stale, stale_reason
+    from tests.retrieval.conftest import TINY_PASSAGES, build_tiny_index
+
+    index = build_tiny_index(tmp_path)
+    recorded = fingerprint_path(index).read_bytes()
+    build_tiny_index(tmp_path, TINY_PASSAGES[:30])  # another commit's index, its fingerprint put back by a checkout
+    fingerprint_path(index).write_bytes(recorded)
+    assert "other passages or settings" in stale_reason(index)
+    build, calls = _rebuild(tmp_path)
+    rebuild_if_stale(index, build)
+    assert calls == [1] and read_manifest(index)["rows"] == 60 and stale_reason(index) is None
+
+
+def test_a_rebuild_that_differs_from_the_fingerprint_fails_and_keeps_the_recorded_one(tmp_path):
+    import shutil
+
+    from searchplay.retrieval.index import rebuild_if_stale
+    from tests.retrieval.conftest import TINY_PASSAGES, build_tiny_index
+
+    index = build_tiny_index(tmp_path)
+    recorded = fingerprint_path(index).read_bytes()
+    shutil.rmtree(index)
+    build, calls = _rebuild(tmp_path, TINY_PASSAGES[:30])  # the passages changed since the index stage ran
+    for _ in range(2):  # every later use fails the same way until the stage re-runs
+        with pytest.raises(RetrievalIndexError, match="dvc repro index"):
+            rebuild_if_stale(index, build)
+    assert calls == [1, 1] and fingerprint_path(index).read_bytes() == recorded
+
+
+def test_an_index_without_a_fingerprint_file_is_left_alone(tmp_path):
+    from searchplay.retrieval.index import rebuild_if_stale, stale_reason
+
+    build, calls = _rebuild(tmp_path)
+    rebuild_if_stale(tmp_path / "nowhere", build)
+    assert calls == [] and stale_reason(tmp_path / "nowhere") is None
+
+
+def test_the_index_is_not_rebuilt_from_passages_that_are_not_there(tmp_path):
+    from types import SimpleNamespace
+
+    from searchplay.retrieval.index import build_from_params
+
+    params = SimpleNamespace(corpus=SimpleNamespace(out=str(tmp_path / "passages.jsonl")), index=None)
+    with pytest.raises(RetrievalIndexError, match="dvc repro corpus"):
+        build_from_params(params)

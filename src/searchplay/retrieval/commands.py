@@ -46,17 +46,13 @@ def index_build(
 ) -> None:
     """Embed the passages and build the LanceDB table, ANN index (if large) and full-text index."""
     from searchplay.io import exclusive_outputs
-    from searchplay.retrieval.embedder import Embedder
-    from searchplay.retrieval.index import build_index
+    from searchplay.retrieval.index import build_from_params
 
     params = get_params(ctx, **{"corpus.out": passages, "index.dir": out})
     config = params.index
     started = time.perf_counter()
     with exclusive_outputs(config.dir, "index build"):
-        manifest = build_index(params.corpus.out, config.dir, config.table, Embedder.from_params(params),
-                               ann_threshold=config.ann_threshold, ann_type=config.ann_type,
-                               num_partitions=config.num_partitions, fts=config.fts,
-                               embedding_cache=config.embedding_cache)
+        manifest = build_from_params(params)
     ann = manifest["ann"]["type"] or "none (exact search)"
     console.print(f"indexed {manifest['rows']} passages into {config.dir} in {time.perf_counter() - started:.0f}s; "
                   f"ANN: {ann}; full-text: {manifest['fts']}")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from searchplay.io import portable_name, read_jsonl, write_json
 from searchplay.retrieval.corpus import join_contents
 
+log = logging.getLogger(__name__)
 os.environ.setdefault("LANCEDB_LOG", "error")  # lance warns once per query about _distance otherwise
 
 MANIFEST = "searchplay-index.json"
@@ -160,13 +162,27 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
                     "passages": str(passages_path),
                     "embedding_cache": None if cache is None else {"dir": portable_name(embedding_cache),
                                                                    "hits": cache.hits, "misses": cache.misses}}
+        manifest["content_sha256"] = content.hexdigest()  # the fingerprint's hash: rebuild_if_stale compares them
         write_json(staging / MANIFEST, manifest)
         _replace_dir(staging, index_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _write_fingerprint(index_dir, manifest, content.hexdigest())
+    _write_fingerprint(index_dir, manifest, manifest["content_sha256"])
     return manifest
+
+
+def build_from_params(params: Any, embedder: Any = None) -> dict[str, Any]:
+    """``build_index`` with the ``corpus``/``index`` settings of ``params`` (what the index stage runs)."""
+    from searchplay.retrieval.embedder import Embedder
+
+    config = params.index
+    if not Path(params.corpus.out).exists():
+        raise RetrievalIndexError(f"no passages at {params.corpus.out} to build the index from; run `dvc repro "
+                                  "corpus` (or `searchplay corpus build`)")
+    return build_index(params.corpus.out, config.dir, config.table, embedder or Embedder.from_params(params),
+                       ann_threshold=config.ann_threshold, ann_type=config.ann_type,
+                       num_partitions=config.num_partitions, fts=config.fts, embedding_cache=config.embedding_cache)
 
 
 def fingerprint_path(index_dir: str | Path) -> Path:
@@ -176,6 +192,51 @@ def fingerprint_path(index_dir: str | Path) -> Path:
     rebuilt from the same passages by the same embedder re-runs nothing after it."""
     index_dir = Path(index_dir)
     return index_dir.with_name(index_dir.name + FINGERPRINT_SUFFIX)
+
+
+def stale_reason(index_dir: str | Path) -> str | None:
+    """Why the folder at ``index_dir`` is not the index its fingerprint file records; None when it is, or when
+    there is no fingerprint file (an index built outside the pipeline)."""
+    index_dir = Path(index_dir)
+    fingerprint = fingerprint_path(index_dir)
+    if not fingerprint.exists():
+        return None
+    if not (index_dir / MANIFEST).exists():
+        return f"there is no index at {index_dir}"
+    built = json.loads((index_dir / MANIFEST).read_text()).get("content_sha256")
+    if built != json.loads(fingerprint.read_text()).get("content_sha256"):
+        return f"{index_dir} was built from other passages or settings than {fingerprint.name} records"
+    return None
+
+
+def rebuild_if_stale(index_dir: str | Path, build: Callable[[], dict[str, Any]]) -> None:
+    """Rebuild the index folder with ``build`` when it is missing or stale, and check it against the fingerprint.
+
+    The pipeline's output is ``<index>.fingerprint.json``; the LanceDB folder, whose file names are random, is
+    rebuilt from the passages wherever it is absent (a fresh ``dvc exp run --temp`` copy) or does not match (a
+    checkout of another commit). Processes wait for one another's rebuild. A rebuild whose content differs from
+    the fingerprint raises ``RetrievalIndexError`` and puts the recorded fingerprint back, so DVC still sees
+    the index stage's output as it was and every later use fails the same way until the stage re-runs.
+    """
+    from searchplay.io import exclusive_outputs
+
+    index_dir = Path(index_dir)
+    if stale_reason(index_dir) is None:
+        return
+    fingerprint = fingerprint_path(index_dir)
+    recorded = fingerprint.read_bytes()
+    with exclusive_outputs(index_dir, "index build (on first use)", wait=True):
+        reason = stale_reason(index_dir)  # another process may have rebuilt it while we waited
+        if reason is None:
+            return
+        log.warning("%s; rebuilding it from the passages (the index stage's output is %s)", reason, fingerprint)
+        build()
+        if fingerprint.read_bytes() != recorded:
+            fingerprint.write_bytes(recorded)
+            raise RetrievalIndexError(
+                f"the index rebuilt at {index_dir} differs from {fingerprint}: the passages, the embedder or the "
+                "index settings changed since the index stage ran; run `dvc repro index` (or `searchplay index "
+                "build`)")
 
 
 def _write_fingerprint(index_dir: Path, manifest: dict[str, Any], content_sha256: str) -> None:

@@ -216,7 +216,8 @@ def format_documents(docs: Sequence[Document], tokenizer: Any = None, max_doc_to
 
 
 def load_search_tool(params: Any) -> SearchTool:
-    """The HTTP client when ``search.server_url`` is set, else the local index at ``index.dir``."""
+    """The HTTP client when ``search.server_url`` is set, else the local index at ``index.dir``, rebuilt first
+    where it is missing or does not match its fingerprint file (``rebuild_if_stale``)."""
     if params.search.server_url:
         from searchplay.retrieval.client import RetrieverClient
         from searchplay.retrieval.limits import RequestLimits
@@ -224,8 +225,10 @@ def load_search_tool(params: Any) -> SearchTool:
         return RetrieverClient(params.search.server_url, timeout_s=params.search.timeout_s,
                                retries=params.search.retries, limits=RequestLimits.from_serve_config(params.serve))
     from searchplay.retrieval.embedder import Embedder
+    from searchplay.retrieval.index import build_from_params, rebuild_if_stale
 
     mode = params.search.mode
     embedder = None if mode == "fts" else Embedder.from_params(params)
+    rebuild_if_stale(params.index.dir, lambda: build_from_params(params, embedder))
     return LanceSearchTool(params.index.dir, params.index.table, embedder, mode, params.index.nprobes,
                            params.index.refine_factor, params.search.hybrid_candidates, params.search.rrf_k)
