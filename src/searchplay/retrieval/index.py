@@ -158,11 +158,10 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
             lance_table.create_index("text", config=FTS())
         manifest = {"table": table, "rows": rows, "dimension": embedder.dimension, "embedder": embedder.name,
                     "e5_prefixes": embedder.e5_prefixes, "embedder_dtype": getattr(embedder, "dtype", "float32"),
-                    "ann": asdict(choice), "fts": fts,
-                    "passages": str(passages_path),
+                    "ann": asdict(choice), "fts": fts, "passages": str(passages_path),
+                    "content_sha256": content.hexdigest(),  # the fingerprint's hash: rebuild_if_stale compares them
                     "embedding_cache": None if cache is None else {"dir": portable_name(embedding_cache),
                                                                    "hits": cache.hits, "misses": cache.misses}}
-        manifest["content_sha256"] = content.hexdigest()  # the fingerprint's hash: rebuild_if_stale compares them
         write_json(staging / MANIFEST, manifest)
         _replace_dir(staging, index_dir)
     except BaseException:
