@@ -160,3 +160,16 @@ def test_selfplay_phase_is_all_a_or_b_and_b_needs_the_phase_a_set(tmp_path, monk
     result = CliRunner().invoke(app, ["--set", "warmstart.enabled=false", "selfplay", "--variant", "eve", "--phase",
                                       "b"])
     assert result.exit_code == 1 and "--variant eve --phase a" in " ".join(result.output.split())
+
+
+def test_an_unregistered_variant_stops_every_verb_before_it_starts(tmp_path, monkeypatch):
+    """``selfplay.variant`` is a string in config; the CLI checks it (and ``pipeline.variants``) against the
+    registered variants, the recipes' included, when it loads the params, so no stage runs on a typo."""
+    monkeypatch.chdir(tmp_path)
+    listed = ("configuration error", "selfplay.variant: expected one of 'ssp', ", "'eve'", "got 'kgwcr'")
+    for verb in (["selfplay"], ["evaluate"], ["kg", "extract"]):
+        one_line_error(["--set", "selfplay.variant=kgwcr", *verb], *listed)
+    one_line_error(["selfplay", "--variant", "kgwcr"], *listed)
+    entry = "{params: [wcr, wcr], start: checkpoints/warmstart, phase: all}"
+    one_line_error(["--set", f"pipeline.variants={{nope: {entry}}}", "kg", "extract"], "configuration error",
+                   "pipeline.variants: unknown variants ['nope']")

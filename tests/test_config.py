@@ -48,8 +48,23 @@ def test_out_of_range_value(tmp_path):
 
 def test_bad_choice_lists_the_allowed_values(tmp_path):
     with pytest.raises(ConfigError) as error:
-        load_params(write(tmp_path, "selfplay:\n  variant: kgwcr\n"))
-    assert "'kg_wcr'" in str(error.value) and "kgwcr" in str(error.value)
+        load_params(write(tmp_path, "kg:\n  selector: lm\n"))
+    assert "kg.selector: expected one of 'llm' or 'random'; got 'lm'" in str(error.value)
+
+
+def test_an_unregistered_variant_lists_the_registered_ones(tmp_path):
+    """The variants are registered above config (self-play, the recipes): the caller passes their names, as the
+    CLI does for every verb (tests/test_cli.py), and an unknown one fails before any work with all of them."""
+    from searchplay.policy import selfplay_variants
+
+    path = write(tmp_path, "selfplay:\n  variant: kgwcr\n")
+    with pytest.raises(ConfigError) as error:
+        load_params(path, variants=selfplay_variants())
+    message = str(error.value)
+    assert message.startswith(f"{path}: selfplay.variant: expected one of 'ssp', ") and "got 'kgwcr'" in message
+    assert all(repr(name) in message for name in selfplay_variants()) and "'eve'" in message  # the recipe's too
+    assert load_params(path).selfplay.variant == "kgwcr"  # without the names: a plain string, checked by its user
+    assert load_params(tmp_path / "absent.yaml", variants=selfplay_variants()).selfplay.variant == "kg_wcr"
 
 
 def test_inconsistent_hops_are_rejected(tmp_path):
@@ -85,7 +100,9 @@ def test_flat_and_digest_are_stable():
 
 @pytest.mark.parametrize("name", ["params.yaml", "params.paper.yaml"])
 def test_shipped_profiles_are_valid(repo_root, name):
-    load_params(repo_root / name)
+    from searchplay.policy import selfplay_variants
+
+    load_params(repo_root / name, variants=selfplay_variants())
 
 
 def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
@@ -102,6 +119,8 @@ def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
 
 
 def test_a_pipeline_variant_names_two_keys_a_start_and_a_phase(tmp_path):
+    from searchplay.policy import selfplay_variants
+
     entry = {"params": ["wcr.alpha", "wcr.casefold"], "start": "checkpoints/warmstart",
              "phase": "all"}
     params = load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": entry}})
@@ -111,8 +130,8 @@ def test_a_pipeline_variant_names_two_keys_a_start_and_a_phase(tmp_path):
     with pytest.raises(ConfigError, match="start"):
         load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": {"params": entry["params"],
                                                                                 "phase": "all"}}})
-    with pytest.raises(ConfigError, match="unknown variants"):
-        load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}})
+    with pytest.raises(ConfigError, match=r"pipeline\.variants: unknown variants \['nope'\]; allowed: \[.*'eve'"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}}, variants=selfplay_variants())
 
 
 def test_a_params_file_is_layered_over_params_yaml_key_by_key(tmp_path):

@@ -50,3 +50,23 @@ def test_initial_policy_is_the_variants_warm_start(tmp_path):
         initial_policy(params, "other")
     params.warmstart.enabled = False
     assert initial_policy(params, "eve") == params.models.policy
+
+
+def test_the_model_names_below_eval_come_from_the_registrations(monkeypatch):
+    """The warm-starts' model names and the self-play variants' names, as their stages and recipes register them."""
+    import pytest
+
+    from searchplay import policy
+
+    assert policy.warmstart_models() == ("warmstart", "warmstart_eve")  # the shared one, then EVE's (its recipe)
+    assert policy.warmstart_of_model("warmstart_eve") == "eve" and policy.warmstart_of_model("kg_wcr") is None
+    assert {"ssp", "kg_wcr", "eve"} <= set(policy.selfplay_variants())
+    monkeypatch.setattr(policy, "WARMSTARTS", dict(policy.WARMSTARTS))
+    monkeypatch.setattr(policy, "SELFPLAY_VARIANTS", list(policy.SELFPLAY_VARIANTS))
+    policy.register_warmstart("toy", "out_dir", "searchplay warmstart", model="warmstart_toy")
+    policy.register_warmstart("toy", "out_dir", "searchplay warmstart", model="warmstart_toy")  # again: a no-op
+    with pytest.raises(ValueError, match="already registered"):
+        policy.register_warmstart("toy", "out_dir", "searchplay warmstart", model="other")
+    policy.register_selfplay_variant("toy")
+    policy.register_selfplay_variant("toy")
+    assert policy.warmstart_models()[-1] == "warmstart_toy" and policy.selfplay_variants().count("toy") == 1

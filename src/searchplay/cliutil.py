@@ -10,18 +10,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from searchplay.config import ConfigError, Params, load_params
+from searchplay.policy import selfplay_variants
 
 console = Console(stderr=True)
 
 
 def get_params(ctx: typer.Context, **cli_overrides) -> Params:
-    """The validated params for this invocation; ``cli_overrides`` maps dotted keys to flag values."""
+    """The validated params for this invocation; ``cli_overrides`` maps dotted keys to flag values. The variants
+    they name must be registered ones (the CLI has loaded the recipes by now), or no verb starts."""
     obj = ctx.find_root().obj or {}
     merged = {**obj.get("overrides", {}), **{k: v for k, v in cli_overrides.items() if v is not None}}
     try:
         explicit = obj.get("params_explicit", False)  # --params FILE: layered over params.yaml
         return load_params(obj.get("params_file", Path("params.yaml")), merged,
-                           base=Path("params.yaml") if explicit else None)
+                           base=Path("params.yaml") if explicit else None, variants=selfplay_variants())
     except ConfigError as exc:
         print_error("configuration error", str(exc))
         raise typer.Exit(2) from None

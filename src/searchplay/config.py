@@ -4,7 +4,11 @@ Each section mirrors one DVC stage (``kg``, ``corpus``, ``index``, ``selfplay``,
 Every field is declared once here with its meaning; an unknown key or a wrong value fails with a
 ``ConfigError`` that names the dotted key and what was allowed, e.g.::
 
-    params.yaml: selfplay.variant: expected one of 'ssp', 'kg', 'kg_wcr', 'ssp_kg_answers'; got 'kgwcr'
+    params.yaml: kg.selector: expected one of 'llm' or 'random'; got 'lm'
+
+The self-play variants are registered above this module (``searchplay.selfplay.variants`` and the recipes), so
+``selfplay.variant`` and the ``pipeline.variants`` keys are checked against the names the caller passes
+(``load_params(..., variants=...)``; the CLI passes ``searchplay.policy.selfplay_variants()`` for every verb).
 
 Model and data fields accept three forms: a bundled-asset alias (``bundled:smollm2``), a local
 path, or a Hugging Face hub id (``Qwen/Qwen2.5-7B-Instruct``); see ``searchplay.assets.resolve``.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
@@ -240,11 +245,9 @@ class JudgeConfig(Section):
                                      "(None: no bound)")
 
 
-Variant = Literal["ssp", "kg", "kg_wcr", "ssp_kg_answers", "gdcr", "kg_wcr_gdcr", "eve", "kg_template"]
-
-
 class SelfplayConfig(Section):
-    variant: Variant = Field("kg_wcr", description="method (the README's variants table)")
+    variant: str = Field("kg_wcr", description="method: a registered self-play variant (the README's variants "
+                         "table; checked by load_params against the names its caller passes)")
     iterations: int = Field(2, ge=1, description="self-play steps")
     batch_size: int = Field(4, ge=1, description="Proposer seeds per step (papers: 256)")
     group_size: int = Field(5, ge=1, description="Solver rollouts per question G (papers: 5)")
@@ -504,14 +507,6 @@ class PipelineConfig(Section):
     quick: str = Field("params.quick.yaml", description="overrides applied by `searchplay pipeline --quick`")
     register_model: bool = Field(True, description="register each evaluated model in the MLflow registry")
 
-    @model_validator(mode="after")
-    def _known_variants(self) -> PipelineConfig:
-        allowed = set(Variant.__args__)  # type: ignore[attr-defined]
-        unknown = sorted(set(self.variants) - allowed)
-        if unknown:
-            raise ValueError(f"unknown variants {unknown}; allowed: {sorted(allowed)}")
-        return self
-
 
 class TrackingConfig(Section):
     uri: str | None = Field(None, description="MLflow URI (None: MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
@@ -592,13 +587,15 @@ def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any] | None = None,
-                base: str | Path | None = None) -> Params:
+                base: str | Path | None = None, variants: Collection[str] | None = None) -> Params:
     """Load and validate a params file; ``overrides`` maps dotted keys to values (CLI flags win).
 
     With ``base`` (the CLI's ``--params FILE`` passes ``params.yaml``), ``path`` is layered over it key by
     key, as ``params.quick.yaml`` is over ``params.yaml`` in ``make run-quick``, and must not be empty; what
     neither sets takes the built-in default. A missing file means the defaults (so ``searchplay`` works
-    outside a checkout). A binary or malformed file is a ``ConfigError`` of one line.
+    outside a checkout). A binary or malformed file is a ``ConfigError`` of one line. ``variants``: the
+    registered self-play variants' names; given, ``selfplay.variant`` and the ``pipeline.variants`` keys must
+    be among them (``check_variants``).
     """
     path = Path(path)
     tree: dict[str, Any] = {}
@@ -610,10 +607,28 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
         if value is not None:
             set_dotted(tree, key, value)
     try:
-        return Params.model_validate(tree)
+        params = Params.model_validate(tree)
     except ValidationError as exc:
         messages = [_describe(err, str(path)) for err in exc.errors()]
         raise ConfigError("\n".join(messages)) from None
+    if variants is not None:
+        check_variants(params, variants, str(path))
+    return params
+
+
+def check_variants(params: Params, registered: Collection[str], source: str) -> None:
+    """A ``ConfigError`` naming the registered variants unless ``selfplay.variant`` and every key of
+    ``pipeline.variants`` is one of ``registered`` (in the order given)."""
+    names = list(registered)
+    problems = []
+    if params.selfplay.variant not in names:
+        problems.append(f"{source}: selfplay.variant: expected one of {', '.join(map(repr, names))}; got "
+                        f"{params.selfplay.variant!r}")
+    unknown = sorted(set(params.pipeline.variants) - set(names))
+    if unknown:
+        problems.append(f"{source}: pipeline.variants: unknown variants {unknown}; allowed: {sorted(names)}")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def read_params_tree(path: Path, empty_ok: bool = True) -> dict[str, Any]:

@@ -1,14 +1,16 @@
 """Which weights a model stage starts from or scores: the base policy, the warm-start, a self-play checkpoint.
 
 Shared by the warm-start (writes it), self-play (starts from it) and evaluation (scores it), so it
-lives below all three (docs/architecture.md, "Package floors").
+lives below all three (docs/architecture.md, "Package floors"). It also holds the names of the models
+there are, as their stages register them: the warm-starts (``WARMSTARTS``) and the self-play variants
+(``SELFPLAY_VARIANTS``), which evaluation and the CLI's params check read without importing self-play.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 MODEL_DIR = "model"  # the HF folder (weights + tokenizer) inside warmstart.out_dir and each checkpoint
 CHECKPOINT_STATE = "state.json"  # written last into a self-play checkpoint: its presence marks it complete
@@ -39,23 +41,63 @@ def initial_policy(params: Any, warmstart: str = "shared") -> str:
         return params.models.policy
     if warmstart not in WARMSTARTS:
         raise PolicyError(f"unknown warm-start {warmstart!r}; known: {sorted(WARMSTARTS)}")
-    folder = Path(getattr(params.warmstart, WARMSTARTS[warmstart][0])) / MODEL_DIR
+    folder = warmstart_dir(params, warmstart)
     if not is_model_dir(folder):
-        raise PolicyError(f"warmstart.enabled is true but {folder} holds no model; run `{WARMSTARTS[warmstart][1]}` "
-                          "first (or set warmstart.enabled=false to start from models.policy)")
+        raise PolicyError(f"warmstart.enabled is true but {folder} holds no model; run "
+                          f"`{WARMSTARTS[warmstart].command}` first (or set warmstart.enabled=false to start from "
+                          "models.policy)")
     return str(folder)
 
 
-WARMSTARTS = {"shared": ("out_dir", "searchplay warmstart")}  # name -> (warmstart.<key> of its folder, the command
-# that writes it); recipes add theirs (register_warmstart)
+class Warmstart(NamedTuple):
+    """A warm-start that variants may start from."""
+
+    out_dir_key: str  # warmstart.<key> of its folder
+    command: str  # the command that writes it
+    model: str  # its name as an evaluated model (``evaluate --variant``, ``reports/eval/<model>/``)
 
 
-def register_warmstart(name: str, out_dir_key: str, command: str) -> None:
+WARMSTARTS: dict[str, Warmstart] = {"shared": Warmstart("out_dir", "searchplay warmstart", "warmstart")}  # name ->
+# its entry (Variant.warmstart names one); recipes add theirs (register_warmstart)
+
+
+def register_warmstart(name: str, out_dir_key: str, command: str, model: str) -> None:
     """Add a warm-start that variants may start from: its folder is ``warmstart.<out_dir_key>``, written by
-    ``command`` (a recipe's, at import)."""
-    if WARMSTARTS.get(name, (out_dir_key, command)) != (out_dir_key, command):
+    ``command``, evaluated as ``model`` (a recipe's, at import)."""
+    entry = Warmstart(out_dir_key, command, model)
+    if WARMSTARTS.get(name, entry) != entry:
         raise ValueError(f"warm-start {name!r} is already registered as {WARMSTARTS[name]}")
-    WARMSTARTS[name] = (out_dir_key, command)
+    WARMSTARTS[name] = entry
+
+
+def warmstart_dir(params: Any, warmstart: str) -> Path:
+    """``<warmstart.<out_dir_key>>/model``: the HF folder of the warm-start registered as ``warmstart``."""
+    return Path(getattr(params.warmstart, WARMSTARTS[warmstart].out_dir_key)) / MODEL_DIR
+
+
+def warmstart_models() -> tuple[str, ...]:
+    """The registered warm-starts' model names (``warmstart``, then the recipes'), in registration order."""
+    return tuple(entry.model for entry in WARMSTARTS.values())
+
+
+def warmstart_of_model(model: str) -> str | None:
+    """The ``WARMSTARTS`` key of the warm-start evaluated as ``model`` (``warmstart`` -> ``shared``), or None."""
+    return next((name for name, entry in WARMSTARTS.items() if entry.model == model), None)
+
+
+SELFPLAY_VARIANTS: list[str] = []  # the registered self-play variants' names, in registration order: filled by
+# searchplay.selfplay.variants (its built-ins, and register_variant for the recipes')
+
+
+def register_selfplay_variant(name: str) -> None:
+    """Record a self-play variant's name (``searchplay.selfplay.variants.register_variant`` does); again: a no-op."""
+    if name not in SELFPLAY_VARIANTS:
+        SELFPLAY_VARIANTS.append(name)
+
+
+def selfplay_variants() -> tuple[str, ...]:
+    """The registered self-play variants' names: what ``selfplay.variant`` and ``pipeline.variants`` may name."""
+    return tuple(SELFPLAY_VARIANTS)
 
 
 def complete_checkpoints(root: str | Path) -> list[tuple[int, Path]]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.config import Params
-from searchplay.policy import complete_checkpoints
+from searchplay.policy import WARMSTARTS, complete_checkpoints
 
 
 @dataclass
@@ -70,11 +70,11 @@ def open_runs(params: Params) -> list[OpenRun]:
 def resume_points(params: Params) -> list[ResumePoint]:
     """The warm-start resume states and each self-play variant's newest complete checkpoint."""
     points = []
-    for stage, folder in (("warmstart", params.warmstart.out_dir), ("warmstart_eve", params.warmstart.eve_out_dir)):
-        state = Path(folder) / "resume"
+    for warmstart in WARMSTARTS.values():  # the shared one and the recipes' (their stage: their model name)
+        state = Path(getattr(params.warmstart, warmstart.out_dir_key)) / "resume"
         if state.is_dir():
             age = time.time() - state.stat().st_mtime
-            points.append(ResumePoint(stage, state, f"SFT state saved {age / 60:.0f} min ago"))
+            points.append(ResumePoint(warmstart.model, state, f"SFT state saved {age / 60:.0f} min ago"))
     root = Path(params.selfplay.checkpoint_dir)
     for variant in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         complete = complete_checkpoints(variant)

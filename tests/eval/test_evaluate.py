@@ -168,7 +168,7 @@ def test_base_is_the_policy_by_its_params_id(monkeypatch):
 def test_warmstart_is_its_checkpoint_or_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(stage, "warmstart_model",
-                        lambda params, eve=False: tmp_path / "checkpoints" / "warmstart" / "model")
+                        lambda params, model: tmp_path / "checkpoints" / "warmstart" / "model")
     with pytest.raises(stage.ModelNotFoundError, match="run `searchplay warmstart` first"):
         stage.resolve_model(Params(), "warmstart")
     folder = tmp_path / "checkpoints" / "warmstart" / "model"
@@ -192,8 +192,11 @@ def test_the_eve_warmstart_is_its_own_checkpoint_or_a_clear_error(tmp_path, monk
 def test_warmstart_folder_follows_warmstart_out_dir(tmp_path):
     pytest.importorskip("searchplay.policy")
     params = Params.model_validate({"warmstart": {"out_dir": str(tmp_path / "ws")}})
-    assert stage.warmstart_model(params) == tmp_path / "ws" / "model"
-    assert stage.warmstart_model(Params()).as_posix().endswith("checkpoints/warmstart/model")
+    assert stage.warmstart_model(params, "warmstart") == tmp_path / "ws" / "model"
+    assert stage.warmstart_model(Params(), "warmstart").as_posix().endswith("checkpoints/warmstart/model")
+    assert stage.warmstart_model(Params(), "warmstart_eve").as_posix().endswith("checkpoints/warmstart_eve/model")
+    with pytest.raises(ValueError, match="not a registered warm-start"):
+        stage.warmstart_model(Params(), "kg_wcr")
 
 
 def test_model_revision_changes_with_the_weights(tmp_path):
@@ -262,7 +265,7 @@ def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path,
                  for i, (split, answer) in enumerate(KG_POOL)])
     monkeypatch.setattr("searchplay.assets.resolve", lambda value: str(tmp_path / "home" / value))
     monkeypatch.setattr(stage, "warmstart_model",
-                        lambda params, eve=False: tmp_path / "checkpoints" / "warmstart" / "model")
+                        lambda params, model: tmp_path / "checkpoints" / "warmstart" / "model")
     (tmp_path / "checkpoints" / "warmstart" / "model").mkdir(parents=True)
     (tmp_path / "checkpoints" / "warmstart" / "model" / "config.json").write_text("{}")
     _checkpoint(tmp_path / "checkpoints")

@@ -1,8 +1,10 @@
-"""A variant is a folder and a registry entry: registering one makes it runnable by name, an unknown name lists
-what is registered, and the shared loop, its commands and the shared warm-start never name a variant."""
+"""A variant is a folder and a registry entry: registering one makes it runnable by name, a valid
+``selfplay.variant`` and an evaluable model; an unknown name lists what is registered; and the shared loop, its
+commands, the shared warm-start, the params and evaluation never name a recipe's variant."""
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 from pathlib import Path
@@ -11,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from searchplay.config import Params
+from searchplay import policy
+from searchplay.config import ConfigError, Params, load_params
 from searchplay.selfplay import loop, phases, variants
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import Seed, SeedCursor
@@ -19,7 +22,10 @@ from searchplay.selfplay.step import LoopState, StepResult
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "searchplay"
 SHARED = ["selfplay/loop.py", "selfplay/phases.py", "selfplay/commands.py", "selfplay/variants.py",
-          "warmstart/stage.py", "warmstart/validity.py", "warmstart/formats.py", "warmstart/commands.py", "cli.py"]
+          "selfplay/step.py", "selfplay/seeds.py", "warmstart/stage.py", "warmstart/validity.py",
+          "warmstart/formats.py", "warmstart/commands.py", "eval/commands.py", "policy.py", "status.py", "cli.py",
+          "cliutil.py"]
+MODEL_LISTS = ["config.py", "eval/evaluate.py", "eval/commands.py"]  # modules that once listed the models by name
 TOY = variants.Variant("toy", seeds="toy_seeds", proposer_prompt="ssp", solver_reward="binary", step="toy_step")
 
 
@@ -61,6 +67,7 @@ def test_a_registered_variant_runs_by_name(toy):
 
 def test_the_register_functions_add_to_the_registries_and_refuse_a_different_entry(monkeypatch):
     monkeypatch.setattr(variants, "VARIANTS", dict(variants.VARIANTS))
+    monkeypatch.setattr(policy, "SELFPLAY_VARIANTS", list(policy.SELFPLAY_VARIANTS))
     monkeypatch.setattr(loop, "STEP_FUNCTIONS", dict(loop.STEP_FUNCTIONS))
     monkeypatch.setattr(loop, "SEED_SOURCES", dict(loop.SEED_SOURCES))
     monkeypatch.setattr(phases, "PHASED", dict(phases.PHASED))
@@ -75,6 +82,34 @@ def test_the_register_functions_add_to_the_registries_and_refuse_a_different_ent
         variants.register_variant(variants.Variant("toy", seeds="kg", proposer_prompt="kg", solver_reward="wcr"))
     with pytest.raises(ValueError, match="already registered"):
         loop.register_step("toy_step", lambda *args: None)
+
+
+def test_a_registered_variant_is_a_valid_selfplay_variant_and_an_evaluable_model(monkeypatch, tmp_path):
+    from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants
+
+    monkeypatch.setattr(variants, "VARIANTS", dict(variants.VARIANTS))  # the registries as they were, after the test
+    monkeypatch.setattr(policy, "SELFPLAY_VARIANTS", list(policy.SELFPLAY_VARIANTS))
+    absent, toy = tmp_path / "absent.yaml", {"selfplay.variant": "toy"}
+    with pytest.raises(ConfigError, match=r"selfplay\.variant: expected one of .*'eve'.*; got 'toy'"):
+        load_params(absent, toy, variants=policy.selfplay_variants())
+    assert "toy" not in evaluable_variants()
+    variants.register_variant(TOY)
+    assert load_params(absent, toy, variants=policy.selfplay_variants()).selfplay.variant == "toy"
+    assert evaluable_variants() == ("base", "warmstart", "warmstart_eve", *variants.VARIANTS)
+    assert evaluable_variants()[-1] == "toy"
+
+    seen = []
+
+    def fake_evaluate(params, variant, **kwargs):
+        seen.append((variant, params.selfplay.variant))
+        raise ModelNotFoundError("stopped by the test")
+
+    from searchplay.cli import app
+
+    monkeypatch.setattr("searchplay.eval.evaluate.evaluate", fake_evaluate)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["evaluate", "--variant", "toy"])
+    assert result.exit_code == 1 and seen == [("toy", "toy")]  # a self-play variant: its params are logged
 
 
 def test_an_unknown_variant_lists_the_registered_ones():
@@ -121,6 +156,54 @@ def named_variants(text: str) -> list[str]:
 @pytest.mark.parametrize("module", SHARED)
 def test_the_shared_loop_commands_and_warm_start_name_no_recipe(module):
     assert named_variants((PACKAGE / module).read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("module", MODEL_LISTS)
+def test_the_params_and_evaluation_list_no_recipe_model_by_name(module):
+    assert listed_recipe_models((PACKAGE / module).read_text(encoding="utf-8")) == []
+
+
+def listed_recipe_models(source: str) -> list[str]:
+    """A recipe's models named where ``source`` lists or picks models: its warm-start's model name anywhere as a
+    string; its variant's name beside another model's name in one tuple, list, set, dict or ``Literal[...]``, or
+    compared with ``==`` / ``in``. (The word alone is no sign: ``eve`` is also a params section.)"""
+    from searchplay.recipes import load_recipes
+
+    recipe_variants = set(load_recipes())
+    recipe_warmstarts = set(policy.warmstart_models()) - {policy.WARMSTARTS["shared"].model}
+    models = {"base", *policy.warmstart_models(), *policy.selfplay_variants()}
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and node.value in recipe_warmstarts:
+            found.add(node.value)
+        names = string_items(node)
+        ours = names & recipe_variants
+        if ours and (isinstance(node, ast.Compare) or names & (models - ours)):
+            found |= ours
+    return sorted(found)
+
+
+def string_items(node: ast.AST) -> set[str]:
+    """The string constants a collection (its items, a dict's keys) or a comparison (both sides) holds."""
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        items = node.elts
+    elif isinstance(node, ast.Dict):
+        items = node.keys
+    elif isinstance(node, ast.Compare):
+        items = [node.left, *node.comparators]
+    else:
+        return set()
+    return {item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)}
+
+
+def test_the_model_list_check_sees_a_recipe_listed_or_picked_by_name():
+    assert listed_recipe_models('Variant = Literal["ssp", "kg_wcr", "eve"]') == ["eve"]
+    assert listed_recipe_models('names = (BASE, WARMSTART, "warmstart_eve")') == ["warmstart_eve"]
+    assert listed_recipe_models('folder = eve_dir if variant == "eve" else shared') == ["eve"]
+    assert listed_recipe_models('STARTED_FROM = {"kg_wcr": "warmstart", "eve": "warmstart_eve"}') == [
+        "eve", "warmstart_eve"]
+    assert listed_recipe_models('SECTIONS = ("selfplay", "eve")  # params sections') == []
+    assert listed_recipe_models('x = Field(description="the `eve` variant"); params.eve.seed') == []
 
 
 def test_the_name_check_sees_a_variant_creep_back():

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import typer
 
 from searchplay.cliutil import console, get_params
-from searchplay.config import Variant
+from searchplay.policy import selfplay_variants
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -48,7 +48,7 @@ def evaluate_command(
         raise typer.Exit(EXIT_BAD_PARAMS)
 
     # the params logged with the run are the ones it used: a self-play variant's evaluation names that variant
-    selfplay_variant = variant if variant in get_args(Variant) else None
+    selfplay_variant = variant if variant in selfplay_variants() else None
     params = get_params(ctx, **{"evaluate.model": model, "evaluate.benchmarks": _split(benchmarks),
                                 "evaluate.data_dir": data_dir, "evaluate.n": n, "evaluate.seed": seed,
                                 "evaluate.out_dir": out, "selfplay.variant": selfplay_variant})

@@ -1,8 +1,9 @@
 """The evaluate stage: load, gate, sample, solve, judge, score, report, track.
 
 Four kinds of model are evaluated under the same protocol: ``--variant base`` (``models.policy``),
-``--variant warmstart`` (the warm-start checkpoint) and ``--variant <v>`` (the newest self-play
-checkpoint of variant v); ``evaluate.model`` overrides all three.
+``--variant warmstart`` (the warm-start checkpoint; a recipe's warm-start by its registered model name) and
+``--variant <v>`` (the newest self-play checkpoint of variant v); ``evaluate.model`` overrides all three. The
+names come from the registries in ``searchplay.policy`` (``evaluable_variants``).
 
 Outputs under ``<evaluate.out_dir>/<variant>/``: ``metrics.json`` (DVC metric, flat numeric keys,
 0-100, each score with its n and 95% interval), ``run.json`` (model, judge, protocol, skipped
@@ -20,9 +21,9 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-from searchplay.config import Params, Variant
+from searchplay.config import Params
 from searchplay.eval.benchmarks import (
     KG_HELDOUT,
     LoadedBenchmark,
@@ -59,8 +60,6 @@ class EvalResult:
 
 
 BASE = "base"  # --variant base: models.policy as it is, before any training
-WARMSTART = "warmstart"  # --variant warmstart: the format warm-start's checkpoint, before self-play
-WARMSTART_EVE = "warmstart_eve"  # --variant warmstart_eve: the warm-start continued on EVE's formats (eve's start)
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -89,21 +88,25 @@ def latest_checkpoint(params: Params, variant: str) -> Path | None:
     return found.resolve() if found is not None else None
 
 
-def warmstart_model(params: Params, eve: bool = False) -> Path:
-    """The warm-start checkpoint's HF folder (``<warmstart.out_dir>/model``; rule in ``searchplay.policy``);
-    ``eve``: the EVE warm-start's (``<warmstart.eve_out_dir>/model``)."""
-    from searchplay.policy import MODEL_DIR, warmstart_model_dir
+def warmstart_model(params: Params, model: str) -> Path:
+    """The HF folder of the warm-start evaluated as ``model`` (``warmstart``: ``<warmstart.out_dir>/model``; a
+    recipe's: its own ``warmstart.<key>``; rule and names in ``searchplay.policy``)."""
+    from searchplay.policy import warmstart_dir, warmstart_models, warmstart_of_model
 
-    return Path(params.warmstart.eve_out_dir) / MODEL_DIR if eve else Path(warmstart_model_dir(params))
+    warmstart = warmstart_of_model(model)
+    if warmstart is None:
+        raise ValueError(f"{model!r} is not a registered warm-start; known: {list(warmstart_models())}")
+    return warmstart_dir(params, warmstart)
 
 
 def resolve_model(params: Params, variant: str, allow_base: bool = False) -> ModelChoice:
-    """The model to evaluate: ``evaluate.model``; else by variant: ``base`` -> ``models.policy``,
-    ``warmstart`` -> the warm-start checkpoint, any other -> its latest self-play checkpoint. A variant without
-    a checkpoint is an error naming where it looked, unless ``allow_base`` (the base model, recorded as
-    ``BASE_FALLBACK`` in run.json and the report): a report never names a variant it did not score.
+    """The model to evaluate: ``evaluate.model``; else by variant: ``base`` -> ``models.policy``, a registered
+    warm-start (``warmstart``, a recipe's) -> its checkpoint, any other -> its latest self-play checkpoint. A
+    variant without a checkpoint is an error naming where it looked, unless ``allow_base`` (the base model,
+    recorded as ``BASE_FALLBACK`` in run.json and the report): a report never names a variant it did not score.
     """
     from searchplay import assets
+    from searchplay.policy import WARMSTARTS, warmstart_of_model
 
     if params.evaluate.model:
         return ModelChoice(portable_name(params.evaluate.model), assets.resolve(params.evaluate.model),
@@ -111,12 +114,12 @@ def resolve_model(params: Params, variant: str, allow_base: bool = False) -> Mod
     policy = ModelChoice(params.models.policy, assets.resolve(params.models.policy), "models.policy")
     if variant == BASE:
         return policy
-    if variant in (WARMSTART, WARMSTART_EVE):
-        folder = warmstart_model(params, eve=variant == WARMSTART_EVE)
+    warmstart = warmstart_of_model(variant)
+    if warmstart is not None:
+        folder = warmstart_model(params, variant)
         if not (folder / "config.json").is_file():
-            command = "searchplay warmstart" + (" --eve" if variant == WARMSTART_EVE else "")
             raise ModelNotFoundError(f"no {variant} model at {folder} (expected an HF folder with config.json); "
-                                     f"run `{command}` first")
+                                     f"run `{WARMSTARTS[warmstart].command}` first")
         return ModelChoice(portable_name(folder), str(folder), "warmstart")
     checkpoint = latest_checkpoint(params, variant)
     if checkpoint is not None:
@@ -186,9 +189,11 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a variant is also a fol
 
 
 def evaluable_variants() -> tuple[str, ...]:
-    """The names ``--variant`` accepts (each is also an output folder's name): base, the warm-starts and the
-    registered self-play variants."""
-    return (BASE, WARMSTART, WARMSTART_EVE, *get_args(Variant))
+    """The names ``--variant`` accepts (each is also an output folder's name): base, the registered warm-starts
+    and the registered self-play variants (``searchplay.policy``), each in registration order."""
+    from searchplay.policy import selfplay_variants, warmstart_models
+
+    return (BASE, *warmstart_models(), *selfplay_variants())
 
 
 def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: Any = None, judge: Any = None,

@@ -119,8 +119,8 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
 
 def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     """The real runtime: trainer (policy + reference), rollout backend, verifier, search tool, judge; for a
-    variant with ``frozen_solver`` also a frozen backend of the initial weights, and a phased variant's hooks
-    (``searchplay.selfplay.phases``: e.g. a hand-off between phases)."""
+    variant with ``frozen_solver`` also a frozen backend of the initial weights, and a phased variant's own
+    per-run objects (its ``prepare`` hook in ``searchplay.selfplay.phases`` sets ``runtime.recipe``)."""
     from dataclasses import replace
 
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
@@ -162,7 +162,7 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
                                                                          top_k=top_k)
     phased = phases.phases_of(variant) if variant is not None else None
     if phased is not None and phased.prepare is not None:
-        phased.prepare(runtime, params, start, variant)  # e.g. the hand-off hooks
+        phased.prepare(runtime, params, start, variant)  # e.g. a hand-off's hooks, in runtime.recipe
     return runtime
 
 

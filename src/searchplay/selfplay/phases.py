@@ -29,6 +29,7 @@ class Phases:
     state: Callable[[Params, str, str], dict[str, Any]]  # (params, phase, variant) -> loop state pinning the phase
     finish: dict[str, Callable[..., Any]] = field(default_factory=dict)  # phase -> its last act (loop.finish_phase)
     prepare: Callable[..., None] | None = None  # (runtime, params, start, variant): hooks on the built runtime
+    # (the recipe's own per-run objects go in ``runtime.recipe``)
     one_process: bool = True  # the phase hands off files one process writes: no `accelerate launch`
     help: str = ""  # what each phase does, for ``selfplay --phase``'s help
 

@@ -63,12 +63,10 @@ class Runtime:
     proposer_config: Any  # the same with the Proposer temperature
     encode: Callable[[list[dict]], list[int]]  # chat messages -> prompt token ids
     format_documents: Callable[[Sequence[Document]], str]  # Search-R1 document block
-    # variants whose Solver stays at the initial weights for a while (EVE's Phase A) or that restart from them
+    # a variant with ``Variant.frozen_solver`` (its Solver stays at the initial weights): built by loop.build_runtime
     frozen: Any = None  # PolicyBackend with the initial weights, never updated
     frozen_rollouts: Rollouts | None = None  # run_rollouts bound to ``frozen``
-    reset_policy: Callable[[], None] | None = None  # trainer and backend back to the initial weights
-    handoff_documents: Callable[[], list[Seed]] | None = None  # EVE's held-out source documents
-    selector: Any = None  # EVE's corpus selector (searchplay.recipes.eve.corpus_selector), built on first use
+    recipe: Any = None  # a recipe's own per-run objects, set by its phases' prepare hook (searchplay.selfplay.phases)
 
 
 @dataclass
@@ -80,7 +78,7 @@ class LoopState:
     replay: ReplayBuffer
     rng: random.Random
     history: list[dict[str, float]] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # a variant's own state (EVE: phase plan, Solver set)
+    extra: dict[str, Any] = field(default_factory=dict)  # a variant's own state (a phased recipe's plan, its sets)
 
 
 @dataclass

@@ -5,7 +5,8 @@ reward (``searchplay.rewards.SOLVER_REWARDS``), Solver advantage estimator and P
 estimator (``searchplay.rl.ADVANTAGE_ESTIMATORS``). GDCR/SAPO is such an entry (a step-level reward and
 advantage). A method with its own prompts, rewards, step function and phases is a recipe: a folder under
 ``searchplay.recipes`` that adds its entry with ``register_variant`` (and its prompt with
-``register_proposer_prompt``) when ``searchplay.recipes.load_recipes`` imports it.
+``register_proposer_prompt``) when ``searchplay.recipes.load_recipes`` imports it. Every name registered here is
+also recorded in ``searchplay.policy.SELFPLAY_VARIANTS``, where evaluation and the CLI's params check read it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
+from searchplay.policy import register_selfplay_variant
 from searchplay.selfplay.seeds import Seed
 
 Messages = list[dict[str, str]]
@@ -87,12 +89,16 @@ VARIANTS: dict[str, Variant] = {
                               description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
 }
 
+for _name in VARIANTS:  # the built-ins' names, where evaluation reads them (the recipes' come by register_variant)
+    register_selfplay_variant(_name)
+
 
 def register_variant(variant: Variant) -> None:
     """Add ``variant`` under its name (a recipe's, at import); the same declaration again is a no-op."""
     if VARIANTS.get(variant.name, variant) != variant:
         raise ValueError(f"self-play variant {variant.name!r} is already registered, differently")
     VARIANTS[variant.name] = variant
+    register_selfplay_variant(variant.name)
 
 
 def register_proposer_prompt(name: str, build: Callable[[Seed], Messages]) -> None:

@@ -1,5 +1,5 @@
 """The EVE variant on the real rollout loop with a scripted backend and fake search: the triple and its
-format score, the evidence verifier, document seeds, both phases, the hand-off and a resume across it."""
+format score, the evidence verifier, both phases, the hand-off and a resume across it."""
 
 import json
 import random
@@ -7,8 +7,10 @@ import random
 import pytest
 
 from searchplay.recipes.eve.phases import run_eve_step, seed_triple, verifier_score, verify_evidence
+from searchplay.recipes.eve.runtime import EveRuntime, eve_runtime
+from searchplay.recipes.eve.seeds import document_shard, load_document_seeds
 from searchplay.selfplay.replay import ReplayBuffer
-from searchplay.selfplay.seeds import SeedCursor, document_shard, load_document_seeds
+from searchplay.selfplay.seeds import SeedCursor
 from searchplay.selfplay.step import LoopState, propose
 from searchplay.selfplay.variants import get_variant
 from tests.recipes.eve.eve_fakes import EveScriptedBackend, write_eve_corpus
@@ -45,32 +47,14 @@ def handoff_world(world, trainer, model_dir):
     params, _, runtime, _ = world(trainer=trainer, model_dir=model_dir)
     params.eve.document_tokens = 64
     resets = []
-    runtime.reset_policy = lambda: resets.append(True)
-    runtime.handoff_documents = lambda: load_document_seeds(params.corpus.out, "handoff", params.eve.handoff_share,
-                                                            params.eve.hop_weights)[:3]
+    runtime.recipe = EveRuntime(
+        reset_policy=lambda: resets.append(True),
+        handoff_documents=lambda: load_document_seeds(params.corpus.out, "handoff", params.eve.handoff_share,
+                                                      params.eve.hop_weights)[:3])
     return params, runtime, resets
 
 
 # --- fast ------------------------------------------------------------------------------------------------
-
-
-def test_document_seeds_split_the_corpus_into_disjoint_shards_with_hop_counts(tmp_path):
-    write_eve_corpus(tmp_path / "passages.jsonl", 200)
-    proposer = load_document_seeds(tmp_path / "passages.jsonl", "proposer", 0.2, [4, 3, 2, 1])
-    handoff = load_document_seeds(tmp_path / "passages.jsonl", "handoff", 0.2, [4, 3, 2, 1])
-    assert not {s.seed_id for s in proposer} & {s.seed_id for s in handoff}
-    assert len(proposer) + len(handoff) == 200 and 20 <= len(handoff) <= 60
-    hops = [s.num_hops for s in proposer]
-    assert set(hops) == {1, 2, 3, 4} and hops.count(1) > hops.count(4)  # 4:3:2:1
-    assert proposer[0].record["document"].startswith("(Title: Landmark") and proposer[0].answer == ""
-    assert document_shard("7", 0.2) == document_shard("7", 0.2)  # stable
-
-
-def test_document_seeds_fail_clearly_without_a_corpus(tmp_path):
-    from searchplay.selfplay.seeds import SeedError
-
-    with pytest.raises(SeedError, match="searchplay corpus build"):
-        load_document_seeds(tmp_path / "absent.jsonl", "proposer", 0.2, [1.0])
 
 
 @pytest.mark.parametrize(("mode", "verbatim", "has_evidence"), [("verbatim", True, True),
@@ -270,7 +254,7 @@ def test_the_corpus_selector_picks_phase_a_documents_and_learns_from_the_triples
     assert len(seeds) == 4 and all(seed.record["task_type"] in TASK_TYPES for seed in seeds)
     prompt = get_variant("eve").proposer_messages(seeds[0])[1]["content"]
     assert prompt.endswith(seeds[0].record["task_line"]) and prompt.splitlines()[-1].startswith("Question type:")
-    runtime.selector = None  # a resumed run: rebuilt from the checkpoint's state, same picks
+    eve_runtime(runtime).selector = None  # a resumed run: rebuilt from the checkpoint's state, same picks
     again, picks_again = phase_a_seeds(runtime, params, state)
     assert picks_again == picks and [s.seed_id for s in again] == [s.seed_id for s in seeds]
 

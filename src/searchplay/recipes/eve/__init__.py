@@ -4,16 +4,17 @@ registers EVE into the generic registries (``searchplay.recipes.load_recipes`` d
 * ``prompts``, ``output``: the (q, a, e) Proposer, the evidence-quoting Solver and the verifier prompts, and the
   Proposer's output read off a rollout (EVE §3.1, Eq. 8-9);
 * ``rewards``: R_DZ, the evidence verifier, the brevity bonus, R_pro and R_sol (Eqs. 2, 9-21);
-* ``phases``: the two phases as one step function, the hand-off between them and the document seeds
-  (§3.4, Algs. 1-2); ``corpus_selector``: the corpus selector of App. F;
+* ``phases``: the two phases as one step function and the hand-off between them (§3.4, Algs. 1-2), with their
+  per-run objects in ``runtime`` (``EveRuntime``, on the shared runtime's ``recipe`` slot); ``seeds``: the
+  document seeds of both corpus shards; ``corpus_selector``: the corpus selector of App. F;
 * ``demos``, ``validity``, ``warmstart``, ``commands``: the warm-start demos of EVE's formats, their validity
   check, the ``warmstart_eve`` stage and its ``searchplay warmstart --eve`` flag;
 * ``questions``: the question pool's gate on EVE's rows.
 
 What it registers: the ``eve`` variant and its Proposer prompt, the ``eve`` rewards, the ``eve`` step function
 and phases (``a``, ``b``; run names ``eve_phase_a`` / ``eve``), the ``documents`` seed source, the ``eve``
-warm-start and its stage flag, the ``eve`` demo format (``warmstart.eve_demos``), the evidence format of
-``evaluate.evidence`` and the question-pool gate of source ``eve``.
+warm-start (evaluated as ``warmstart_eve``) and its stage flag, the ``eve`` demo format (``warmstart.eve_demos``),
+the evidence format of ``evaluate.evidence`` and the question-pool gate of source ``eve``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from searchplay.recipes.eve.output import model_text
 from searchplay.recipes.eve.prompts import eve_proposer_messages, eve_solver_messages, extract_evidence
 from searchplay.recipes.eve.questions import EVE_GATE
 from searchplay.recipes.eve.rewards import proposer_eve, solver_eve
+from searchplay.recipes.eve.seeds import document_seeds
 from searchplay.recipes.eve.validity import eve_format_validity
 from searchplay.rewards import register_proposer_reward, register_solver_reward
 from searchplay.selfplay.loop import register_seed_source, register_step
@@ -61,7 +63,7 @@ def phase_iterations(params: Params, phase: str) -> int:
 
 def proposer_documents(params: Params) -> list[Seed]:
     """The ``documents`` seed source: Phase A's source documents (the corpus's 'proposer' shard)."""
-    return phases.document_seeds(params, "proposer")
+    return document_seeds(params, "proposer")
 
 
 def evidence_span(trajectory: Trajectory) -> str | None:
@@ -87,7 +89,7 @@ register_proposer_reward("eve", proposer_eve)
 register_step("eve", phases.run_eve_step)
 register_seed_source("documents", proposer_documents)
 register_phases("eve", PHASES)
-register_warmstart("eve", "eve_out_dir", "searchplay warmstart --eve")
+register_warmstart("eve", "eve_out_dir", "searchplay warmstart --eve", model="warmstart_eve")
 register_stage(STAGE)
 register_format(DEMO_FORMAT)
 register_evidence_format("eve", EVIDENCE)

@@ -18,8 +18,9 @@ set's own, from hand-off time, is ``verifier/v_set_*``): how much the gold evide
 Solver, a Phase B diagnostic.
 
 The rewards and advantages come from the registries (``PROPOSER_REWARDS['eve']``, ``SOLVER_REWARDS['eve']``,
-``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step``, the phases table
-and the seed sources, where ``searchplay.recipes.eve`` registers it.
+``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step`` and the phases table,
+where ``searchplay.recipes.eve`` registers it. Its per-run objects (the hand-off's hooks, the corpus selector) are
+an ``EveRuntime`` on ``runtime.recipe`` (``searchplay.recipes.eve.runtime``).
 """
 
 from __future__ import annotations
@@ -38,17 +39,18 @@ from searchplay.answers import exact_match, token_f1
 from searchplay.config import Params
 from searchplay.io import follow_umask, read_jsonl, write_json, write_jsonl
 from searchplay.llm.backend import SamplingParams
-from searchplay.policy import initial_policy
 from searchplay.recipes.eve.output import Triple, model_text, read_triple, returned_snippets
 from searchplay.recipes.eve.prompts import eve_solver_messages, extract_evidence, verifier_answer, verifier_messages
 from searchplay.recipes.eve.rewards import evidence_verifier, is_verbatim
+from searchplay.recipes.eve.runtime import EveRuntime, eve_runtime
+from searchplay.recipes.eve.seeds import document_seeds
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.phases import PhaseError
 from searchplay.selfplay.seeding import HANDOFF, seed_sampling
-from searchplay.selfplay.seeds import Seed, load_document_seeds
+from searchplay.selfplay.seeds import Seed
 from searchplay.selfplay.step import (
     LoopState,
     Runtime,
@@ -191,10 +193,11 @@ def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: Lo
     path = root / SOLVER_SET
     if path.is_file():
         return list(read_jsonl(path))
-    if runtime.handoff_documents is None:
-        raise HandoffError("the hand-off needs runtime.handoff_documents (build_runtime gives it for 'eve')")
+    eve = eve_runtime(runtime)
+    if eve.handoff_documents is None:
+        raise HandoffError("the hand-off needs EveRuntime.handoff_documents (build_runtime gives it for 'eve')")
     tic = time.perf_counter()
-    documents = runtime.handoff_documents()
+    documents = eve.handoff_documents()
     seed_sampling(params.selfplay.seed, state.iteration, purpose=HANDOFF)  # a resumed Phase A hands off the same
     rows = hand_off(runtime, variant, params, state, documents)
     summary = handoff_summary(rows, len(documents), time.perf_counter() - tic)
@@ -342,17 +345,18 @@ def phase_a_seeds(runtime: Runtime, params: Params, state: LoopState) -> tuple[l
 def corpus_selector(runtime: Runtime, params: Params, state: LoopState) -> Any:
     """The run's selector over the Phase A shard, from the index's passage vectors; a resumed run restores the
     checkpoint's (``state.extra['selector']``), so its clusters and bandits continue exactly."""
-    if runtime.selector is None:
+    eve = eve_runtime(runtime)
+    if eve.selector is None:
         from searchplay.recipes.eve.corpus_selector import CorpusSelector, passage_embeddings
 
         cfg = params.eve
         ids = [seed.seed_id.removeprefix("doc-") for seed in state.cursor.seeds]
         vectors = passage_embeddings(params.index.dir, params.index.table, ids)
         saved = state.extra.get("selector")
-        runtime.selector = (CorpusSelector.from_state(saved, ids, vectors) if saved else
-                            CorpusSelector(ids, vectors, k0=cfg.selector_k0, alpha=cfg.selector_alpha,
-                                           beta=cfg.selector_beta, lambda_u=cfg.selector_lambda_u, seed=cfg.seed))
-    return runtime.selector
+        eve.selector = (CorpusSelector.from_state(saved, ids, vectors) if saved else
+                          CorpusSelector(ids, vectors, k0=cfg.selector_k0, alpha=cfg.selector_alpha,
+                                         beta=cfg.selector_beta, lambda_u=cfg.selector_lambda_u, seed=cfg.seed))
+    return eve.selector
 
 
 def selector_feedback(runtime: Runtime, state: LoopState, picks: list[tuple] | None,
@@ -365,7 +369,7 @@ def selector_feedback(runtime: Runtime, state: LoopState, picks: list[tuple] | N
         return {}
     from searchplay.recipes.eve.corpus_selector import SelectorSample, run_summary_reward
 
-    selector = runtime.selector
+    selector = eve_runtime(runtime).selector
     rows = [SelectorSample(picks[k][1], picks[k][2], triple.question, triple.answer) for k, triple in valid]
     solver = [float(c) for k, _ in valid for c in correct.get(k, [])]
     run_reward = run_summary_reward(m.mean(rewards), m.mean(solver) if solver else 0.0)
@@ -575,11 +579,12 @@ def run_eve_step(runtime: Runtime, variant: Variant, params: Params, state: Loop
         return run_phase_a(runtime, variant, params, state)
     if "solver_set" not in state.extra:
         tic = time.perf_counter()
-        if runtime.handoff_documents is None or runtime.reset_policy is None:
-            raise ValueError("EVE's hand-off needs runtime.handoff_documents and runtime.reset_policy "
+        eve = eve_runtime(runtime)
+        if eve.handoff_documents is None or eve.reset_policy is None:
+            raise ValueError("EVE's hand-off needs EveRuntime.handoff_documents and EveRuntime.reset_policy "
                              "(build_runtime gives both for the 'eve' variant)")
-        state.extra["solver_set"] = hand_off(runtime, variant, params, state, runtime.handoff_documents())
-        runtime.reset_policy()  # EVE's Solver starts from the initial weights, not from the trained Proposer
+        state.extra["solver_set"] = hand_off(runtime, variant, params, state, eve.handoff_documents())
+        eve.reset_policy()  # EVE's Solver starts from the initial weights, not from the trained Proposer
         state.extra["handoff_s"] = time.perf_counter() - tic
     result = run_phase_b(runtime, variant, params, state)
     if "handoff_s" in state.extra:
@@ -587,27 +592,17 @@ def run_eve_step(runtime: Runtime, variant: Variant, params: Params, state: Loop
     return result
 
 
-# --- the hand-off hooks on the runtime (searchplay.selfplay.phases: EVE's ``prepare``) ---------------------
+# --- the hand-off eve on the runtime (searchplay.selfplay.phases: EVE's ``prepare``) ---------------------
 
 PROPOSER_DIR = "proposer"  # the Phase A Proposer's weights, beside the variant's checkpoints
 
 
 def prepare_runtime(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
-    """EVE's hooks on a built runtime: the hand-off documents, and the restart of the policy from ``start``."""
-    runtime.handoff_documents = lambda: document_seeds(params, "handoff")[: params.eve.handoff_documents]
-    runtime.reset_policy = lambda: restart_from_initial(runtime, params, start, variant)
-
-
-def document_seeds(params: Params, shard: str) -> list[Seed]:
-    """EVE's source documents of one corpus shard ('proposer' for Phase A, 'handoff' for the Solver set),
-    cut to ``eve.document_tokens`` policy tokens."""
-    from searchplay.assets import resolve
-    from searchplay.llm.tokenizer import load_tokenizer
-
-    cfg = params.eve
-    tokenizer = load_tokenizer(resolve(initial_policy(params)))
-    return load_document_seeds(params.corpus.out, shard, cfg.handoff_share, cfg.hop_weights, cfg.seed, tokenizer,
-                               cfg.document_tokens)
+    """EVE's eve on a built runtime (``runtime.recipe``): the hand-off documents, and the restart of the policy
+    from ``start``."""
+    runtime.recipe = EveRuntime(
+        handoff_documents=lambda: document_seeds(params, "handoff")[: params.eve.handoff_documents],
+        reset_policy=lambda: restart_from_initial(runtime, params, start, variant))
 
 
 def restart_from_initial(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
