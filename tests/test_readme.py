@@ -134,6 +134,13 @@ def test_the_counts_the_readme_states_are_the_committed_runs():
     for model, more, fewer in searched:
         key = f"behaviour.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
         assert (int(more), int(fewer)) == (metrics[f"{key}.more_searches"], metrics[f"{key}.fewer_searches"]), model
+    covered = [re.search(pattern, summary) for pattern in (
+        r"(kg_wcr) covered more of the path than its start on (\d+) held-out questions and less on (\d+)",
+        r"(gdcr) on (\d+) and (\d+) \(p", r"(ssp) on (\d+) and (\d+) \(p")]
+    for found in covered:
+        model, more, less = found.groups()
+        key = f"coverage.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
+        assert (int(more), int(less)) == (metrics[f"{key}.more"], metrics[f"{key}.less"]), model
     shares = re.search(r"(\d+)% \(kg_wcr\) and (\d+)% \(gdcr\)", summary)
     histories = read_histories(REPORTS / "selfplay")
     for stated_share, variant in zip(shares.groups(), ("kg_wcr", "gdcr"), strict=True):

@@ -340,3 +340,27 @@ def test_the_learning_table_reads_the_loops_trend_test_and_the_gold_check_rate()
     assert table.rows[0] == ["kg_wcr", 3, "10.0%", "30.0%", "0.012", "75.0%"]
     assert table.rows[1] == ["ssp", 1, None, None, None, None]
     assert learning_table({}, {}) is None
+
+
+def test_held_out_waypoint_coverage_is_paired_when_the_kg_pool_is_given(tmp_path):
+    eval_dir = _paired_eval_dir(tmp_path)
+    pool = tmp_path / "subgraphs.jsonl"
+    pool.write_text("".join(json.dumps({"id": str(i), "split": "kg_heldout", "answer": "x", "num_hops": 2,
+                                        "path": [{"id": "Q1", "label": "Bern"}, {"id": "Q2", "label": "Aare"},
+                                                 {"id": "Q3", "label": "x"}],
+                                        "relations": [{"id": "P1", "label": "river"}, {"id": "P2", "label": "mouth"}],
+                                        "waypoints": ["Bern", "Aare"]}) + "\n" for i in range(10)))
+    for model, think in (("warmstart", "Bern"), ("kg_wcr", "Bern and the Aare")):
+        path = eval_dir / model / "predictions" / "kg_heldout.jsonl"
+        records = [json.loads(line) | {"output": f"<think>{think}</think>"} for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    compare_variants(eval_dir, tmp_path / "without")
+    assert "Waypoint coverage" not in (tmp_path / "without" / "compare.md").read_text()
+    compare_variants(eval_dir, tmp_path / "compare", kg_pool=pool)
+    text = (tmp_path / "compare" / "compare.md").read_text()
+    section = text.split("## Waypoint coverage on KG held-out (paired)")[1].split("\n## ")[0]
+    assert "| kg_wcr vs warmstart | 10 | 10 | 0 | 1.000 / 0.500 | 0.002 |" in section
+    assert "kg_wcr names more of the path in its reasoning (paired, exact sign test)" in section
+    assert text.index("## What training changed") < text.index("## Waypoint coverage")
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert merged["coverage.kg_wcr_vs_warmstart.kg_heldout.more"] == 10

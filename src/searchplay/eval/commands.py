@@ -99,6 +99,9 @@ def report_command(
     selfplay_dir: Path = typer.Option(Path("reports/selfplay"), "--selfplay-dir",
                                       help="folder of <variant>/history.csv for the self-play curves (selfplay.png) "
                                       "and budgets"),
+    kg_pool: Path = typer.Option(Path("data/kg/subgraphs.jsonl"), "--kg-pool",
+                                 help="the KG pool whose kg_heldout paths give the held-out waypoint coverage "
+                                 "(left out when missing)"),
     track: bool = typer.Option(True, "--track/--no-track", help="log the paired comparisons and self-play budgets "
                                "to MLflow"),
 ) -> None:
@@ -107,7 +110,7 @@ def report_command(
 
     params = get_params(ctx) if track else None
     try:
-        written = compare_variants(eval_dir, out, selfplay_dir)
+        written = compare_variants(eval_dir, out, selfplay_dir, kg_pool)
     except FileNotFoundError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None

@@ -50,6 +50,14 @@ from searchplay.eval.paired import (
     shared_benchmarks,
 )
 from searchplay.eval.scoring import GROUPS, INTERVAL_SCORES
+from searchplay.eval.waypoints import (
+    CoverageComparison,
+    compare_coverages,
+    coverage_metrics,
+    coverage_note,
+    heldout_waypoints,
+    read_coverage,
+)
 from searchplay.io import atomic_write, read_jsonl, write_json
 
 if TYPE_CHECKING:
@@ -556,6 +564,26 @@ def behaviour_table(comparisons: list[BehaviourComparison], correct: dict[str, d
     return Table("What training changed (paired)", BEHAVIOUR_HEADER, rows, caption=caption, notes=notes)
 
 
+COVERAGE_HEADER = ["comparison (A vs B)", "n", "A covered more", "A covered less", "mean coverage (A / B)",
+                   "sign test p"]
+
+
+def coverage_table(comparisons: list[CoverageComparison]) -> Table | None:
+    """The held-out waypoint coverage table (``searchplay.eval.waypoints``); None when nothing was paired."""
+    if not comparisons:
+        return None
+    rows = [[c.label, c.n, c.more, c.less, f"{c.mean_a:.3f} / {c.mean_b:.3f}", format_p(c.p)] for c in comparisons]
+    caption = ("The same pairs on KG held-out, read for the quantity WCR rewards: the share of the question's KG "
+               "path (its waypoint titles) that a model's <think> text names, g_i of the KG-paths paper's Eq. 5 "
+               "(exact substrings). No model trained on these paths.")
+    notes = [coverage_note(c) for c in comparisons]
+    notes.append("A covered more / less: questions whose waypoints A's reasoning names more / fewer of than B's; "
+                 "sign test p: exact two-sided binomial test of more against less (ties left out), p = 1/2. More "
+                 "searches give more <think> spans, so read it beside the search counts above. One training run "
+                 "per model, as above.")
+    return Table("Waypoint coverage on KG held-out (paired)", COVERAGE_HEADER, rows, caption=caption, notes=notes)
+
+
 # budget name -> (history.csv column summed over iterations, table header)
 BUDGET_COLUMNS = {"groups": ("train/groups", "groups trained"), "rollouts": ("solver/rollouts", "Solver rollouts"),
                   "optimizer_steps": ("train/optimizer_steps", "optimizer steps"),
@@ -676,7 +704,8 @@ def log_comparison(params: Params, out: str | Path) -> None:
     from searchplay.tracking import start_run
 
     merged = json.loads((Path(out) / "metrics.json").read_text(encoding="utf-8"))
-    metrics = {key: value for key, value in merged.items() if key.startswith(("paired.", "behaviour.", "budget."))}
+    logged = ("paired.", "behaviour.", "coverage.", "budget.")
+    metrics = {key: value for key, value in merged.items() if key.startswith(logged)}
     with start_run(params, "report", "compare"):
         mlflow.log_metrics(metrics)
         mlflow.log_artifacts(str(out), artifact_path="compare")
@@ -706,11 +735,13 @@ def score_tables(variants: dict[str, dict[str, float]], columns: list[str], base
     return tables
 
 
-def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None) -> list[Path]:
+def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None,
+                     kg_pool: str | Path | None = None) -> list[Path]:
     """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``; with
     ``selfplay_dir``, also the variants' self-play curves (``selfplay.png``) and training budgets from their
-    history.csv. Right after the judge-accuracy table come the paired comparisons (exact McNemar on each
-    model's predictions) and the self-play budget."""
+    history.csv; with ``kg_pool`` (``subgraphs.jsonl``), the held-out waypoint coverage. Right after the
+    judge-accuracy table come the paired comparisons (exact McNemar on each model's predictions) and the
+    self-play budget."""
     variants = read_variant_metrics(eval_dir)
     if not variants:
         raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
@@ -728,11 +759,14 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     correct = read_correctness(eval_dir, variants)
     comparisons = compare_models(correct, KG_HELDOUT)
     behaviours = compare_behaviours(read_answers(eval_dir, variants), KG_HELDOUT)
+    coverages = (compare_coverages(read_coverage(eval_dir, variants, heldout_waypoints(kg_pool)))
+                 if kg_pool and Path(kg_pool).exists() else [])
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     budget = selfplay_budget(histories)
     learning = learning_table(histories, read_selfplay_summaries(selfplay_dir))
     tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), behaviour_table(behaviours, correct),
-                                        budget_table(budget), learning, hops_table(variants)) if table]
+                                        coverage_table(coverages), budget_table(budget), learning,
+                                        hops_table(variants)) if table]
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
                 "after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
@@ -752,6 +786,7 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     merged = {f"{name}.{key}": value for name, m in variants.items() for key, value in m.items()}
     merged |= {key: value for comparison in comparisons for key, value in comparison_metrics(comparison).items()}
     merged |= {key: value for behaviour in behaviours for key, value in behaviour_metrics(behaviour).items()}
+    merged |= {key: value for coverage in coverages for key, value in coverage_metrics(coverage).items()}
     write_json(out / "metrics.json", merged | budget_metrics(budget))
     return [out / "compare.md", out / "compare.html", out / "metrics.json", *charts]
 
