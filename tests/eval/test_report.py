@@ -359,7 +359,7 @@ def test_held_out_waypoint_coverage_is_paired_when_the_kg_pool_is_given(tmp_path
     compare_variants(eval_dir, tmp_path / "compare", kg_pool=pool)
     text = (tmp_path / "compare" / "compare.md").read_text()
     section = text.split("## Waypoint coverage on KG held-out (paired)")[1].split("\n## ")[0]
-    assert "| kg_wcr vs warmstart | 10 | 10 | 0 | 1.000 / 0.500 | 0.002 |" in section
+    assert "| kg_wcr vs warmstart | 10 | 10 | 0 | 1.000 / 0.500 | 0.002 | 10 / 0 of 10 | 10 / 0 | 0.002 |" in section
     assert "kg_wcr names more of the path in its reasoning (paired, exact sign test)" in section
     assert text.index("## What training changed") < text.index("## Waypoint coverage")
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())

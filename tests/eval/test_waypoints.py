@@ -1,6 +1,7 @@
 import json
 
 from searchplay.eval.waypoints import (
+    Coverage,
     CoverageComparison,
     compare_coverage,
     compare_coverages,
@@ -47,24 +48,37 @@ def test_coverage_reads_only_the_think_text_of_each_answer(tmp_path):
     })
     coverage = read_coverage(tmp_path, ["kg_wcr", "ssp"], heldout_waypoints(pool))
     # h1: "Vienna" is inside "University of Vienna"; "Austria" only outside <think>. ssp has no predictions.
-    assert coverage == {"kg_wcr": {"h1": 0.75, "h2": 0.0}}
+    assert coverage == {"kg_wcr": {"h1": Coverage(0.75, 2, 3), "h2": Coverage(0.0, 0, 3)}}
 
 
-def test_pairs_count_more_and_less_coverage_with_a_sign_test():
-    start = {str(i): 0.25 for i in range(8)}
-    trained = {str(i): 0.5 for i in range(7)} | {"7": 0.0}
+def test_the_head_the_question_names_is_no_bridge_entity():
+    from searchplay.eval.waypoints import answer_coverage
+
+    assert answer_coverage("I need the country of Sigmund Freud", PATH) == Coverage(0.25, 0, 3)
+    assert answer_coverage("Sigmund Freud, Vienna", PATH) == Coverage(0.5, 1, 3)
+    assert answer_coverage("x", ["Bern", "Aare", "Bern"]) == Coverage(0.0, 0, 1)  # a title counts once, the head never
+
+
+def test_pairs_count_more_and_less_coverage_and_bridges_with_sign_tests():
+    start = {str(i): Coverage(0.25, 0, 3) for i in range(8)}
+    trained = {str(i): Coverage(0.5, 1, 3) for i in range(7)} | {"7": Coverage(0.0, 0, 3)}
     [comparison] = compare_coverages({"warmstart": start, "kg_wcr": trained})
     assert (comparison.label, comparison.n, comparison.more, comparison.less) == ("kg_wcr vs warmstart", 8, 7, 1)
     assert comparison.p == 18 / 2**8 and comparison.mean_a == 3.5 / 8 and comparison.mean_b == 0.25
+    assert (comparison.bridges_a, comparison.bridges_b, comparison.bridges) == (7, 0, 24)
+    assert (comparison.more_bridges, comparison.fewer_bridges, comparison.bridges_p) == (7, 0, 2 / 2**7)
     metrics = coverage_metrics(comparison)
     assert metrics["coverage.kg_wcr_vs_warmstart.kg_heldout.more"] == 7
     assert metrics["coverage.kg_wcr_vs_warmstart.kg_heldout.p"] == comparison.p
-    assert "no evidence that kg_wcr covers more or less of the path than warmstart" in coverage_note(comparison)
+    assert metrics["coverage.kg_wcr_vs_warmstart.kg_heldout.more_bridges"] == 7
+    note = coverage_note(comparison)
+    assert "no evidence that kg_wcr covers more or less of the path than warmstart" in note
+    assert note.endswith("kg_wcr names more of the entities between the question's and the answer.")
 
 
 def test_no_shared_question_is_no_comparison_and_no_change_is_named():
-    assert compare_coverages({"warmstart": {"1": 0.5}, "kg_wcr": {"2": 0.5}}) == []
-    same = compare_coverage("ssp", {"1": 0.5}, "warmstart", {"1": 0.5})
+    assert compare_coverages({"warmstart": {"1": Coverage(0.5, 1, 2)}, "kg_wcr": {"2": Coverage(0.5, 1, 2)}}) == []
+    same = compare_coverage("ssp", {"1": Coverage(0.5, 1, 2)}, "warmstart", {"1": Coverage(0.5, 1, 2)})
     assert same.p == 1.0 and "no question's coverage changed" in coverage_note(same)
     assert coverage_note(CoverageComparison("a", "b", 30, 0, 9, 0.1, 0.3)).endswith(
         "a names less of the path in its reasoning (paired, exact sign test).")

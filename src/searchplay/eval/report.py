@@ -565,14 +565,16 @@ def behaviour_table(comparisons: list[BehaviourComparison], correct: dict[str, d
 
 
 COVERAGE_HEADER = ["comparison (A vs B)", "n", "A covered more", "A covered less", "mean coverage (A / B)",
-                   "sign test p"]
+                   "sign test p", "bridge entities named (A / B of all)", "A named more / fewer", "bridges sign p"]
 
 
 def coverage_table(comparisons: list[CoverageComparison]) -> Table | None:
     """The held-out waypoint coverage table (``searchplay.eval.waypoints``); None when nothing was paired."""
     if not comparisons:
         return None
-    rows = [[c.label, c.n, c.more, c.less, f"{c.mean_a:.3f} / {c.mean_b:.3f}", format_p(c.p)] for c in comparisons]
+    rows = [[c.label, c.n, c.more, c.less, f"{c.mean_a:.3f} / {c.mean_b:.3f}", format_p(c.p),
+             f"{c.bridges_a} / {c.bridges_b} of {c.bridges}", f"{c.more_bridges} / {c.fewer_bridges}",
+             format_p(c.bridges_p)] for c in comparisons]
     caption = ("The same pairs on KG held-out, read for the quantity WCR rewards: the share of the question's KG "
                "path (its waypoint titles) that a model's <think> text names, g_i of the KG-paths paper's Eq. 5 "
                "(exact substrings). No model trained on these paths.")
@@ -581,6 +583,9 @@ def coverage_table(comparisons: list[CoverageComparison]) -> Table | None:
                  "sign test p: exact two-sided binomial test of more against less (ties left out), p = 1/2. More "
                  "searches give more <think> spans, so read it beside the search counts above. One training run "
                  "per model, as above.")
+    notes.append("Bridge entities: the waypoints after the path's head, i.e. the entities between the one the "
+                 "question names and the answer; restating the question covers the head, not them. Counted per "
+                 "question and summed; their sign test pairs the questions the same way.")
     return Table("Waypoint coverage on KG held-out (paired)", COVERAGE_HEADER, rows, caption=caption, notes=notes)
 
 
