@@ -108,7 +108,7 @@ COMPARE = REPORTS / "compare" / "metrics.json"
 def run_summary() -> str:
     """The README's paragraph on what the committed run shows, on one line."""
     text = " ".join((ROOT / "README.md").read_text().split())
-    return text[text.index("What the committed run shows:"):]
+    return text[text.index("What the committed run shows"):]
 
 
 @pytest.mark.skipif(not COMPARE.is_file(), reason="no committed comparison report")

@@ -111,7 +111,8 @@ def compare_coverage(model_a: str, coverage_a: Mapping[str, Coverage], model_b: 
     >>> (c.n, c.more, c.less, c.mean_a, c.mean_b, c.p, c.bridges_a, c.bridges_b, c.bridges, c.more_bridges)
     (2, 1, 0, 0.375, 0.25, 1.0, 1, 0, 6, 1)
     """
-    pairs = [(coverage_a[q], coverage_b[q]) for q in coverage_a.keys() & coverage_b.keys()]
+    pairs = [(coverage_a[q], coverage_b[q]) for q in sorted(coverage_a.keys() & coverage_b.keys())]  # sorted: the
+    # float means then sum in one order, whatever the process's string hashing
     n = len(pairs)
     return CoverageComparison(
         model_a, model_b, n, more=sum(a.g > b.g for a, b in pairs), less=sum(a.g < b.g for a, b in pairs),
