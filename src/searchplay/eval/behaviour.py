@@ -25,9 +25,9 @@ from searchplay.eval.paired import (
     POOLED,
     Question,
     comparison_pairs,
-    format_p,
     in_benchmark,
     mcnemar_exact,
+    p_phrase,
     questions_phrase,
 )
 from searchplay.io import read_jsonl
@@ -144,10 +144,9 @@ less on 5 (2.10 vs 1.50 searches per question), p < 0.001: kg_wcr searches more 
     head = f"{comparison.label} on {scope}: "
     if not comparison.answers_changed and not (comparison.more_searches or comparison.fewer_searches):
         return f"{head}no answer and no search count changed: training left nothing an evaluation can see."
-    p = format_p(comparison.searches_p)
     searches = (f"{a} searched more on {questions_phrase(comparison.more_searches)} and less on "
                 f"{comparison.fewer_searches} ({comparison.mean_searches_a:.2f} vs {comparison.mean_searches_b:.2f} "
-                f"searches per question), {'p ' + p if p.startswith('<') else 'p = ' + p}")
+                f"searches per question), {p_phrase(comparison.searches_p)}")
     if comparison.searches_p < 0.05 and comparison.more_searches != comparison.fewer_searches:
         direction = "more" if comparison.more_searches > comparison.fewer_searches else "less"
         verdict = f"{a} searches {direction} (paired, exact sign test)"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from searchplay.colors import model_color
 from searchplay.eval.behaviour import BehaviourComparison
-from searchplay.eval.paired import format_p
+from searchplay.eval.paired import p_phrase
 from searchplay.io import atomic_write
 
 
@@ -30,8 +30,7 @@ def behaviour_chart(path: str | Path, comparisons: list[BehaviourComparison], sc
         color = model_color(c.model_a)
         ax.barh(y, c.more_searches, color=color, alpha=0.9)
         ax.barh(y, -c.fewer_searches, color=color, alpha=0.45, hatch="//")
-        p = format_p(c.searches_p)
-        ax.text(1.02, y, f"more {c.more_searches}, less {c.fewer_searches}, p {p if p.startswith('<') else '= ' + p}"
+        ax.text(1.02, y, f"more {c.more_searches}, less {c.fewer_searches}, {p_phrase(c.searches_p)}"
                 f"\n{c.answers_changed} of {c.n} answers changed", transform=ax.get_yaxis_transform(),
                 va="center", fontsize=8)
     if not rows:

@@ -149,6 +149,16 @@ def format_p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.2g}"
 
 
+def p_phrase(p: float) -> str:
+    """``format_p`` as a sentence writes it.
+
+    >>> [p_phrase(p) for p in (0.03125, 0.0004)]
+    ['p = 0.031', 'p < 0.001']
+    """
+    shown = format_p(p)
+    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
+
+
 def comparison_metrics(comparison: PairedComparison) -> dict[str, float]:
     """Flat ``paired.<A>_vs_<B>.<scope>.<field>`` entries (names MLflow accepts as metric keys).
 

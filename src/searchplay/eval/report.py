@@ -46,6 +46,7 @@ from searchplay.eval.paired import (
     compare_models,
     comparison_metrics,
     format_p,
+    p_phrase,
     questions_phrase,
     shared_benchmarks,
 )
@@ -473,11 +474,6 @@ def scope_label(comparison: PairedComparison | BehaviourComparison, correct: dic
     return f"all benchmarks pooled ({count} benchmark{'' if count == 1 else 's'})"
 
 
-def _p_phrase(p: float) -> str:
-    shown = format_p(p)
-    return f"p {shown}" if shown.startswith("<") else f"p = {shown}"
-
-
 def paired_note(comparison: PairedComparison, scope: str, judges: dict[str, str]) -> str:
     """One comparison in plain words, from its numbers.
 
@@ -496,7 +492,7 @@ def paired_note(comparison: PairedComparison, scope: str, judges: dict[str, str]
                   f"{a} alone right on {questions_phrase(comparison.only_a)}, {b} alone right on {comparison.only_b}")
         verdict = (f"{comparison.better} is better (paired, exact McNemar)" if comparison.better
                    else "no evidence of a difference")
-        note = f"{head}{counts}, {_p_phrase(comparison.p)}: {verdict}."
+        note = f"{head}{counts}, {p_phrase(comparison.p)}: {verdict}."
     if judges.get(a, "unknown") != judges.get(b, "unknown"):
         note += f" Judged differently ({a}: {judges.get(a)}; {b}: {judges.get(b)}): the pairing mixes two judges."
     return note

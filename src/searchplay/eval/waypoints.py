@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.eval.benchmarks import KG_HELDOUT, load_kg_heldout
-from searchplay.eval.paired import comparison_pairs, format_p, mcnemar_exact, questions_phrase
+from searchplay.eval.paired import comparison_pairs, mcnemar_exact, p_phrase, questions_phrase
 from searchplay.io import read_jsonl
 from searchplay.rewards.coverage import extract_think_text, waypoint_coverage
 
@@ -168,7 +168,7 @@ questions, fewer on 1 (63 vs 57 named of 474), p = 0.07: no evidence of a differ
         return head
     bridges = (f"Bridge entities: more on {questions_phrase(comparison.more_bridges)}, fewer on "
                f"{comparison.fewer_bridges} ({comparison.bridges_a} vs {comparison.bridges_b} named of "
-               f"{comparison.bridges}), {_p_phrase(comparison.bridges_p)}")
+               f"{comparison.bridges}), {p_phrase(comparison.bridges_p)}")
     if comparison.bridges_p < 0.05 and comparison.more_bridges != comparison.fewer_bridges:
         direction = "more" if comparison.more_bridges > comparison.fewer_bridges else "fewer"
         return f"{head} {bridges}: {a} names {direction} of the entities between the question's and the answer."
@@ -178,9 +178,4 @@ questions, fewer on 1 (63 vs 57 named of 474), p = 0.07: no evidence of a differ
 def _coverage_counts(comparison: CoverageComparison) -> str:
     return (f"{comparison.label}: {comparison.model_a} covered more waypoints on {questions_phrase(comparison.more)} "
             f"and fewer on {comparison.less} (mean {comparison.mean_a:.3f} vs {comparison.mean_b:.3f}), "
-            f"{_p_phrase(comparison.p)}")
-
-
-def _p_phrase(p: float) -> str:
-    text = format_p(p)
-    return f"p {text}" if text.startswith("<") else f"p = {text}"
+            f"{p_phrase(comparison.p)}")
