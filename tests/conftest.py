@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from searchplay.recipes import load_recipes
-from searchplay.runtime import THREAD_WAIT_ENV, apply_offline_defaults, pin_numerics
+from searchplay.runtime import THREAD_WAIT_ENV, apply_offline_defaults
 
 apply_offline_defaults()
-pin_numerics()  # as the CLI does, before torch's first MKL call
 load_recipes()  # as the CLI does: the recipes' variants, rewards, phases and formats are registered for every test
 os.environ.setdefault(THREAD_WAIT_ENV, "spin")  # CLI tests skip the start-up load check (tests/test_runtime.py has it)
 

@@ -1,5 +1,5 @@
-"""Process-wide settings: offline defaults, MKL's alignment-independent numerics (``pin_numerics``), how
-threads wait on a busy machine (``choose_thread_wait``) and glibc's malloc tuning (``keep_freed_memory``)."""
+"""Process-wide settings: offline defaults, how threads wait on a busy machine (``choose_thread_wait``) and
+glibc's malloc tuning (``keep_freed_memory``)."""
 
 from __future__ import annotations
 
@@ -69,25 +69,6 @@ def test_every_command_runs_with_the_malloc_tuning(monkeypatch, tmp_path):
     monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
     CliRunner().invoke(cli.app, ["assets", "--check"])
     assert called == [True]
-
-
-def test_mkl_numerics_are_pinned_unless_the_user_chose(monkeypatch):
-    monkeypatch.delenv("MKL_CBWR", raising=False)
-    runtime.pin_numerics()
-    assert os.environ["MKL_CBWR"] == "AUTO,STRICT"
-    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
-    runtime.pin_numerics()
-    assert os.environ["MKL_CBWR"] == "COMPATIBLE"
-
-
-def test_every_command_pins_mkl_numerics_before_torch_loads(tmp_path):
-    """In a fresh process: the CLI sets MKL_CBWR before anything imports torch (MKL reads it at its first call)."""
-    code = ("import sys; from typer.testing import CliRunner; from searchplay import cli; "
-            "assert 'torch' not in sys.modules; CliRunner().invoke(cli.app, ['assets', '--check']); "
-            "import os; print(os.environ.get('MKL_CBWR'))")
-    env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"} | {"SEARCHPLAY_HOME": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
-    assert result.stdout.strip().splitlines()[-1] == "AUTO,STRICT"
 
 
 def test_peak_memory_counts_what_this_process_touched():

@@ -27,13 +27,7 @@ from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_e
 from searchplay.config import ConfigError, parse_override
 from searchplay.io import OutputsBusyError
 from searchplay.llm.weights import ModelLoadError
-from searchplay.runtime import (
-    apply_offline_defaults,
-    choose_thread_wait,
-    keep_freed_memory,
-    log_peak_memory,
-    pin_numerics,
-)
+from searchplay.runtime import apply_offline_defaults, choose_thread_wait, keep_freed_memory, log_peak_memory
 
 
 class SearchplayGroup(TyperGroup):
@@ -85,7 +79,6 @@ def main(
 ) -> None:
     """searchplay: search self-play on Wikidata knowledge-graph paths."""
     apply_offline_defaults(online=online)
-    pin_numerics()  # before MKL's first call: results that do not depend on memory alignment
     keep_freed_memory()
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,7 +1,6 @@
-"""Process-wide defaults, set before heavy libraries import: running offline and quietly, MKL's numerics
-independent of memory alignment (``pin_numerics``), how OpenMP threads wait on a machine that is already busy
-(``choose_thread_wait``), and glibc's malloc kept from handing large blocks back to the kernel
-(``keep_freed_memory``)."""
+"""Process-wide defaults, set before heavy libraries import: running offline and quietly, how OpenMP threads
+wait on a machine that is already busy (``choose_thread_wait``), and glibc's malloc kept from handing large
+blocks back to the kernel (``keep_freed_memory``)."""
 
 from __future__ import annotations
 
@@ -37,24 +36,6 @@ def apply_offline_defaults(online: bool = False) -> None:
     for key, value in OFFLINE_DEFAULTS.items():
         if online and key in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}:
             continue
-        os.environ.setdefault(key, value)
-
-
-NUMERICS_DEFAULTS = {"MKL_CBWR": "AUTO,STRICT"}
-
-
-def pin_numerics() -> None:
-    """Make MKL's results independent of where tensors happen to sit in memory (``MKL_CBWR=AUTO,STRICT``:
-    the fastest code path for this CPU, with strict conditional numerical reproducibility), unless the user
-    set ``MKL_CBWR``. Must run before MKL's first call.
-
-    Without it, MKL may take another path for data that is not 64-byte aligned, and where the heap puts a
-    buffer depends on what the process did before (Python's per-process string hashing included). The
-    warm-start's base-model Proposer samples (temperature 1) then diverged between runs of the same code and
-    seed: 11 of 12 rows under ``PYTHONHASHSEED`` 2 or 3 against 1, none with this setting, at the same speed
-    (docs/benchmarks.md, "What a rerun with the same code and seed changes").
-    """
-    for key, value in NUMERICS_DEFAULTS.items():
         os.environ.setdefault(key, value)
 
 
