@@ -146,3 +146,22 @@ def test_a_bad_thread_wait_setting_is_a_configuration_error(monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     result = CliRunner().invoke(cli.app, ["assets", "--check"])
     assert result.exit_code == 2 and "expected auto, spin or passive" in result.output
+
+
+def test_math_kernels_are_warmed_on_one_thread_then_on_all(monkeypatch):
+    import torch
+
+    calls: list[tuple[str, int]] = []
+    for name in runtime.WARMED_KERNELS:
+        monkeypatch.setattr(torch, name, lambda x, name=name: calls.append((name, x.numel())))
+    runtime.warm_math_kernels.__wrapped__()
+    assert {name for name, _ in calls} >= {"cos", "sin"}  # the rotary embedding's
+    assert calls == [(name, size) for name in runtime.WARMED_KERNELS for size in (16, runtime.PARALLEL_ELEMENTS)]
+    assert runtime.PARALLEL_ELEMENTS > 32_768  # ATen's grain size: a smaller tensor runs on the calling thread alone
+
+
+def test_math_kernels_are_warmed_once_per_process():
+    runtime.warm_math_kernels()
+    before = runtime.warm_math_kernels.cache_info().hits
+    runtime.warm_math_kernels()
+    assert runtime.warm_math_kernels.cache_info().hits == before + 1

@@ -1,10 +1,12 @@
 """Process-wide defaults, set before heavy libraries import: running offline and quietly, how OpenMP threads
 wait on a machine that is already busy (``choose_thread_wait``), and glibc's malloc kept from handing large
-blocks back to the kernel (``keep_freed_memory``)."""
+blocks back to the kernel (``keep_freed_memory``); and torch's math kernels run once before a model's first
+forward (``warm_math_kernels``)."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import time
@@ -147,3 +149,27 @@ def log_peak_memory(command: str) -> None:
     log.info("peak memory of `searchplay %s`: %.2f GiB%s", command, own,
              f" (largest child process: {children:.2f} GiB, pages shared at a fork included)" if children > 0.01
              else "")
+
+
+WARMED_KERNELS = ("cos", "sin", "exp", "log", "tanh", "erf")  # element-wise ops a transformer's forward calls
+PARALLEL_ELEMENTS = 1 << 17  # above ATen's grain size (32,768 elements), so every intra-op thread takes a part
+
+
+@functools.cache
+def warm_math_kernels() -> None:
+    """Run torch's element-wise math kernels once, on one thread and then on all, results discarded; once per
+    process, before a model's first forward (``searchplay.llm.weights.load_causal_lm`` calls it).
+
+    The first ``cos`` of a process is not always exact: on the development Xeon (2 threads, torch 2.13) about a
+    quarter of the processes computed the second intra-op thread's half of it differently, and every later call
+    in the same process was exact. The model's first forward is where that first ``cos`` fell: the rotary
+    embedding of the base model's first prompt batch, whose bf16 cos then took the other neighbouring bf16 value
+    at 354 of 39,936 entries. Its logits moved by a few bf16 steps, and the sampled Proposer text of the
+    warm-up checks differed between reruns of the same code and seed (docs/benchmarks.md, "What a rerun with the
+    same code and seed changes"). Taking that first call here leaves every forward with the exact kernels.
+    """
+    import torch
+
+    for name in WARMED_KERNELS:
+        for size in (16, PARALLEL_ELEMENTS):
+            getattr(torch, name)(torch.linspace(0.5, 100.0, size))

@@ -42,3 +42,17 @@ def test_the_cli_says_it_in_one_line(tiny_checkpoint, monkeypatch):
     monkeypatch.setattr("searchplay.eval.evaluate.evaluate", evaluate)
     result = CliRunner().invoke(app, ["evaluate", "--variant", "base"])
     assert result.exit_code == 1 and "model error" in result.output and "Traceback" not in result.output
+
+
+def test_the_math_kernels_are_warmed_before_the_weights_load(tiny_checkpoint, monkeypatch):
+    import transformers
+
+    from searchplay import runtime
+
+    order: list[str] = []
+    load = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(runtime, "warm_math_kernels", lambda: order.append("warm"))
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *args, **kwargs: order.append("load") or load(*args, **kwargs))
+    load_causal_lm(tiny_checkpoint)
+    assert order == ["warm", "load"]

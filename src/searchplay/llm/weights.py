@@ -13,10 +13,14 @@ class ModelLoadError(RuntimeError):
 
 
 def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:
-    """``AutoModelForCausalLM.from_pretrained(path, **kwargs)``, its load failures as ``ModelLoadError``."""
+    """``AutoModelForCausalLM.from_pretrained(path, **kwargs)``, its load failures as ``ModelLoadError``; torch's
+    math kernels are warmed first (``searchplay.runtime.warm_math_kernels``), so the first forward is exact."""
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
+    from searchplay.runtime import warm_math_kernels
+
+    warm_math_kernels()
     try:
         return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     except (SafetensorError, OSError, ValueError, json.JSONDecodeError) as exc:
