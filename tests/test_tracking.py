@@ -233,3 +233,52 @@ def test_a_stage_of_a_temporary_dvc_experiment_logs_to_the_projects_store(tmp_pa
     assert stored.data.tags["dvc.exp_name"] == "tipsy-alpha"
     assert stored.data.tags["dvc.exp_baseline"] == "0" * 40
     assert client.get_model_version("searchplay-kg_wcr", "1").tags["dvc.exp_name"] == "tipsy-alpha"
+
+
+def test_a_store_is_set_up_once_per_process_under_its_lock(tmp_path, monkeypatch):
+    import fcntl
+
+    import mlflow
+
+    from searchplay import tracking
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    held = []
+
+    class Client:
+        def __init__(self, tracking_uri: str):
+            assert tracking_uri == uri
+
+        def search_experiments(self, max_results: int) -> list:
+            with (tmp_path / ".mlflow.db.lock").open("a") as handle, pytest.raises(BlockingIOError):
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(True)
+            return []
+
+    monkeypatch.setattr(mlflow, "MlflowClient", Client)
+    monkeypatch.setattr(tracking, "_READY_STORES", set())
+    tracking.use_store(uri)
+    tracking.use_store(uri)
+    assert held == [True]
+    assert mlflow.get_tracking_uri() == uri
+
+
+@pytest.mark.slow
+def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    go = tmp_path / "go"
+    script = ("import pathlib, time, mlflow\n"
+              "from searchplay.tracking import use_store\n"
+              f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
+              f"use_store({uri!r})\n"
+              "mlflow.MlflowClient().search_experiments()\n")
+    workers = [subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    time.sleep(8)  # every worker has imported mlflow and waits
+    go.touch()
+    for worker in workers:
+        _, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err[-2000:]

@@ -41,15 +41,14 @@ class ResumePoint:
 
 def open_runs(params: Params) -> list[OpenRun]:
     """Every RUNNING run of this project's experiments, after ending KILLED those whose process is gone."""
-    import mlflow
     from mlflow import MlflowClient
 
-    from searchplay.tracking import HOST_TAG, PID_TAG, end_stale_runs, tracking_uri
+    from searchplay.tracking import HOST_TAG, PID_TAG, end_stale_runs, tracking_uri, use_store
 
     uri = tracking_uri(params)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         return []  # no store yet: nothing ran here (opening it would create an empty one)
-    mlflow.set_tracking_uri(uri)
+    use_store(uri)
     client = MlflowClient()
     prefix = f"{params.tracking.experiment_prefix}-"
     found = []

@@ -28,7 +28,7 @@ from typing import Any
 
 from searchplay.colors import model_color
 from searchplay.config import Params
-from searchplay.io import process_alive
+from searchplay.io import exclusive_outputs, process_alive
 from searchplay.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,27 @@ def _project_default() -> tuple[str, str | None]:
     if not root:
         return DEFAULT_TRACKING_URI, None
     return f"sqlite:///{Path(root).resolve() / 'mlflow.db'}", (Path(root).resolve() / "mlruns").as_uri()
+
+
+_READY_STORES: set[str] = set()  # stores this process has opened (their tables exist)
+
+
+def use_store(uri: str) -> None:
+    """``mlflow.set_tracking_uri(uri)``, a sqlite store's tables made first under a lock beside its file.
+
+    MLflow creates (or migrates) a sqlite store's tables when a process first opens it. Two processes that
+    open a new ``mlflow.db`` at once both run that migration, and one fails on a table the other is making
+    ("table _alembic_tmp_model_versions already exists"). So the first opening in each process holds
+    ``.<store file>.lock`` (released by the kernel when its holder dies); later openings skip it.
+    """
+    import mlflow
+
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if path and uri not in _READY_STORES:
+        with exclusive_outputs(path, "MLflow store setup", wait=True):
+            mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        _READY_STORES.add(uri)
+    mlflow.set_tracking_uri(uri)
 
 
 def _set_experiment(name: str) -> Any:
@@ -151,7 +172,7 @@ def chart_view_url(params: Params, stage: str = "evaluate", ui: str = "http://12
     """
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri(params))
+    use_store(tracking_uri(params))
     experiment = mlflow.MlflowClient().get_experiment_by_name(experiment_name(params, stage))
     if experiment is None:
         return None
@@ -173,7 +194,7 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
     """
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri(params))
+    use_store(tracking_uri(params))
     experiment = _set_experiment(experiment_name(params, stage))
     if not nested:
         for stale in end_stale_runs(experiment.experiment_id):
@@ -269,11 +290,10 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
     A version registered from ``dvc exp run --temp``/``--queue`` points into the copy DVC deletes; its
     ``dvc.exp_name`` tag names the experiment, whose checkpoint ``dvc exp apply <name>`` restores.
     """
-    import mlflow
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    mlflow.set_tracking_uri(tracking_uri(params))
+    use_store(tracking_uri(params))
     client = MlflowClient()
     name = f"{params.tracking.experiment_prefix}-{variant}"
     try:
