@@ -364,3 +364,16 @@ def test_held_out_waypoint_coverage_is_paired_when_the_kg_pool_is_given(tmp_path
     assert text.index("## What training changed") < text.index("## Waypoint coverage")
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
     assert merged["coverage.kg_wcr_vs_warmstart.kg_heldout.more"] == 10
+
+
+def test_the_report_opens_on_one_row_of_paired_tests_per_pair(tmp_path):
+    compare_variants(_paired_eval_dir(tmp_path), tmp_path / "compare")
+    text = (tmp_path / "compare" / "compare.md").read_text()
+    assert text.index("## At a glance: paired tests on KG held-out") < text.index("## Judge accuracy")
+    glance = text.split("## At a glance")[1].split("## Judge accuracy")[0]
+    assert "| warmstart vs base | 10 | 6 / 0 (p = 0.031) | 0 / 0 (p = 1) | – | more right answers |" in glance
+    assert ("| kg_wcr vs warmstart | 10 | 1 / 0 (p = 1) | 10 / 0 (p = 0.002) | – | searches more; correctness: no "
+            "difference shown |") in glance
+    assert "| gdcr vs warmstart | 10 | 0 / 0 (p = 1) | 0 / 0 (p = 1) | – | no difference shown by any of the 2 " \
+        "tests |" in glance
+    assert "eve vs" not in glance  # its start was not evaluated

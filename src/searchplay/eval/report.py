@@ -36,6 +36,7 @@ from searchplay.eval.behaviour_chart import behaviour_chart
 from searchplay.eval.benchmark_chart import Bar, benchmark_chart
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.curves import read_histories, selfplay_curves
+from searchplay.eval.glance import GLANCE_HEADER, glance_rows
 from searchplay.eval.paired import (
     HEAD_TO_HEAD,
     POOLED,
@@ -736,6 +737,24 @@ def score_tables(variants: dict[str, dict[str, float]], columns: list[str], base
     return tables
 
 
+def glance_table(comparisons: list[PairedComparison], behaviours: list[BehaviourComparison],
+                 coverages: list[CoverageComparison], scope: str) -> Table | None:
+    """"At a glance": each pair's three paired tests in one row (``searchplay.eval.glance``); None when
+    nothing was paired."""
+    rows = glance_rows(comparisons, behaviours, coverages, scope)
+    if not rows:
+        return None
+    where = LABELS.get(scope, "all benchmarks pooled")
+    caption = (f"Each trained model against the checkpoint it started from, and the head-to-head pairs, on {where}: "
+               "the same questions read three ways. Each cell counts the questions where A did more or less than "
+               "B, with the exact two-sided test of those counts. Path coverage is the share of the question's KG "
+               "path that the reasoning names (KG-paths Eq. 5), the quantity WCR pays for. The sections below give "
+               "each test in full, on the benchmarks pooled too.")
+    notes = ["One training run per model: a difference says this checkpoint differs from its start on these "
+             "questions, not that another seed of the same training would."]
+    return Table(f"At a glance: paired tests on {where}", GLANCE_HEADER, rows, caption=caption, notes=notes)
+
+
 def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None,
                      kg_pool: str | Path | None = None) -> list[Path]:
     """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``; with
@@ -768,14 +787,16 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), behaviour_table(behaviours, correct),
                                         coverage_table(coverages), budget_table(budget), learning,
                                         hops_table(variants)) if table]
+    scope = KG_HELDOUT if any(b.scope == KG_HELDOUT for b in behaviours) else POOLED
+    glance = glance_table(comparisons, behaviours, coverages, scope)
+    tables[:0] = [glance] if glance else []
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
                 "after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
     charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
     if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):
         charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
-    scope = KG_HELDOUT if any(b.scope == KG_HELDOUT for b in behaviours) else POOLED  # a DVC plot: always drawn
-    charts.append(behaviour_chart(out / "behaviour.png", [b for b in behaviours if b.scope == scope],
+    charts.append(behaviour_chart(out / "behaviour.png", [b for b in behaviours if b.scope == scope],  # a DVC plot
                                   LABELS.get(scope, "all benchmarks pooled")))
     if histories:
         charts.append(selfplay_curves(out / "selfplay.png", histories))
