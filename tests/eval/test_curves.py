@@ -48,4 +48,4 @@ def test_the_comparison_embeds_the_curves_when_there_are_histories(tmp_path):
     assert "![selfplay](selfplay.png)" in (tmp_path / "compare" / "compare.md").read_text()
     assert "src='selfplay.png'" in (tmp_path / "compare" / "compare.html").read_text()
     without = compare_variants(eval_dir, tmp_path / "plain")
-    assert not (tmp_path / "plain" / "selfplay.png").exists() and len(without) == 5
+    assert not (tmp_path / "plain" / "selfplay.png").exists() and len(without) == 6

@@ -66,7 +66,7 @@ def test_comparison_shows_intervals_baseline_and_n(tmp_path):
     assert "20.0 [3.6, 62.4] (n=5)" in (tmp_path / "compare" / "compare.html").read_text()
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
     assert merged["base.nq.em_ci_high"] == percent_interval(1, 5)[1]
-    assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 5
+    assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 6
 
 
 def test_retrieval_recall_gets_its_own_table_note_and_chart(tmp_path):
@@ -81,7 +81,7 @@ def test_retrieval_recall_gets_its_own_table_note_and_chart(tmp_path):
     table = (tmp_path / "compare" / "compare.md").read_text().split("## Answer retrieved by the model's searches")[1]
     assert "| warmstart | 60.0 [23.1, 88.2] (n=5) |" in table and "retrieval recall" in table
     assert "| one search with the question itself (reference, top-k) | 20.0 | – | – |" in table
-    assert (tmp_path / "compare" / "retrieval.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 6
+    assert (tmp_path / "compare" / "retrieval.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 7
     assert not (tmp_path / "plain" / "retrieval.png").exists()
 
 
@@ -377,3 +377,5 @@ def test_the_report_opens_on_one_row_of_paired_tests_per_pair(tmp_path):
     assert "| gdcr vs warmstart | 10 | 0 / 0 (p = 1) | 0 / 0 (p = 1) | – | no difference shown by any of the 2 " \
         "tests |" in glance
     assert "eve vs" not in glance  # its start was not evaluated
+    assert (tmp_path / "compare" / "glance.png").read_bytes().startswith(b"\x89PNG")
+    assert "![glance](glance.png)" in text

@@ -1,71 +1,93 @@
-"""The report's first table: each paired comparison in one row, with the three paired tests side by side.
+"""The report's first table and chart: each model pair with its three paired tests side by side.
 
-``glance_rows`` joins, per model pair, what the comparison report tests separately on the same questions:
+``pair_tests`` joins, per model pair, what the comparison report tests separately on the same questions:
 correctness (exact McNemar, ``searchplay.eval.paired``), search counts (exact sign test,
 ``searchplay.eval.behaviour``) and waypoint coverage g_i of KG-paths Eq. 5 (exact sign test,
-``searchplay.eval.waypoints``), and says in words which of them moved at p < ``SIGNIFICANCE``.
+``searchplay.eval.waypoints``). ``glance_rows`` writes them as table rows and says in words which moved at
+p < ``SIGNIFICANCE``; ``searchplay.eval.glance_chart`` draws them.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from searchplay.eval.behaviour import BehaviourComparison
 from searchplay.eval.paired import SIGNIFICANCE, PairedComparison, format_p
 from searchplay.eval.waypoints import CoverageComparison
 
+TESTS = ("correct", "searches", "coverage")  # the three paired tests, in the table's and the chart's order
+TEST_WORDS = {"correct": ("more right answers", "fewer right answers"), "searches": ("searches more", "searches less"),
+              "coverage": ("names more of the path", "names less of the path")}
 GLANCE_HEADER = ["comparison (A vs B)", "n", "correct: only A / only B (McNemar p)",
                  "searches: A more / A fewer (sign p)", "path coverage: A more / A less (sign p)",
                  f"A against B, where p < {SIGNIFICANCE}"]
 MISSING = "–"
 
 
-def _cell(more: int, less: int, p: float) -> str:
-    """``3 / 5 (p = 0.73)``."""
-    shown = format_p(p)
-    return f"{more} / {less} (p {shown})" if shown.startswith("<") else f"{more} / {less} (p = {shown})"
+@dataclass(frozen=True)
+class Counted:
+    """One paired test: the questions where A did more, those where it did less, and the exact test's p."""
+
+    more: int
+    less: int
+    p: float
+
+    @property
+    def sign(self) -> int:
+        """+1 or -1 when the test calls a difference (A more or A less), else 0."""
+        if self.more + self.less == 0 or self.p >= SIGNIFICANCE:
+            return 0
+        return 1 if self.more > self.less else -1
+
+    def cell(self) -> str:
+        """``3 / 5 (p = 0.73)``."""
+        shown = format_p(self.p)
+        return f"{self.more} / {self.less} (p {shown})" if shown.startswith("<") else \
+            f"{self.more} / {self.less} (p = {shown})"
 
 
-def _moved(more: int, less: int, p: float) -> int:
-    """+1 or -1 when the paired test calls a difference (A more or A less), else 0."""
-    if more + less == 0 or p >= SIGNIFICANCE:
-        return 0
-    return 1 if more > less else -1
+@dataclass(frozen=True)
+class PairTests:
+    """Model A against model B on the same questions: each of ``TESTS`` that was run (None: not run)."""
+
+    model_a: str
+    model_b: str
+    n: int
+    tests: dict[str, Counted | None]
+
+    @property
+    def label(self) -> str:
+        return f"{self.model_a} vs {self.model_b}"
+
+    def verdict(self) -> str:
+        """What moved, in words, with A as the subject; correctness is always named.
+
+        >>> PairTests("kg_wcr", "warmstart", 161, {"correct": Counted(3, 5, 0.73),
+        ...           "searches": Counted(25, 1, 1e-6), "coverage": None}).verdict()
+        'searches more; correctness: no difference shown'
+        """
+        run = {name: test for name, test in self.tests.items() if test is not None}
+        moved = [TEST_WORDS[name][0 if test.sign > 0 else 1] for name, test in run.items() if test.sign]
+        if not moved:
+            return f"no difference shown by any of the {len(run)} tests" if len(run) > 1 else "no difference shown"
+        if not run["correct"].sign:
+            moved.append("correctness: no difference shown")
+        return "; ".join(moved)
 
 
-def verdict(comparison: PairedComparison, behaviour: BehaviourComparison | None,
-            coverage: CoverageComparison | None) -> str:
-    """What moved, in words, with A as the subject; correctness is always named.
-
-    >>> verdict(PairedComparison("kg_wcr", "warmstart", "kg_heldout", 161, 11, 3, 5, 142, 0.73),
-    ...         BehaviourComparison("kg_wcr", "warmstart", "kg_heldout", 161, 29, 25, 1, 1.16, 1.01), None)
-    'searches more; correctness: no difference shown'
-    """
-    tests = [(comparison.only_a, comparison.only_b, comparison.p, ("more right answers", "fewer right answers"))]
-    if behaviour is not None:
-        tests.append((behaviour.more_searches, behaviour.fewer_searches, behaviour.searches_p,
-                      ("searches more", "searches less")))
-    if coverage is not None:
-        tests.append((coverage.more, coverage.less, coverage.p, ("names more of the path", "names less of the path")))
-    signs = [_moved(more, less, p) for more, less, p, _ in tests]
-    moved = [words[0] if sign > 0 else words[1] for sign, (*_, words) in zip(signs, tests, strict=True) if sign]
-    if not moved:
-        return f"no difference shown by any of the {len(tests)} tests" if len(tests) > 1 else "no difference shown"
-    if not signs[0]:
-        moved.append("correctness: no difference shown")
-    return "; ".join(moved)
+def pair_tests(comparisons: list[PairedComparison], behaviours: list[BehaviourComparison],
+               coverages: list[CoverageComparison], scope: str) -> list[PairTests]:
+    """One ``PairTests`` per model pair compared in ``scope`` (a benchmark's name or ``POOLED``), in order."""
+    searches = {(b.model_a, b.model_b): Counted(b.more_searches, b.fewer_searches, b.searches_p)
+                for b in behaviours if b.scope == scope}
+    covered = {(c.model_a, c.model_b): Counted(c.more, c.less, c.p) for c in coverages}
+    return [PairTests(c.model_a, c.model_b, c.n, {"correct": Counted(c.only_a, c.only_b, c.p),
+                                                   "searches": searches.get((c.model_a, c.model_b)),
+                                                   "coverage": covered.get((c.model_a, c.model_b))})
+            for c in comparisons if c.scope == scope]
 
 
-def glance_rows(comparisons: list[PairedComparison], behaviours: list[BehaviourComparison],
-                coverages: list[CoverageComparison], scope: str) -> list[list[object]]:
-    """One row per model pair compared in ``scope`` (a benchmark's name or ``POOLED``), in the order given."""
-    by_pair = {(b.model_a, b.model_b): b for b in behaviours if b.scope == scope}
-    coverage_by_pair = {(c.model_a, c.model_b): c for c in coverages}
-    rows = []
-    for comparison in (c for c in comparisons if c.scope == scope):
-        pair = (comparison.model_a, comparison.model_b)
-        behaviour, coverage = by_pair.get(pair), coverage_by_pair.get(pair)
-        rows.append([
-            comparison.label, comparison.n, _cell(comparison.only_a, comparison.only_b, comparison.p),
-            _cell(behaviour.more_searches, behaviour.fewer_searches, behaviour.searches_p) if behaviour else MISSING,
-            _cell(coverage.more, coverage.less, coverage.p) if coverage else MISSING,
-            verdict(comparison, behaviour, coverage)])
-    return rows
+def glance_rows(pairs: list[PairTests]) -> list[list[object]]:
+    """The "At a glance" table's rows: counts and p of each test, then the verdict."""
+    return [[pair.label, pair.n, *[test.cell() if test else MISSING for test in map(pair.tests.get, TESTS)],
+             pair.verdict()] for pair in pairs]

@@ -36,7 +36,8 @@ from searchplay.eval.behaviour_chart import behaviour_chart
 from searchplay.eval.benchmark_chart import Bar, benchmark_chart
 from searchplay.eval.benchmarks import KG_HELDOUT, PAPER_BENCHMARKS
 from searchplay.eval.curves import read_histories, selfplay_curves
-from searchplay.eval.glance import GLANCE_HEADER, glance_rows
+from searchplay.eval.glance import GLANCE_HEADER, PairTests, glance_rows, pair_tests
+from searchplay.eval.glance_chart import glance_chart
 from searchplay.eval.paired import (
     HEAD_TO_HEAD,
     POOLED,
@@ -737,12 +738,10 @@ def score_tables(variants: dict[str, dict[str, float]], columns: list[str], base
     return tables
 
 
-def glance_table(comparisons: list[PairedComparison], behaviours: list[BehaviourComparison],
-                 coverages: list[CoverageComparison], scope: str) -> Table | None:
+def glance_table(pairs: list[PairTests], scope: str) -> Table | None:
     """"At a glance": each pair's three paired tests in one row (``searchplay.eval.glance``); None when
     nothing was paired."""
-    rows = glance_rows(comparisons, behaviours, coverages, scope)
-    if not rows:
+    if not pairs:
         return None
     where = LABELS.get(scope, "all benchmarks pooled")
     caption = (f"Each trained model against the checkpoint it started from, and the head-to-head pairs, on {where}: "
@@ -752,7 +751,8 @@ def glance_table(comparisons: list[PairedComparison], behaviours: list[Behaviour
                "each test in full, on the benchmarks pooled too.")
     notes = ["One training run per model: a difference says this checkpoint differs from its start on these "
              "questions, not that another seed of the same training would."]
-    return Table(f"At a glance: paired tests on {where}", GLANCE_HEADER, rows, caption=caption, notes=notes)
+    return Table(f"At a glance: paired tests on {where}", GLANCE_HEADER, glance_rows(pairs), caption=caption,
+                 notes=notes)
 
 
 def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None,
@@ -788,12 +788,14 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
                                         coverage_table(coverages), budget_table(budget), learning,
                                         hops_table(variants)) if table]
     scope = KG_HELDOUT if any(b.scope == KG_HELDOUT for b in behaviours) else POOLED
-    glance = glance_table(comparisons, behaviours, coverages, scope)
+    pairs = pair_tests(comparisons, behaviours, coverages, scope)
+    glance = glance_table(pairs, scope)
     tables[:0] = [glance] if glance else []
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
                 "after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
-    charts = [compare_chart(out / "compare.png", variants, columns, baseline)]
+    charts = [glance_chart(out / "glance.png", pairs, LABELS.get(scope, "all benchmarks pooled")),  # a DVC plot
+              compare_chart(out / "compare.png", variants, columns, baseline)]
     if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):
         charts.append(compare_chart(out / "retrieval.png", variants, columns, None, "retrieval_recall"))
     charts.append(behaviour_chart(out / "behaviour.png", [b for b in behaviours if b.scope == scope],  # a DVC plot
