@@ -40,8 +40,9 @@ def glance_chart(path: str | Path, pairs: list[PairTests], scope_label: str) -> 
             ax.barh(y, test.more, color=color, alpha=0.9)
             ax.barh(y, -test.less, color=color, alpha=0.45, hatch="//")
             shown = format_p(test.p)
-            ax.text(reach * 1.05, y, f"{test.less} | {test.more}, p {shown if shown.startswith('<') else '= ' + shown}",
-                    va="center", fontsize=7, weight="bold" if test.sign else "normal")
+            p_text = f"p {shown}" if shown.startswith("<") else f"p = {shown}"
+            ax.text(reach * 1.05, y, f"less {test.less}, more {test.more}\n{p_text}", va="center", fontsize=7,
+                    weight="bold" if test.sign else "normal")
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_xlim(-reach * 1.05, reach * 2.1)  # the right half of each panel holds the counts and p
         ax.xaxis.get_major_locator().set_params(integer=True)
