@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from searchplay.eval.behaviour import BehaviourComparison
-from searchplay.eval.paired import SIGNIFICANCE, PairedComparison, format_p
+from searchplay.eval.paired import SIGNIFICANCE, PairedComparison, p_phrase
 from searchplay.eval.waypoints import CoverageComparison
 
 TESTS = ("correct", "searches", "coverage")  # the three paired tests, in the table's and the chart's order
@@ -41,9 +41,7 @@ class Counted:
 
     def cell(self) -> str:
         """``3 / 5 (p = 0.73)``."""
-        shown = format_p(self.p)
-        return f"{self.more} / {self.less} (p {shown})" if shown.startswith("<") else \
-            f"{self.more} / {self.less} (p = {shown})"
+        return f"{self.more} / {self.less} ({p_phrase(self.p)})"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from searchplay.colors import model_color
 from searchplay.eval.glance import TESTS, PairTests
-from searchplay.eval.paired import SIGNIFICANCE, format_p
+from searchplay.eval.paired import SIGNIFICANCE, p_phrase
 from searchplay.io import atomic_write
 
 PANEL_TITLES = {"correct": "correct answers\n(exact McNemar)", "searches": "search calls\n(exact sign test)",
@@ -39,9 +39,7 @@ def glance_chart(path: str | Path, pairs: list[PairTests], scope_label: str) -> 
             color = model_color(pair.model_a)
             ax.barh(y, test.more, color=color, alpha=0.9)
             ax.barh(y, -test.less, color=color, alpha=0.45, hatch="//")
-            shown = format_p(test.p)
-            p_text = f"p {shown}" if shown.startswith("<") else f"p = {shown}"
-            ax.text(reach * 1.05, y, f"less {test.less}, more {test.more}\n{p_text}", va="center", fontsize=7,
+            ax.text(reach * 1.05, y, f"less {test.less}, more {test.more}\n{p_phrase(test.p)}", va="center", fontsize=7,
                     weight="bold" if test.sign else "normal")
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_xlim(-reach * 1.05, reach * 2.1)  # the right half of each panel holds the counts and p
