@@ -141,6 +141,12 @@ def test_the_counts_the_readme_states_are_the_committed_runs():
         model, more, less = found.groups()
         key = f"coverage.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
         assert (int(more), int(less)) == (metrics[f"{key}.more"], metrics[f"{key}.less"]), model
+    found = re.search(r"kg_wcr's returned a gold answer on (\d+) held-out questions where its start's did not and "
+                      r"on (\d+) the other way \(exact McNemar p = ([\d.]+); gdcr (\d+) and (\d+)\)", summary)
+    for model, (more, less) in (("kg_wcr", found.group(1, 2)), ("gdcr", found.group(4, 5))):
+        key = f"behaviour.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
+        assert (int(more), int(less)) == (metrics[f"{key}.found_only_a"], metrics[f"{key}.found_only_b"]), model
+    assert float(found[3]) == round(metrics["behaviour.kg_wcr_vs_warmstart.kg_heldout.found_p"], 3)
     shares = re.search(r"(\d+)% \(kg_wcr\) and (\d+)% \(gdcr\)", summary)
     histories = read_histories(REPORTS / "selfplay")
     for stated_share, variant in zip(shares.groups(), ("kg_wcr", "gdcr"), strict=True):

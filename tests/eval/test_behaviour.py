@@ -19,12 +19,12 @@ def _write(eval_dir, model: str, benchmark: str, records: list[dict]) -> None:
 
 def test_answers_are_read_normalized_with_their_search_counts_and_a_model_without_predictions_is_left_out(tmp_path):
     _write(tmp_path, "kg_wcr", "kg_heldout", [
-        {"id": 1, "benchmark": "kg_heldout", "prediction": "The Europe.", "num_searches": 2},
+        {"id": 1, "benchmark": "kg_heldout", "prediction": "The Europe.", "num_searches": 2, "answer_retrieved": True},
         {"id": 2, "benchmark": "kg_heldout", "prediction": None},  # no answer, no search count
         {"benchmark": "kg_heldout", "prediction": "x"},  # no id: not pairable
     ])
     answers = read_answers(tmp_path, ["kg_wcr", "ssp"])
-    assert answers == {"kg_wcr": {("kg_heldout", "1"): Answer("europe", 2), ("kg_heldout", "2"): Answer("", 0)}}
+    assert answers == {"kg_wcr": {("kg_heldout", "1"): Answer("europe", 2, True), ("kg_heldout", "2"): Answer("", 0)}}
 
 
 def test_only_the_questions_both_answered_are_paired_per_benchmark_and_pooled():
@@ -43,6 +43,25 @@ def test_a_model_that_changed_nothing_is_named_as_such_and_a_tie_is_no_direction
     unchanged = compare_behaviour("ssp", same, "warmstart", same, "kg")
     assert unchanged.searches_p == 1.0
     assert "no answer and no search count changed" in behaviour_note(unchanged, "KG held-out")
-    tie = BehaviourComparison("gdcr", "warmstart", "kg", 10, 4, 3, 3, 1.2, 1.2)
+    tie = BehaviourComparison("gdcr", "warmstart", "kg", 10, 4, 3, 3, 1.2, 1.2, 0, 0, 0, 0)
     assert behaviour_note(tie, "KG held-out").endswith(
         "p = 1: no evidence that gdcr searches more or less than warmstart.")
+    same_found = BehaviourComparison("gdcr", "warmstart", "kg", 10, 4, 3, 3, 1.2, 1.2, 0, 0, 2, 2)
+    assert behaviour_note(same_found, "KG held-out").endswith(
+        "Both models' searches found a gold answer on the same 2 questions.")
+
+
+def test_answer_found_is_paired_by_question_not_by_totals():
+    """Equal totals can hide opposite changes: only the questions where one model's searches found a gold
+    answer and the other's did not enter exact McNemar."""
+    start = {("kg", str(i)): Answer("x", 1, found=i < 6) for i in range(20)}
+    trained = {("kg", str(i)): Answer("x", 2, found=i >= 3 and i < 12) for i in range(20)}
+    [scoped, _] = compare_behaviours({"warmstart": start, "kg_wcr": trained}, "kg")
+    assert (scoped.found_a, scoped.found_b, scoped.found_only_a, scoped.found_only_b) == (9, 6, 6, 3)
+    assert round(scoped.found_p, 4) == 0.5078
+    assert "no evidence that kg_wcr's searches find the answer more or less often" in behaviour_note(scoped, "KG")
+    gained = {("kg", str(i)): Answer("x", 2, found=i < 13) for i in range(20)}
+    [scoped, _] = compare_behaviours({"warmstart": start, "kg_wcr": gained}, "kg")
+    assert (scoped.found_only_a, scoped.found_only_b, scoped.found_p) == (7, 0, 2 / 2**7)
+    assert behaviour_note(scoped, "KG").endswith(
+        "kg_wcr's searches find the answer more often (paired, exact McNemar).")

@@ -4,8 +4,10 @@ from searchplay.eval.paired import PairedComparison
 from searchplay.eval.waypoints import CoverageComparison
 
 
-def _pair(correct: Counted, searches: Counted | None = None, coverage: Counted | None = None) -> PairTests:
-    return PairTests("kg_wcr", "warmstart", 100, {"correct": correct, "searches": searches, "coverage": coverage})
+def _pair(correct: Counted, searches: Counted | None = None, coverage: Counted | None = None,
+          found: Counted | None = None) -> PairTests:
+    return PairTests("kg_wcr", "warmstart", 100,
+                     {"correct": correct, "searches": searches, "found": found, "coverage": coverage})
 
 
 def test_the_verdict_names_what_moved_and_always_correctness():
@@ -16,6 +18,9 @@ def test_the_verdict_names_what_moved_and_always_correctness():
         "searches more; names more of the path; correctness: no difference shown")
     assert _pair(Counted(3, 5, 0.73), Counted(3, 2, 1.0), Counted(1, 1, 1.0)).verdict() == (
         "no difference shown by any of the 3 tests")
+    assert _pair(Counted(3, 5, 0.73), Counted(25, 1, 1e-6), Counted(10, 1, 0.012), Counted(7, 0, 0.016)).verdict() == (
+        "searches more; its searches find the answer more often; names more of the path; "
+        "correctness: no difference shown")
     assert _pair(Counted(0, 0, 1.0)).verdict() == "no difference shown"
 
 
@@ -28,10 +33,11 @@ def test_a_p_at_the_threshold_is_not_called_a_difference():
 def test_pairs_keep_one_scope_and_join_each_pair_s_tests():
     comparisons = [PairedComparison("kg_wcr", "warmstart", "kg_heldout", 161, 11, 3, 5, 142, 0.73),
                    PairedComparison("kg_wcr", "warmstart", "pooled", 182, 12, 3, 5, 162, 0.73)]
-    behaviours = [BehaviourComparison("kg_wcr", "warmstart", "kg_heldout", 161, 29, 25, 1, 1.16, 1.01)]
+    behaviours = [BehaviourComparison("kg_wcr", "warmstart", "kg_heldout", 161, 29, 25, 1, 1.16, 1.01, 7, 0, 44, 37)]
     coverages = [CoverageComparison("kg_wcr", "warmstart", 161, 10, 1, 0.301, 0.286)]
     pairs = pair_tests(comparisons, behaviours, coverages, "kg_heldout")
     assert glance_rows(pairs) == [["kg_wcr vs warmstart", 161, "3 / 5 (p = 0.73)", "25 / 1 (p < 0.001)",
-                                   "10 / 1 (p = 0.012)",
-                                   "searches more; names more of the path; correctness: no difference shown"]]
-    assert glance_rows(pair_tests(comparisons, [], [], "pooled"))[0][2:5] == ["3 / 5 (p = 0.73)", "–", "–"]
+                                   "7 / 0 (p = 0.016)", "10 / 1 (p = 0.012)",
+                                   "searches more; its searches find the answer more often; names more of the "
+                                   "path; correctness: no difference shown"]]
+    assert glance_rows(pair_tests(comparisons, [], [], "pooled"))[0][2:6] == ["3 / 5 (p = 0.73)", "–", "–", "–"]

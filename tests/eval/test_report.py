@@ -140,12 +140,13 @@ def test_reading_notes_say_which_columns_rank_nothing_and_which_do_not_separate_
 
 def _predictions(eval_dir, model: str, verdicts: dict[str, list[bool]], searches: int = 1) -> None:
     """``<model>/predictions/<benchmark>.jsonl`` with one record per verdict (ids 0, 1, ...), each question
-    searched ``searches`` times."""
+    searched ``searches`` times; its searches returned a gold answer where it is right."""
     folder = eval_dir / model / "predictions"
     folder.mkdir(parents=True, exist_ok=True)
     for benchmark, rights in verdicts.items():
         records = [{"id": str(i), "benchmark": benchmark, "judge_correct": right, "em": float(right),
-                    "golden_answers": ["x"], "prediction": "x" if right else "y", "num_searches": searches}
+                    "golden_answers": ["x"], "prediction": "x" if right else "y", "num_searches": searches,
+                    "answer_retrieved": right}
                    for i, right in enumerate(rights)]
         (folder / f"{benchmark}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
@@ -371,11 +372,12 @@ def test_the_report_opens_on_one_row_of_paired_tests_per_pair(tmp_path):
     text = (tmp_path / "compare" / "compare.md").read_text()
     assert text.index("## At a glance: paired tests on KG held-out") < text.index("## Judge accuracy")
     glance = text.split("## At a glance")[1].split("## Judge accuracy")[0]
-    assert "| warmstart vs base | 10 | 6 / 0 (p = 0.031) | 0 / 0 (p = 1) | – | more right answers |" in glance
-    assert ("| kg_wcr vs warmstart | 10 | 1 / 0 (p = 1) | 10 / 0 (p = 0.002) | – | searches more; correctness: no "
-            "difference shown |") in glance
-    assert "| gdcr vs warmstart | 10 | 0 / 0 (p = 1) | 0 / 0 (p = 1) | – | no difference shown by any of the 2 " \
-        "tests |" in glance
+    assert ("| warmstart vs base | 10 | 6 / 0 (p = 0.031) | 0 / 0 (p = 1) | 6 / 0 (p = 0.031) | – | more right "
+            "answers; its searches find the answer more often |") in glance
+    assert ("| kg_wcr vs warmstart | 10 | 1 / 0 (p = 1) | 10 / 0 (p = 0.002) | 1 / 0 (p = 1) | – | searches more; "
+            "correctness: no difference shown |") in glance
+    assert "| gdcr vs warmstart | 10 | 0 / 0 (p = 1) | 0 / 0 (p = 1) | 0 / 0 (p = 1) | – | no difference shown by " \
+        "any of the 3 tests |" in glance
     assert "eve vs" not in glance  # its start was not evaluated
     assert (tmp_path / "compare" / "glance.png").read_bytes().startswith(b"\x89PNG")
     assert "![glance](glance.png)" in text

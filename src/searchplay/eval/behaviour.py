@@ -6,7 +6,10 @@ models' predictions on the same questions and counts
 
 - **answers changed**: the normalized final answer differs (SQuAD normalization, as EM);
 - **searches**: how many questions A searched more often than B, fewer times, as often; with the exact
-  two-sided sign test of more against fewer (ties left out), the same binomial test as McNemar's.
+  two-sided sign test of more against fewer (ties left out), the same binomial test as McNemar's;
+- **answer found**: whether a document the model's own searches returned holds a gold answer (the record's
+  ``answer_retrieved``, FlashRAG's retrieval recall per question): the questions where only A's searches found
+  it and those where only B's did, with exact McNemar. It separates finding the answer from reading it out.
 
 A run whose answers did not change did not learn anything an evaluation can see; a run whose searches moved
 one way, beyond the sign test's noise, changed its behaviour, whether or not correctness followed. Pure
@@ -24,6 +27,7 @@ from searchplay.answers import normalize_answer
 from searchplay.eval.paired import (
     POOLED,
     Question,
+    called_direction,
     comparison_pairs,
     in_benchmark,
     mcnemar_exact,
@@ -39,6 +43,7 @@ class Answer:
 
     answer: str  # normalized final answer ('' when the model gave none)
     searches: int
+    found: bool = False  # a document its own searches returned holds a gold answer
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,10 @@ class BehaviourComparison:
     fewer_searches: int
     mean_searches_a: float
     mean_searches_b: float
+    found_only_a: int  # questions where A's searches returned a gold answer and B's did not
+    found_only_b: int
+    found_a: int  # questions where A's searches returned a gold answer
+    found_b: int
 
     @property
     def label(self) -> str:
@@ -64,10 +73,16 @@ class BehaviourComparison:
         """Exact two-sided sign test of more against fewer searches (1.0 when no question's count differs)."""
         return mcnemar_exact(self.more_searches, self.fewer_searches)
 
+    @property
+    def found_p(self) -> float:
+        """Exact McNemar of the questions only A's searches found the answer for against those only B's did."""
+        return mcnemar_exact(self.found_only_a, self.found_only_b)
+
 
 def answer_of(record: Mapping[str, Any]) -> Answer:
-    """The normalized prediction and search count of one prediction record."""
-    return Answer(normalize_answer(record.get("prediction") or ""), int(record.get("num_searches") or 0))
+    """The normalized prediction, search count and answer-found flag of one prediction record."""
+    return Answer(normalize_answer(record.get("prediction") or ""), int(record.get("num_searches") or 0),
+                  bool(record.get("answer_retrieved")))
 
 
 def read_answers(eval_dir: str | Path, models: Iterable[str]) -> dict[str, dict[Question, Answer]]:
@@ -87,11 +102,13 @@ def compare_behaviour(model_a: str, answers_a: Mapping[Question, Answer], model_
                       answers_b: Mapping[Question, Answer], scope: str) -> BehaviourComparison:
     """Pair two models' answers on the questions both answered (the intersection only).
 
-    >>> a = {("kg", "1"): Answer("europe", 2), ("kg", "2"): Answer("china", 3), ("kg", "3"): Answer("asia", 1)}
+    >>> a = {("kg", "1"): Answer("europe", 2, True), ("kg", "2"): Answer("china", 3), ("kg", "3"): Answer("asia", 1)}
     >>> b = {("kg", "1"): Answer("europe", 1), ("kg", "2"): Answer("beijing", 1), ("kg", "3"): Answer("asia", 1)}
     >>> c = compare_behaviour("a", a, "b", b, "kg")
     >>> (c.n, c.answers_changed, c.more_searches, c.fewer_searches, c.mean_searches_a, c.searches_p)
     (3, 1, 2, 0, 2.0, 0.5)
+    >>> (c.found_only_a, c.found_only_b, c.found_a, c.found_b, c.found_p)
+    (1, 0, 1, 0, 1.0)
     """
     pairs = [(answers_a[q], answers_b[q]) for q in answers_a.keys() & answers_b.keys()]
     n = len(pairs)
@@ -101,7 +118,10 @@ def compare_behaviour(model_a: str, answers_a: Mapping[Question, Answer], model_
         more_searches=sum(a.searches > b.searches for a, b in pairs),
         fewer_searches=sum(a.searches < b.searches for a, b in pairs),
         mean_searches_a=sum(a.searches for a, _ in pairs) / n if n else float("nan"),
-        mean_searches_b=sum(b.searches for _, b in pairs) / n if n else float("nan"))
+        mean_searches_b=sum(b.searches for _, b in pairs) / n if n else float("nan"),
+        found_only_a=sum(a.found and not b.found for a, b in pairs),
+        found_only_b=sum(b.found and not a.found for a, b in pairs),
+        found_a=sum(a.found for a, _ in pairs), found_b=sum(b.found for _, b in pairs))
 
 
 def compare_behaviours(answers: Mapping[str, Mapping[Question, Answer]], benchmark: str) -> list[BehaviourComparison]:
@@ -119,37 +139,61 @@ def compare_behaviours(answers: Mapping[str, Mapping[Question, Answer]], benchma
 def behaviour_metrics(comparison: BehaviourComparison) -> dict[str, float]:
     """Flat ``behaviour.<A>_vs_<B>.<scope>.<field>`` entries (names MLflow accepts as metric keys).
 
-    >>> sorted(behaviour_metrics(BehaviourComparison("a", "b", "pooled", 2, 1, 1, 0, 2.0, 1.0)))[0]
+    >>> sorted(behaviour_metrics(BehaviourComparison("a", "b", "pooled", 2, 1, 1, 0, 2.0, 1.0, 1, 0, 1, 0)))[0]
     'behaviour.a_vs_b.pooled.answers_changed'
     """
     prefix = f"behaviour.{comparison.model_a}_vs_{comparison.model_b}.{comparison.scope}"
     fields = {"n": comparison.n, "answers_changed": comparison.answers_changed,
               "more_searches": comparison.more_searches, "fewer_searches": comparison.fewer_searches,
               "mean_searches_a": comparison.mean_searches_a, "mean_searches_b": comparison.mean_searches_b,
-              "searches_p": comparison.searches_p}
+              "searches_p": comparison.searches_p, "found_only_a": comparison.found_only_a,
+              "found_only_b": comparison.found_only_b, "found_a": comparison.found_a, "found_b": comparison.found_b,
+              "found_p": comparison.found_p}
     return {f"{prefix}.{name}": value for name, value in fields.items()}
 
 
 def behaviour_note(comparison: BehaviourComparison, scope: str) -> str:
     """One comparison in plain words.
 
-    >>> behaviour_note(BehaviourComparison("kg_wcr", "warmstart", "kg", 161, 0, 0, 0, 1.0, 1.0), "KG held-out")
+    >>> behaviour_note(BehaviourComparison("kg_wcr", "warmstart", "kg", 161, 0, 0, 0, 1.0, 1.0, 0, 0, 9, 9),
+    ...                "KG held-out")
     'kg_wcr vs warmstart on KG held-out: no answer and no search count changed: training left nothing an \
 evaluation can see.'
-    >>> behaviour_note(BehaviourComparison("kg_wcr", "warmstart", "kg", 161, 40, 30, 5, 2.1, 1.5), "KG held-out")
-    'kg_wcr vs warmstart on KG held-out: 40 of 161 answers changed; kg_wcr searched more on 30 questions and \
-less on 5 (2.10 vs 1.50 searches per question), p < 0.001: kg_wcr searches more (paired, exact sign test).'
+    >>> print(behaviour_note(BehaviourComparison("kg_wcr", "warmstart", "kg", 161, 40, 30, 5, 2.1, 1.5, 7, 0, 44, 37),
+    ...                      "KG held-out"))
+    kg_wcr vs warmstart on KG held-out: 40 of 161 answers changed; kg_wcr searched more on 30 questions and \
+less on 5 (2.10 vs 1.50 searches per question), p < 0.001: kg_wcr searches more (paired, exact sign test). \
+Its searches found a gold answer on 7 questions where warmstart's did not and missed it on 0 where they did \
+(44 vs 37 of 161), p = 0.016: kg_wcr's searches find the answer more often (paired, exact McNemar).
     """
     a, b = comparison.model_a, comparison.model_b
     head = f"{comparison.label} on {scope}: "
-    if not comparison.answers_changed and not (comparison.more_searches or comparison.fewer_searches):
+    if not (comparison.answers_changed or comparison.more_searches or comparison.fewer_searches
+            or comparison.found_only_a or comparison.found_only_b):
         return f"{head}no answer and no search count changed: training left nothing an evaluation can see."
     searches = (f"{a} searched more on {questions_phrase(comparison.more_searches)} and less on "
                 f"{comparison.fewer_searches} ({comparison.mean_searches_a:.2f} vs {comparison.mean_searches_b:.2f} "
                 f"searches per question), {p_phrase(comparison.searches_p)}")
-    if comparison.searches_p < 0.05 and comparison.more_searches != comparison.fewer_searches:
-        direction = "more" if comparison.more_searches > comparison.fewer_searches else "less"
-        verdict = f"{a} searches {direction} (paired, exact sign test)"
+    if direction := called_direction(comparison.more_searches, comparison.fewer_searches, comparison.searches_p):
+        verdict = f"{a} searches {'more' if direction > 0 else 'less'} (paired, exact sign test)"
     else:
         verdict = f"no evidence that {a} searches more or less than {b}"
-    return f"{head}{comparison.answers_changed} of {comparison.n} answers changed; {searches}: {verdict}."
+    return (f"{head}{comparison.answers_changed} of {comparison.n} answers changed; {searches}: {verdict}."
+            f"{found_note(comparison)}")
+
+
+def found_note(comparison: BehaviourComparison) -> str:
+    """The answer-found comparison as a sentence (with a leading space), or '' when neither model's searches
+    ever returned a gold answer."""
+    a, b = comparison.model_a, comparison.model_b
+    if not (comparison.found_a or comparison.found_b):
+        return ""
+    if not (comparison.found_only_a or comparison.found_only_b):
+        return f" Both models' searches found a gold answer on the same {questions_phrase(comparison.found_a)}."
+    head = (f" Its searches found a gold answer on {questions_phrase(comparison.found_only_a)} where {b}'s did not "
+            f"and missed it on {comparison.found_only_b} where they did ({comparison.found_a} vs {comparison.found_b} "
+            f"of {comparison.n}), {p_phrase(comparison.found_p)}")
+    if direction := called_direction(comparison.found_only_a, comparison.found_only_b, comparison.found_p):
+        return f"{head}: {a}'s searches find the answer {'more' if direction > 0 else 'less'} often (paired, exact " \
+            "McNemar)."
+    return f"{head}: no evidence that {a}'s searches find the answer more or less often than {b}'s."

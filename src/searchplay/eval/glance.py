@@ -1,7 +1,8 @@
-"""The report's first table and chart: each model pair with its three paired tests side by side.
+"""The report's first table and chart: each model pair with its four paired tests side by side.
 
 ``pair_tests`` joins, per model pair, what the comparison report tests separately on the same questions:
 correctness (exact McNemar, ``searchplay.eval.paired``), search counts (exact sign test,
+``searchplay.eval.behaviour``), whether the model's own searches returned a gold answer (exact McNemar,
 ``searchplay.eval.behaviour``) and waypoint coverage g_i of KG-paths Eq. 5 (exact sign test,
 ``searchplay.eval.waypoints``). ``glance_rows`` writes them as table rows and says in words which moved at
 p < ``SIGNIFICANCE``; ``searchplay.eval.glance_chart`` draws them.
@@ -12,15 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from searchplay.eval.behaviour import BehaviourComparison
-from searchplay.eval.paired import SIGNIFICANCE, PairedComparison, p_phrase
+from searchplay.eval.paired import SIGNIFICANCE, PairedComparison, called_direction, p_phrase
 from searchplay.eval.waypoints import CoverageComparison
 
-TESTS = ("correct", "searches", "coverage")  # the three paired tests, in the table's and the chart's order
+TESTS = ("correct", "searches", "found", "coverage")  # the paired tests, in the table's and the chart's order
 TEST_WORDS = {"correct": ("more right answers", "fewer right answers"), "searches": ("searches more", "searches less"),
+              "found": ("its searches find the answer more often", "its searches find the answer less often"),
               "coverage": ("names more of the path", "names less of the path")}
 GLANCE_HEADER = ["comparison (A vs B)", "n", "correct: only A / only B (McNemar p)",
-                 "searches: A more / A fewer (sign p)", "path coverage: A more / A less (sign p)",
-                 f"A against B, where p < {SIGNIFICANCE}"]
+                 "searches: A more / A fewer (sign p)", "answer found by its searches: only A / only B (McNemar p)",
+                 "path coverage: A more / A less (sign p)", f"A against B, where p < {SIGNIFICANCE}"]
 MISSING = "–"
 
 
@@ -35,9 +37,7 @@ class Counted:
     @property
     def sign(self) -> int:
         """+1 or -1 when the test calls a difference (A more or A less), else 0."""
-        if self.more + self.less == 0 or self.p >= SIGNIFICANCE:
-            return 0
-        return 1 if self.more > self.less else -1
+        return called_direction(self.more, self.less, self.p)
 
     def cell(self) -> str:
         """``3 / 5 (p = 0.73)``."""
@@ -61,7 +61,7 @@ class PairTests:
         """What moved, in words, with A as the subject; correctness is always named.
 
         >>> PairTests("kg_wcr", "warmstart", 161, {"correct": Counted(3, 5, 0.73),
-        ...           "searches": Counted(25, 1, 1e-6), "coverage": None}).verdict()
+        ...           "searches": Counted(25, 1, 1e-6), "found": None, "coverage": None}).verdict()
         'searches more; correctness: no difference shown'
         """
         run = {name: test for name, test in self.tests.items() if test is not None}
@@ -76,11 +76,13 @@ class PairTests:
 def pair_tests(comparisons: list[PairedComparison], behaviours: list[BehaviourComparison],
                coverages: list[CoverageComparison], scope: str) -> list[PairTests]:
     """One ``PairTests`` per model pair compared in ``scope`` (a benchmark's name or ``POOLED``), in order."""
-    searches = {(b.model_a, b.model_b): Counted(b.more_searches, b.fewer_searches, b.searches_p)
-                for b in behaviours if b.scope == scope}
+    scoped = [b for b in behaviours if b.scope == scope]
+    searches = {(b.model_a, b.model_b): Counted(b.more_searches, b.fewer_searches, b.searches_p) for b in scoped}
+    found = {(b.model_a, b.model_b): Counted(b.found_only_a, b.found_only_b, b.found_p) for b in scoped}
     covered = {(c.model_a, c.model_b): Counted(c.more, c.less, c.p) for c in coverages}
     return [PairTests(c.model_a, c.model_b, c.n, {"correct": Counted(c.only_a, c.only_b, c.p),
                                                    "searches": searches.get((c.model_a, c.model_b)),
+                                                   "found": found.get((c.model_a, c.model_b)),
                                                    "coverage": covered.get((c.model_a, c.model_b))})
             for c in comparisons if c.scope == scope]
 

@@ -1,6 +1,7 @@
 """glance.png: the "At a glance" table as a picture (``glance_chart``).
 
-Three panels share one row per model pair: correctness, search counts, waypoint coverage. In each, a bar split
+Four panels share one row per model pair: correctness, search counts, whether its searches returned a gold
+answer, waypoint coverage. In each, a bar split
 at zero counts the questions where A did less than B (left, hatched) and more (right), ties left out, in A's
 colour; its p is written beside it, in bold where the test calls a difference. A pair that changed nothing has
 empty rows; the papers' claim for a trained model is a bar far to the right in the first panel.
@@ -16,6 +17,7 @@ from searchplay.eval.paired import SIGNIFICANCE, p_phrase
 from searchplay.io import atomic_write
 
 PANEL_TITLES = {"correct": "correct answers\n(exact McNemar)", "searches": "search calls\n(exact sign test)",
+                "found": "answer in its search results\n(exact McNemar)",
                 "coverage": "path coverage g_i\n(exact sign test)"}
 
 
@@ -28,7 +30,7 @@ def glance_chart(path: str | Path, pairs: list[PairTests], scope_label: str) -> 
 
     path = Path(path)
     rows = list(reversed(pairs))  # the first pair on top
-    fig, axes = plt.subplots(1, len(TESTS), figsize=(12, 0.5 * len(rows) + 2.0), sharey=True)
+    fig, axes = plt.subplots(1, len(TESTS), figsize=(15, 0.5 * len(rows) + 2.0), sharey=True)
     for ax, name in zip(axes, TESTS, strict=True):
         counted = [pair.tests.get(name) for pair in rows]
         reach = max([max(t.more, t.less) for t in counted if t] + [1])

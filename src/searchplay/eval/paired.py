@@ -57,6 +57,18 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, float(binomtest(min(only_a, only_b), discordant, 0.5).pvalue))
 
 
+def called_direction(more: int, less: int, p: float) -> int:
+    """+1 (A more) or -1 (A less) when the exact test of ``more`` against ``less`` calls a difference at
+    ``SIGNIFICANCE``, else 0.
+
+    >>> called_direction(7, 0, 0.016), called_direction(0, 6, 0.031), called_direction(5, 0, 0.0625)
+    (1, -1, 0)
+    """
+    if more == less or p >= SIGNIFICANCE:
+        return 0
+    return 1 if more > less else -1
+
+
 @dataclass(frozen=True)
 class PairedComparison:
     """Model A against model B on the questions both answered, in one scope: a benchmark's name, or ``POOLED``."""

@@ -539,7 +539,8 @@ def paired_table(comparisons: list[PairedComparison], correct: dict[str, dict[Qu
 
 
 BEHAVIOUR_HEADER = ["comparison (A vs B)", "scope", "n", "answers changed", "A searched more", "A searched less",
-                    "searches per question (A / B)", "sign test p"]
+                    "searches per question (A / B)", "sign test p", "answer found: only A / only B",
+                    "answer found (A / B)", "McNemar p (found)"]
 
 
 def behaviour_table(comparisons: list[BehaviourComparison], correct: dict[str, dict[Question, bool]]) -> Table | None:
@@ -549,14 +550,19 @@ def behaviour_table(comparisons: list[BehaviourComparison], correct: dict[str, d
         return None
     scopes = [scope_label(c, correct) for c in comparisons]
     rows = [[c.label, scope, c.n, c.answers_changed, c.more_searches, c.fewer_searches,
-             f"{c.mean_searches_a:.2f} / {c.mean_searches_b:.2f}", format_p(c.searches_p)]
+             f"{c.mean_searches_a:.2f} / {c.mean_searches_b:.2f}", format_p(c.searches_p),
+             f"{c.found_only_a} / {c.found_only_b}", f"{c.found_a} / {c.found_b}", format_p(c.found_p)]
             for c, scope in zip(comparisons, scopes, strict=True)]
     caption = ("The same pairs and questions as the paired comparisons, read for what changed rather than for "
                "correctness: a training run whose answers did not change left nothing an evaluation can see.")
     notes = [behaviour_note(c, scope) for c, scope in zip(comparisons, scopes, strict=True)]
     notes.append("answers changed: the final answer differs after SQuAD normalization (as EM); A searched more / "
                  "less: questions where A made more / fewer search calls than B; sign test p: exact two-sided "
-                 "binomial test of more against fewer (ties left out), p = 1/2.")
+                 "binomial test of more against fewer (ties left out), p = 1/2; answer found: a document the "
+                 "model's own searches returned holds a gold answer (the per-question retrieval recall); only A / "
+                 "only B: the questions where one model's searches found it and the other's did not, with exact "
+                 "McNemar. Finding the answer is not reading it out: the judge-accuracy table says how often it "
+                 "was.")
     notes.append("One training run per model: a paired test says this checkpoint differs from its start on these "
                  "questions, not that another seed of the same training would (docs/runs.md has a second seed).")
     return Table("What training changed (paired)", BEHAVIOUR_HEADER, rows, caption=caption, notes=notes)
@@ -739,16 +745,17 @@ def score_tables(variants: dict[str, dict[str, float]], columns: list[str], base
 
 
 def glance_table(pairs: list[PairTests], scope: str) -> Table | None:
-    """"At a glance": each pair's three paired tests in one row (``searchplay.eval.glance``); None when
+    """"At a glance": each pair's four paired tests in one row (``searchplay.eval.glance``); None when
     nothing was paired."""
     if not pairs:
         return None
     where = LABELS.get(scope, "all benchmarks pooled")
     caption = (f"Each trained model against the checkpoint it started from, and the head-to-head pairs, on {where}: "
-               "the same questions read three ways. Each cell counts the questions where A did more or less than "
-               "B, with the exact two-sided test of those counts. Path coverage is the share of the question's KG "
-               "path that the reasoning names (KG-paths Eq. 5), the quantity WCR pays for. The sections below give "
-               "each test in full, on the benchmarks pooled too.")
+               "the same questions read four ways. Each cell counts the questions where A did more or less than "
+               "B, with the exact two-sided test of those counts. Answer found: a document the model's own "
+               "searches returned holds a gold answer, whether or not the model then answered with it. Path "
+               "coverage is the share of the question's KG path that the reasoning names (KG-paths Eq. 5), the "
+               "quantity WCR pays for. The sections below give each test in full, on the benchmarks pooled too.")
     notes = ["One training run per model: a difference says this checkpoint differs from its start on these "
              "questions, not that another seed of the same training would."]
     return Table(f"At a glance: paired tests on {where}", GLANCE_HEADER, glance_rows(pairs), caption=caption,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.eval.benchmarks import KG_HELDOUT, load_kg_heldout
-from searchplay.eval.paired import comparison_pairs, mcnemar_exact, p_phrase, questions_phrase
+from searchplay.eval.paired import called_direction, comparison_pairs, mcnemar_exact, p_phrase, questions_phrase
 from searchplay.io import read_jsonl
 from searchplay.rewards.coverage import extract_think_text, waypoint_coverage
 
@@ -158,10 +158,9 @@ questions, fewer on 1 (63 vs 57 named of 474), p = 0.07: no evidence of a differ
     if not (comparison.more or comparison.less):
         head = (f"{comparison.label}: no question's coverage changed (mean {comparison.mean_a:.3f}): nothing to "
                 "compare, p = 1.")
-    elif comparison.p < 0.05 and comparison.more != comparison.less:
-        direction = "more" if comparison.more > comparison.less else "less"
-        head = (f"{_coverage_counts(comparison)}: {a} names {direction} of the path in its reasoning (paired, exact "
-                "sign test).")
+    elif direction := called_direction(comparison.more, comparison.less, comparison.p):
+        head = (f"{_coverage_counts(comparison)}: {a} names {'more' if direction > 0 else 'less'} of the path in its "
+                "reasoning (paired, exact sign test).")
     else:
         head = f"{_coverage_counts(comparison)}: no evidence that {a} covers more or less of the path than {b}."
     if not (comparison.more_bridges or comparison.fewer_bridges):
@@ -169,9 +168,9 @@ questions, fewer on 1 (63 vs 57 named of 474), p = 0.07: no evidence of a differ
     bridges = (f"Bridge entities: more on {questions_phrase(comparison.more_bridges)}, fewer on "
                f"{comparison.fewer_bridges} ({comparison.bridges_a} vs {comparison.bridges_b} named of "
                f"{comparison.bridges}), {p_phrase(comparison.bridges_p)}")
-    if comparison.bridges_p < 0.05 and comparison.more_bridges != comparison.fewer_bridges:
-        direction = "more" if comparison.more_bridges > comparison.fewer_bridges else "fewer"
-        return f"{head} {bridges}: {a} names {direction} of the entities between the question's and the answer."
+    if direction := called_direction(comparison.more_bridges, comparison.fewer_bridges, comparison.bridges_p):
+        return (f"{head} {bridges}: {a} names {'more' if direction > 0 else 'fewer'} of the entities between the "
+                "question's and the answer.")
     return f"{head} {bridges}: no evidence of a difference."
 
 
