@@ -267,7 +267,7 @@ class SelfplayConfig(Section):
     max_grad_norm: float = Field(1.0, gt=0)
     autocast_bf16: bool | Literal["auto"] = Field(
         False, description="bf16 autocast for the update's forwards; fp32 weights and optimizer. 'auto': where bf16 "
-        "is native (CUDA, or a CPU with AVX512-BF16/AMX; emulated bf16 is several times slower)")
+        "is native (CUDA, or a CPU with AVX512-BF16/AMX/Arm BF16; emulated bf16 is several times slower)")
     segmented_forward: bool = Field(False, description="policy forward with gradient only on model-token runs; "
                                     "prompt/<information> runs fill a KV cache without gradient (same log-probs, "
                                     "truncated gradient; docs/decisions/rl.md L14). false: the exact gradient")
@@ -420,7 +420,7 @@ class WarmstartConfig(Section):
                                     "(docs/decisions/warmstart.md)")
     autocast_bf16: bool | Literal["auto"] = Field(
         "auto", description="bf16 autocast for the forward, fp32 weights; 'auto': where bf16 is native (CUDA, or a "
-        "CPU with AVX512-BF16/AMX; emulated bf16 is several times slower, searchplay.precision)")
+        "CPU with AVX512-BF16/AMX/Arm BF16; emulated bf16 is several times slower, searchplay.precision)")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
     eval_prompts: int = Field(6, ge=1, description="held-out prompts per role sampled before and after training")
     out_dir: str = Field("checkpoints/warmstart", description="model/ (HF folder) is written below")

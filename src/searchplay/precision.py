@@ -1,25 +1,65 @@
 """Where bf16 pays: the hardware test behind every ``auto`` precision knob.
 
-bf16 is fast only where the hardware computes it natively: a CUDA device with bf16, or a CPU whose
-oneDNN reports bf16 support (AVX512-BF16 or AMX). Elsewhere PyTorch emulates it, and a bf16 forward
-is several times SLOWER than fp32 (measured on a 2-core AMD EPYC without either: one warm-start SFT
-step 96 s under bf16 autocast, docs/decisions/warmstart.md), so ``auto`` means fp32 there.
+bf16 is fast only where the hardware has bf16 instructions: a CUDA device with bf16, an x86 CPU with
+AVX512-BF16 or AMX, an Arm CPU with its BF16 extension. Elsewhere PyTorch emulates it, and a bf16 forward is
+several times SLOWER than fp32, so ``auto`` means fp32 there. Measured: one warm-start SFT step 96 s under
+bf16 autocast on a 2-core AMD EPYC without AVX512 (docs/decisions/warmstart.md); on a 2-core Intel Xeon with
+AVX512 but no AVX512-BF16 (Cascade Lake), the MLP of one layer 2.6x slower in bf16 (docs/benchmarks.md).
+
+oneDNN's own test (``torch.ops.mkldnn._is_mkldnn_bf16_supported``) is not enough on x86: it accepts any CPU
+with AVX512 BW/VL/DQ, where oneDNN emulates the bf16 arithmetic.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import platform
 from typing import Literal
 
+log = logging.getLogger(__name__)
+
 AutocastSetting = bool | Literal["auto"]
+X86 = ("x86_64", "amd64", "i386", "i686")
+
+
+def cpu_bf16_instructions() -> str | None:
+    """The bf16 instruction set this CPU has ('AMX', 'AVX512-BF16', 'Arm BF16'), or None."""
+    import torch
+
+    if platform.machine().lower() in X86:
+        if torch.cpu._is_amx_tile_supported():
+            return "AMX"
+        return "AVX512-BF16" if torch.cpu._is_avx512_bf16_supported() else None
+    return "Arm BF16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else None  # Arm: oneDNN checks BF16
 
 
 def bf16_is_native(device: str) -> bool:
-    """True on a CUDA device with bf16 support or a CPU with native bf16 kernels (oneDNN)."""
+    """True on a CUDA device with bf16 support or a CPU with bf16 instructions (``cpu_bf16_instructions``);
+    the first call per device logs what ``auto`` resolves to."""
     import torch
 
     if device.startswith("cuda"):
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        native = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    else:
+        native = cpu_bf16_instructions() is not None
+    _log_once(device)
+    return native
+
+
+@functools.cache
+def _log_once(device: str) -> None:
+    log.info(precision_note(device))
+
+
+def precision_note(device: str) -> str:
+    """What every ``auto`` precision knob resolves to on ``device``, and why, in one line for the log."""
+    if device.startswith("cuda"):
+        return f"auto precision: {'bf16' if bf16_is_native(device) else 'fp32'} ({device})"
+    found = cpu_bf16_instructions()
+    if found:
+        return f"auto precision: bf16 (this CPU has {found})"
+    return "auto precision: fp32 (this CPU has no bf16 instructions: no AVX512-BF16, AMX or Arm BF16)"
 
 
 def autocast_enabled(setting: AutocastSetting, device: str) -> bool:

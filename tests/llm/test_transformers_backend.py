@@ -162,13 +162,16 @@ def backend_for(model, tokenizer, rollout_dtype: str):
     return TransformersBackend(model, tokenizer, rollout_dtype=rollout_dtype)
 
 
-def test_auto_rollout_dtype_is_bf16_only_where_native():
+def test_auto_rollout_dtype_is_bf16_only_where_the_cpu_has_bf16_instructions(monkeypatch):
     import torch
 
+    from searchplay import precision
     from searchplay.llm.transformers_backend import pick_rollout_dtype
 
-    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    assert pick_rollout_dtype("auto", "cpu") is (torch.bfloat16 if native else None)
+    monkeypatch.setattr(precision, "cpu_bf16_instructions", lambda: "AMX")
+    assert pick_rollout_dtype("auto", "cpu") is torch.bfloat16
+    monkeypatch.setattr(precision, "cpu_bf16_instructions", lambda: None)
+    assert pick_rollout_dtype("auto", "cpu") is None
     assert pick_rollout_dtype("model", "cpu") is None and pick_rollout_dtype("float16", "cpu") is torch.float16
 
 

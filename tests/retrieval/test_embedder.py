@@ -77,11 +77,14 @@ def test_bf16_embedder_returns_float32_and_ranks_as_fp32(minilm_path):
     assert np.allclose(scores["bf16"], scores["fp32"], atol=0.02)
 
 
-def test_auto_dtype_is_bf16_only_where_the_cpu_computes_it():
+def test_auto_dtype_is_bf16_only_where_the_cpu_has_bf16_instructions(monkeypatch):
     import torch
 
+    from searchplay import precision
     from searchplay.retrieval.embedder import pick_dtype
 
-    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    assert pick_dtype("auto", "cpu") is (torch.bfloat16 if native else torch.float32)
+    monkeypatch.setattr(precision, "cpu_bf16_instructions", lambda: "AVX512-BF16")
+    assert pick_dtype("auto", "cpu") is torch.bfloat16
+    monkeypatch.setattr(precision, "cpu_bf16_instructions", lambda: None)
+    assert pick_dtype("auto", "cpu") is torch.float32
     assert pick_dtype("float32", "cpu") is torch.float32

@@ -63,8 +63,8 @@ def pick_device(device: str) -> str:
 def pick_rollout_dtype(name: str | None, device: str) -> Any:
     """``agent.rollout_dtype`` -> a torch dtype, or None (generate in the model's own dtype).
 
-    'auto': bf16 where the hardware computes it natively (CUDA with bf16, a CPU with AVX512-BF16 or AMX
-    as oneDNN reports), else None; 'model' or None: None.
+    'auto': bf16 where the hardware computes it natively (CUDA with bf16, a CPU with AVX512-BF16, AMX or
+    Arm BF16: ``searchplay.precision``), else None; 'model' or None: None.
     """
     import torch
 

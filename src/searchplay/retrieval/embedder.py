@@ -32,8 +32,9 @@ def pick_device(device: str = "auto") -> str:
 def pick_dtype(name: str, device: str) -> Any:
     """``models.embedder_dtype`` -> a torch dtype; 'auto': bf16 where the hardware computes it natively.
 
-    Measured on the 2-core machine (MiniLM, 1,536 passages): bf16 91.0 vs fp32 52.1 passages/s (1.75x), top-3
-    agreement 0.988 on 200 NQ queries (``benchmarks/embedder.py``).
+    Measured on a 2-core AMD EPYC with AVX512-BF16 (MiniLM, 1,536 passages): bf16 91.0 vs fp32 52.1 passages/s
+    (1.75x), top-3 agreement 0.988 on 200 NQ queries (``benchmarks/embedder.py``); on an Intel Xeon with AVX512
+    but no bf16 instructions, bf16 15.5 vs fp32 46.7 (0.33x), which is why ``auto`` is fp32 there.
     """
     import torch
 

@@ -1,0 +1,46 @@
+import logging
+
+import pytest
+import torch
+
+from searchplay import precision
+
+
+def _cpu(monkeypatch, machine: str, amx: bool = False, avx512_bf16: bool = False, onednn: bool = True) -> None:
+    monkeypatch.setattr(precision.platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn)
+
+
+def test_an_x86_cpu_with_avx512_but_no_bf16_instructions_runs_fp32_although_onednn_reports_bf16(monkeypatch):
+    """oneDNN reports bf16 on any AVX512 CPU (Cascade Lake included), where it emulates it: 2.6x slower."""
+    _cpu(monkeypatch, "x86_64", onednn=True)
+    assert precision.cpu_bf16_instructions() is None
+    assert not precision.bf16_is_native("cpu") and not precision.autocast_enabled("auto", "cpu")
+    assert precision.precision_note("cpu").startswith("auto precision: fp32 (this CPU has no bf16 instructions")
+
+
+@pytest.mark.parametrize(("flags", "found"), [({"amx": True, "avx512_bf16": True}, "AMX"),
+                                              ({"avx512_bf16": True}, "AVX512-BF16")])
+def test_an_x86_cpu_with_bf16_instructions_runs_bf16(monkeypatch, flags, found):
+    _cpu(monkeypatch, "x86_64", **flags)
+    assert precision.cpu_bf16_instructions() == found and precision.bf16_is_native("cpu")
+    assert precision.precision_note("cpu") == f"auto precision: bf16 (this CPU has {found})"
+
+
+def test_an_arm_cpu_follows_onednn_which_checks_its_bf16_extension(monkeypatch):
+    _cpu(monkeypatch, "aarch64", onednn=True)
+    assert precision.cpu_bf16_instructions() == "Arm BF16"
+    _cpu(monkeypatch, "aarch64", onednn=False)
+    assert not precision.bf16_is_native("cpu")
+
+
+def test_an_explicit_setting_wins_and_the_choice_is_logged_once(monkeypatch, caplog):
+    _cpu(monkeypatch, "x86_64")
+    assert precision.autocast_enabled(True, "cpu") and not precision.autocast_enabled(False, "cpu")
+    precision._log_once.cache_clear()
+    with caplog.at_level(logging.INFO, logger="searchplay.precision"):
+        precision.bf16_is_native("cpu")
+        precision.bf16_is_native("cpu")
+    assert [r.getMessage() for r in caplog.records].count(precision.precision_note("cpu")) == 1
