@@ -141,8 +141,8 @@ def test_the_counts_the_readme_states_are_the_committed_runs():
         model, more, less = found.groups()
         key = f"coverage.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
         assert (int(more), int(less)) == (metrics[f"{key}.more"], metrics[f"{key}.less"]), model
-    found = re.search(r"kg_wcr's returned a gold answer on (\d+) held-out questions where its start's did not and "
-                      r"on (\d+) the other way \(exact McNemar p = ([\d.]+); gdcr (\d+) and (\d+)\)", summary)
+    found = re.search(r"kg_wcr's searches returned a gold answer on (\d+) held-out questions where its start's did "
+                      r"not and on (\d+) the other way \(exact McNemar p = ([\d.]+); gdcr (\d+) and (\d+)\)", summary)
     for model, (more, less) in (("kg_wcr", found.group(1, 2)), ("gdcr", found.group(4, 5))):
         key = f"behaviour.{model}_vs_{STARTED_FROM[model]}.kg_heldout"
         assert (int(more), int(less)) == (metrics[f"{key}.found_only_a"], metrics[f"{key}.found_only_b"]), model

@@ -328,3 +328,21 @@ def test_a_checkpoint_follows_the_umask_not_safetensors_0600(tiny_model_path, tm
         os.umask(old)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "ckpt").rglob("*") if p.is_file()}
     assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes
+
+
+def test_released_training_state_frees_moments_and_reference_and_refuses_to_train(tiny_model_path, tmp_path):
+    """A run's last act (a phase's hand-off) reads only the policy: its log-probs are unchanged once the moments
+    and the reference are gone, and a step or save that would need them raises instead of training without."""
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    samples = [_sample([20, 21, 22], [1, 1, 1], 1.0), _sample([30, 31], [1, 1], -1.0, prompt=[1, 13])]
+    trainer.step(samples)
+    assert trainer.optimizer.state and trainer.ref_model is not None
+    before = trainer.compute_logprobs(samples)
+    trainer.release_training_state()
+    assert not trainer.optimizer.state and trainer.ref_model is None and trainer.start_weights is None
+    assert all(p.grad is None for p in trainer.model.parameters())
+    assert trainer.compute_logprobs(samples) == before
+    with pytest.raises(RuntimeError, match="released"):
+        trainer.step(samples)
+    with pytest.raises(RuntimeError, match="released"):
+        trainer.save(tmp_path / "ckpt")

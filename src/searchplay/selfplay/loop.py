@@ -298,6 +298,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     pinned = phases.pinned_state(params, variant, phase)  # first: a phase without its hand-off set fails at once
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
     state.extra.update(pinned)
+    owned = runtime is None  # built here, so no caller reuses it after this run: its last act may free memory
     runtime = runtime or build_runtime(params, variant)
     processes = _share_checkpoints(runtime, variant, manager)
     if not processes.is_main:
@@ -317,7 +318,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             with start_run(params, "selfplay", run_name, tags, run_id=continued):
                 for row in unlogged:
                     _log_iteration(row, int(row["iteration"]))
-        finish_phase(runtime, variant, params, state, manager.root, reports, phase)
+        finish_phase(runtime, variant, params, state, manager.root, reports, phase, release=owned)
         return state.history
     with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
         for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
@@ -325,15 +326,19 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         _train_iterations(runtime, variant, params, state, manager, reports, iterations, run.info.run_id,
                           on_iteration)
         _heldout_analysis(runtime, variant, params, reports, processes)
-        finish_phase(runtime, variant, params, state, manager.root, reports, phase)  # inside: logs to its run
+        finish_phase(runtime, variant, params, state, manager.root, reports, phase, release=owned)  # in its run
     return state.history
 
 
 def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path, reports: Path,
-                 phase: str) -> None:
-    """The phase's last act after its last iteration, if it has one (e.g. writing the hand-off set)."""
+                 phase: str, release: bool = False) -> None:
+    """The phase's last act after its last iteration, if it has one (e.g. writing the hand-off set). With
+    ``release`` (a runtime no caller reuses), the trainer's moments and reference are freed first: nothing
+    trains after it, the last checkpoint is written, and the act's generations reuse that memory."""
     finish = phases.finisher(variant, phase)
     if finish is not None:
+        if release:
+            runtime.trainer.release_training_state()
         finish(runtime, variant, params, state, root, reports)
 
 

@@ -179,6 +179,24 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
     assert (tmp_path / "checkpoints" / "eve").is_dir() and (tmp_path / "reports" / "eve" / "history.csv").is_file()
 
 
+@pytest.mark.slow
+def test_a_phase_a_run_that_built_its_runtime_frees_the_training_state_before_the_hand_off(
+        world, trainer, tmp_path, monkeypatch, tiny_model_dir):
+    """The stage's own process (no runtime passed in) ends Phase A by freeing AdamW's moments and the reference
+    before the hand-off generates; the set is still written, and a second Phase A run has nothing to train."""
+    from searchplay.selfplay import loop
+
+    monkeypatch.chdir(tmp_path)
+    params, runtime, _ = handoff_world(world, trainer, tiny_model_dir)
+    released = []
+    monkeypatch.setattr(runtime.trainer, "release_training_state",
+                        lambda: released.append(bool(runtime.trainer.optimizer.state)))
+    monkeypatch.setattr(loop, "build_runtime", lambda *args, **kwargs: runtime)
+    loop.run_selfplay(params, "eve", 1, phase="a")
+    assert released == [True]  # freed once, after the last update (its moments were still there)
+    assert len((tmp_path / "checkpoints" / "eve_phase_a" / "solver_set.jsonl").read_text().splitlines()) == 3
+
+
 def test_phase_b_without_a_hand_off_set_names_the_command_that_writes_it(tmp_path):
     from searchplay.recipes.eve.phases import HandoffError, phase_state
 
