@@ -4,7 +4,8 @@ bf16 is fast only where the hardware has bf16 instructions: a CUDA device with b
 AVX512-BF16 or AMX, an Arm CPU with its BF16 extension. Elsewhere PyTorch emulates it, and a bf16 forward is
 several times SLOWER than fp32, so ``auto`` means fp32 there. Measured: one warm-start SFT step 96 s under
 bf16 autocast on a 2-core AMD EPYC without AVX512 (docs/decisions/warmstart.md); on a 2-core Intel Xeon with
-AVX512 but no AVX512-BF16 (Cascade Lake), the MLP of one layer 2.6x slower in bf16 (docs/benchmarks.md).
+AVX512 but no AVX512-BF16 (Cascade Lake), embedding at 0.33x and the self-play update at 0.45x of fp32
+(docs/benchmarks.md).
 
 oneDNN's own test (``torch.ops.mkldnn._is_mkldnn_bf16_supported``) is not enough on x86: it accepts any CPU
 with AVX512 BW/VL/DQ, where oneDNN emulates the bf16 arithmetic.
@@ -37,29 +38,33 @@ def cpu_bf16_instructions() -> str | None:
 def bf16_is_native(device: str) -> bool:
     """True on a CUDA device with bf16 support or a CPU with bf16 instructions (``cpu_bf16_instructions``);
     the first call per device logs what ``auto`` resolves to."""
+    native, _ = _resolve(device)
+    _log_once(device)
+    return native
+
+
+def precision_note(device: str) -> str:
+    """What every ``auto`` precision knob resolves to on ``device``, and why, in one line for the log."""
+    native, reason = _resolve(device)
+    return f"auto precision: {'bf16' if native else 'fp32'} ({reason})"
+
+
+def _resolve(device: str) -> tuple[bool, str]:
+    """(bf16 is native on ``device``, why)."""
     import torch
 
     if device.startswith("cuda"):
         native = bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    else:
-        native = cpu_bf16_instructions() is not None
-    _log_once(device)
-    return native
+        return native, f"{device} {'supports' if native else 'lacks'} bf16"
+    found = cpu_bf16_instructions()
+    if found:
+        return True, f"this CPU has {found}"
+    return False, "this CPU has no bf16 instructions: no AVX512-BF16, AMX or Arm BF16"
 
 
 @functools.cache
 def _log_once(device: str) -> None:
     log.info(precision_note(device))
-
-
-def precision_note(device: str) -> str:
-    """What every ``auto`` precision knob resolves to on ``device``, and why, in one line for the log."""
-    if device.startswith("cuda"):
-        return f"auto precision: {'bf16' if bf16_is_native(device) else 'fp32'} ({device})"
-    found = cpu_bf16_instructions()
-    if found:
-        return f"auto precision: bf16 (this CPU has {found})"
-    return "auto precision: fp32 (this CPU has no bf16 instructions: no AVX512-BF16, AMX or Arm BF16)"
 
 
 def autocast_enabled(setting: AutocastSetting, device: str) -> bool:

@@ -109,6 +109,7 @@ class PolicyTrainer:
             self.ref_model = (self.accelerator.prepare_model(ref, evaluation_mode=True) if self._sharded
                               else ref.to(self.accelerator.device))
         self.global_step = 0
+        self._released = False  # release_training_state: no step or save after it
         self._keep_logits = _accepts_logits_to_keep(model)
         self._ref_prefixes = PrefixStore()  # the frozen reference's shared prompt prefixes, kept across steps
         self._autocast_on = autocast_enabled(self.cfg.autocast_bf16, self.accelerator.device.type)
@@ -169,7 +170,7 @@ class PolicyTrainer:
         self._released = True
 
     def _check_not_released(self, action: str) -> None:
-        if getattr(self, "_released", False):
+        if self._released:
             raise RuntimeError(f"PolicyTrainer.{action}: the training state was released (release_training_state)")
 
     def step(self, samples: list[TrainingSample]) -> dict[str, float]:
