@@ -268,6 +268,32 @@ def test_a_continuation_joins_the_rows_still_writing(tiny_dir):
     assert len(decode) < 8 + 2 and max(decode) == 2  # the continuation decoded beside row 1
 
 
+def test_continuous_batching_frees_each_finished_row_when_it_ends(tiny_dir, monkeypatch):
+    """A row the callback does not continue is finished: its keys and values are never copied out of the running
+    batch and none stay after the call; ``keep_finished_rows`` keeps them for a later call. The tokens agree."""
+    from searchplay.llm import transformers_backend
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    copies = []
+    row = transformers_backend._Running.row
+    monkeypatch.setattr(transformers_backend._Running, "row", lambda self, slot, ids, copy=False: (
+        copies.append(copy), row(self, slot, ids, copy))[1])
+    freeing = backend(tiny_dir, True)
+    keeping = TransformersBackend(str(tiny_dir), device="cpu", keep_finished_rows=True)
+    tok = freeing.tokenizer
+    prompts = [tok.encode(text) for text in ("Paris is the capital of", "A story about a dog", "Colors:")]
+    reply = tok.encode(" <information>Doc 1: some text.</information>", add_special_tokens=False)
+
+    freed = continue_turns(freeing, prompts, [2, 3, 4], [2, 0, 1], reply)
+    freed_copies, copies[:] = copies.count(True), []
+    kept = continue_turns(keeping, prompts, [2, 3, 4], [2, 0, 1], reply)
+    assert [ids for *_, ids in freed] == [ids for *_, ids in kept]
+    assert freed_copies == 3 and copies.count(True) == 6  # the continued generations only; every generation
+    assert freeing._cache == []
+    last = {r: len(prompt) + len(ids) - 1 for r, prompt, _, ids in kept}  # each row's last generation, cached
+    assert sorted(len(cached.ids) for cached in keeping._cache) == sorted(last.values())
+
+
 def test_continuous_batching_needs_a_limit_per_prompt(tiny_dir):
     engine = backend(tiny_dir, True)
     with pytest.raises(ValueError):

@@ -27,7 +27,9 @@ Continuous batching (``generate_continuous``): a multi-turn caller hands over ev
 gets each finished generation back through a callback, which runs the search and returns the rollout's next
 prompt; that row re-enters the running batch (its new tokens prefilled alone after its own cached keys and
 values) while the other rows keep decoding, so no turn waits for its slowest row. New rows join once they
-are a quarter of the rows still writing, or when none is; the batch cache is then laid out afresh.
+are a quarter of the rows still writing, or when none is; the batch cache is then laid out afresh. A row the
+callback does not continue is finished: its keys and values are freed when it ends, not kept for a later call
+(``keep_finished_rows=True`` keeps them), so an evaluation batch holds only the rows still in play.
 
 Rollout dtype: generation may run in another dtype than the model it is given (``agent.rollout_dtype``:
 bf16 rollouts from fp32 training weights, as verl's vLLM rollouts beside FSDP training). A module passed
@@ -139,7 +141,8 @@ class TransformersBackend:
     """``PolicyBackend`` over a transformers causal LM (the trainer's module can be shared in-process)."""
 
     def __init__(self, model: str | Any, tokenizer: Any = None, dtype: str = "float32", device: str = "auto",
-                 reuse_cache: bool = True, rollout_dtype: str | None = None, share_prefixes: bool = True):
+                 reuse_cache: bool = True, rollout_dtype: str | None = None, share_prefixes: bool = True,
+                 keep_finished_rows: bool = False):
         import torch
 
         from searchplay.assets import resolve
@@ -168,6 +171,7 @@ class TransformersBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.reuse_cache = reuse_cache
+        self.keep_finished_rows = keep_finished_rows  # continuous batching: keep rows no callback continued
         self.share_prefixes = share_prefixes  # shared prompt prefixes prefilled once (searchplay.prefix_kv)
         self._cache: list[_CachedRow] = []
         self._cache_version: tuple[int, ...] = ()
@@ -238,6 +242,7 @@ class TransformersBackend:
         self._follow_source()
         prompts = [list(p) for p in prompts]
         hits = self._share_prefixes(prompts, self._lookup(prompts))
+        self._cache = []  # the rows no prompt extends are freed now, not when this call replaces them
         self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, hits, strict=True))
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
@@ -265,6 +270,7 @@ class TransformersBackend:
         if not todo:
             return
         first = self._share_prefixes([ids for _, ids, _ in todo], self._lookup([ids for _, ids, _ in todo]))
+        self._cache = []  # the rows no prompt extends are freed now, not when this call replaces them
         hits: dict[int, _CachedRow | None] = dict(enumerate(first))  # each index's cached prefix for its next prefill
         limit = dict(enumerate(limits))
         generated: dict[int, list[int]] = {index: [] for index, _, _ in todo}
@@ -285,13 +291,17 @@ class TransformersBackend:
                     generated[index].append(token)
                     feed[slot] = token
                     completion = self._finished(generated[index], sampling, limit[index])
-                    if completion is not None:  # the cache holds every token but the one just sampled
-                        hits[index] = run.row(slot, run.ids[slot] + generated[index][:-1], copy=True)
+                    if completion is not None:
                         ended.append((slot, index, completion))
                 if ended:
                     finished = {slot for slot, _, _ in ended}
                     run.alive = [slot for slot in run.alive if slot not in finished]
-                    for index, ids, new_limit in on_finished([(index, completion) for _, index, completion in ended]):
+                    going_on = on_finished([(index, completion) for _, index, completion in ended])
+                    continued = {index for index, _, _ in going_on}
+                    for slot, index, _ in ended:  # the cache holds every token but the one just sampled
+                        keep = index in continued or self.keep_finished_rows
+                        hits[index] = run.row(slot, run.ids[slot] + generated[index][:-1], copy=True) if keep else None
+                    for index, ids, new_limit in going_on:
                         todo.append((index, list(ids), new_limit))
                         limit[index], generated[index] = new_limit, []
                 if not run.alive:
