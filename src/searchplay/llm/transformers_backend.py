@@ -242,7 +242,6 @@ class TransformersBackend:
         self._follow_source()
         prompts = [list(p) for p in prompts]
         hits = self._share_prefixes(prompts, self._lookup(prompts))
-        self._cache = []  # the rows no prompt extends are freed now, not when this call replaces them
         self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, hits, strict=True))
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
@@ -270,7 +269,6 @@ class TransformersBackend:
         if not todo:
             return
         first = self._share_prefixes([ids for _, ids, _ in todo], self._lookup([ids for _, ids, _ in todo]))
-        self._cache = []  # the rows no prompt extends are freed now, not when this call replaces them
         hits: dict[int, _CachedRow | None] = dict(enumerate(first))  # each index's cached prefix for its next prefill
         limit = dict(enumerate(limits))
         generated: dict[int, list[int]] = {index: [] for index, _, _ in todo}
@@ -488,7 +486,8 @@ class TransformersBackend:
         return tuple(p._version for p in self.model.parameters())
 
     def _lookup(self, prompts: list[list[int]]) -> list[_CachedRow | None]:
-        """Per prompt, the longest cached row that is a strict prefix of it (None: prefill it all)."""
+        """Per prompt, the longest cached row that is a strict prefix of it (None: prefill it all). The cache is
+        emptied: the rows no prompt extends are freed now, not when the calling generation replaces them."""
         if not self.reuse_cache or not self._cache or self._weights_version() != self._cache_version:
             self._cache = []
             return [None] * len(prompts)
@@ -496,6 +495,7 @@ class TransformersBackend:
         for prompt in prompts:
             fits = [row for row in self._cache if row.prefixes(prompt)]
             hits.append(max(fits, key=lambda row: len(row.ids), default=None))
+        self._cache = []
         return hits
 
     def _share_prefixes(self, prompts: list[list[int]], hits: list[_CachedRow | None]) -> list[_CachedRow | None]:
