@@ -7,6 +7,9 @@
         # on rollout-shaped samples of real corpus text (data/corpus/passages.jsonl) when it exists
     .venv/bin/python benchmarks/rl_trainer.py --compare-malloc --model checkpoints/warmstart/model --steps 3
         # the same steps in two child processes: glibc's malloc as it is, then searchplay.runtime.keep_freed_memory
+    .venv/bin/python benchmarks/rl_trainer.py --memory --layout proposer --samples 10 --steps 3 \
+        --model checkpoints/warmstart/model
+        # resident memory per step (start, sampled peak, end), then live tensors against what the allocator holds
     accelerate launch --config_file accelerate_configs/cpu.yaml benchmarks/rl_trainer.py   # same, via accelerate
 Prints figures; asserts nothing.
 """
@@ -21,6 +24,7 @@ import random
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -48,6 +52,10 @@ def main() -> None:
                         "unmapping freed blocks (searchplay.runtime.keep_freed_memory, as every searchplay "
                         "command runs); print the ratio and whether every loss agrees")
     parser.add_argument("--model", default=None, help="policy folder (default: models.policy)")
+    parser.add_argument("--memory", action="store_true",
+                        help="sample resident memory during each step (start, peak, end); at the end, the bytes of "
+                        "live tensors and the resident memory after glibc's malloc_trim(0), i.e. what the allocator "
+                        "kept of memory already freed")
     args = parser.parse_args()
     if args.compare_malloc:
         _compare_malloc([arg for arg in sys.argv[1:] if arg != "--compare-malloc"])
@@ -157,8 +165,13 @@ def _run(params, args) -> float:
     print(f"autocast_bf16={params.selfplay.autocast_bf16}: load policy + reference: {time.perf_counter() - t0:.1f} s")
     samples = _samples(trainer, args)
     total, losses = 0.0, []
+    sampler = _PeakSampler() if args.memory else None
     for _ in range(args.steps):
+        start = sampler.reset() if sampler else 0.0
         stats = trainer.step(samples)
+        if sampler:
+            print(f"resident memory: {start:.2f} GiB at the step's start, {sampler.peak:.2f} peak, "
+                  f"{_resident_gib():.2f} at its end")
         total += stats["seconds"]
         losses.append(stats["loss"])
         print(f"step {int(stats['step'])}: {stats['seconds']:.1f} s, {stats['tokens_per_s']:.0f} model tokens/s, "
@@ -167,8 +180,60 @@ def _run(params, args) -> float:
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB "
           f"({args.samples} x ({args.prompt_tokens}+{args.response_tokens}) tokens, "
           f"micro-batch {params.selfplay.micro_batch_size})")
+    if sampler:
+        print(f"live tensors {_live_tensor_gib():.2f} GiB; resident {_resident_gib():.2f} GiB, after malloc_trim(0) "
+              f"{_trimmed_resident_gib():.2f} GiB")
     print("RESULT " + json.dumps({"seconds": total, "losses": losses}))
     return total
+
+
+def _resident_gib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+class _PeakSampler:
+    """Resident memory sampled every 20 ms on a daemon thread; ``reset`` starts a new peak and returns the current."""
+
+    def __init__(self) -> None:
+        self.peak = _resident_gib()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def reset(self) -> float:
+        self.peak = _resident_gib()
+        return self.peak
+
+    def _run(self) -> None:
+        while True:
+            self.peak = max(self.peak, _resident_gib())
+            time.sleep(0.02)
+
+
+def _live_tensor_gib() -> float:
+    """Bytes of every distinct tensor storage the garbage collector can reach."""
+    import gc
+    import warnings
+
+    import torch
+
+    storages = {}
+    with warnings.catch_warnings():  # isinstance on some deprecated torch module attributes warns
+        warnings.simplefilter("ignore", FutureWarning)
+        tensors = [obj for obj in gc.get_objects() if isinstance(obj, torch.Tensor) and obj.device.type == "cpu"]
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values()) / 2**30
+
+
+def _trimmed_resident_gib() -> float:
+    """Resident memory after glibc hands its free pages back (Linux/glibc only; else the resident memory)."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return _resident_gib()
 
 
 if __name__ == "__main__":
