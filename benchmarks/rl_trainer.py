@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from searchplay.config import load_params
 from searchplay.rl import PolicyTrainer, TrainingSample
 from searchplay.runtime import MALLOC_TUNING_ENV, keep_freed_memory
@@ -188,24 +190,26 @@ def _run(params, args) -> float:
 
 
 def _resident_gib() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+    return psutil.Process().memory_info().rss / 2**30
 
 
 class _PeakSampler:
     """Resident memory sampled every 20 ms on a daemon thread; ``reset`` starts a new peak and returns the current."""
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()  # a sample taken before a reset must not raise the new peak
         self.peak = _resident_gib()
         threading.Thread(target=self._run, daemon=True).start()
 
     def reset(self) -> float:
-        self.peak = _resident_gib()
-        return self.peak
+        with self._lock:
+            self.peak = _resident_gib()
+            return self.peak
 
     def _run(self) -> None:
         while True:
-            self.peak = max(self.peak, _resident_gib())
+            with self._lock:
+                self.peak = max(self.peak, _resident_gib())
             time.sleep(0.02)
 
 
