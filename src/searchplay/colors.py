@@ -21,6 +21,7 @@ MODEL_COLORS = {
     "kg_wcr_gdcr": "#e377c2",
     "ssp_kg_answers": "#bcbd22",
     "kg_template": "#17becf",
+    "kg_draft": "#393b79",
 }
 PHASE_TINTS = {"eve_phase_a": "#c49c94"}  # light brown: eve's Phase A
 SPARE = ("#98df8a", "#ff9896", "#c5b0d5", "#f7b6d2", "#dbdb8d", "#9edae5", "#ffbb78")

@@ -2,7 +2,9 @@ import json
 
 from searchplay.agent.proposer_prompts import (
     EXAMPLE_QUESTIONS,
+    KG_DRAFT_INSTRUCTION,
     KG_PROPOSER_SYSTEM,
+    kg_draft_proposer_messages,
     kg_proposer_messages,
     parse_rag_answer,
     rag_verification_messages,
@@ -37,6 +39,16 @@ def test_kg_proposer_carries_one_json_object_with_the_subgraph():
     assert obj["gold_chain"][-1]["tail"] == "Answer1"
     assert obj["distractors"] == [{"divergence_node": "Bridge1A", "edges": [
         {"head": "Bridge1A", "relation": "relation 9", "tail": "Decoy1", "tail_desc": "a decoy"}]}]
+
+
+def test_the_draft_prompt_is_the_kg_prompt_plus_the_draft_field_and_its_line():
+    record = subgraph_record(1, num_nodes=5)
+    system, user = kg_draft_proposer_messages(record, "What is the relation 2 of Seed1?")
+    assert system == kg_proposer_messages(record)[0]
+    header, payload = user["content"].split("\n", 1)
+    payload, instruction = payload.split("\n\n")
+    assert header == "## Input (ONE JSON object)" and instruction == KG_DRAFT_INSTRUCTION
+    assert json.loads(payload) == {**subgraph_object(record), "draft_question": "What is the relation 2 of Seed1?"}
 
 
 def test_rag_prompt_is_verbatim_and_answer_parsing():

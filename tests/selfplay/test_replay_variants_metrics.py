@@ -55,6 +55,10 @@ def test_proposer_prompt_dispatch_by_registry():
     assert "The answer I provided is: Answer0." in ssp[1]["content"] and "gold_chain" not in ssp[1]["content"]
     assert '"correct_answer": "Answer0"' in kg[1]["content"]
     assert get_variant("ssp_kg_answers").proposer_messages(seed) == ssp
+    draft = get_variant("kg_draft").proposer_messages(seed)
+    assert draft[0] == kg[0] and '"draft_question": "What is the relation 2 of' in draft[1]["content"]
+    assert [get_variant(name).proposer_sees_path for name in ("ssp", "kg", "kg_draft", "ssp_kg_answers")] == [
+        False, True, True, False]
     with pytest.raises(ValueError, match="subgraph record"):
         get_variant("kg").proposer_messages(Seed("x", "Paris"))
 

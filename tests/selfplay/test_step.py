@@ -106,6 +106,25 @@ def test_the_template_control_trains_the_solver_on_template_questions_without_a_
 
 
 @pytest.mark.slow
+def test_the_draft_control_shows_its_proposer_the_template_question_and_trains_it(setup, trainer):
+    params, backend, runtime, state, variant = setup("kg_draft", trainer=trainer)
+    seen: list[str] = []
+    generate = backend.generate
+
+    def recording(prompts, sampling):
+        seen.extend(backend.tokenizer.decode(list(p)) for p in prompts)
+        return generate(prompts, sampling)
+
+    backend.generate = recording
+    m = run_step(runtime, variant, params, state).metrics
+    proposer_prompts = [text for text in seen if "question creator" in text]
+    assert len(proposer_prompts) >= 3  # a prompt per turn of each of the 3 proposals
+    assert all('"draft_question": "What is the relation 2 of' in text for text in proposer_prompts)
+    assert m["proposer/proposals"] == 3 and m["train/samples_proposer"] == 3
+    assert not math.isnan(m["filter/gold_checked_rate"])  # a Proposer shown the path: its questions are checked
+
+
+@pytest.mark.slow
 def test_binary_variant_has_no_process_reward_and_the_buffer_resets(setup, trainer):
     params, _, runtime, state, variant = setup("kg", trainer=trainer, replay_reset_every=1)
     m = run_step(runtime, variant, params, state).metrics

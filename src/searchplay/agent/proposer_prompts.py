@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (verbatim prompts keep the papers' paragraphs as single lines)
 """Proposer and RAG-verification prompts (SSP App. D; KG-paths paper App. F, Fig. 11-12).
 
-Three prompts live here; the Solver prompt is the agent's (``searchplay.agent.prompts.solver_messages``).
+Four prompts live here; the Solver prompt is the agent's (``searchplay.agent.prompts.solver_messages``).
 
 * ``ssp_proposer_messages``: SSP's Proposer prompt, verbatim from SSP App. D, split into a system
   and a user message the way the official code does (system: role, process, examples, critical
@@ -9,6 +9,8 @@ Three prompts live here; the Solver prompt is the agent's (``searchplay.agent.pr
 * ``kg_proposer_messages``: the KG Proposer. Fig. 11-12 survive only as fragments; the fragments are
   kept verbatim and the gaps are a RECONSTRUCTION (marked below, ``KG_PROMPT_IS_RECONSTRUCTED``).
   The subgraph is serialized as ONE JSON object (Fig. 12: "## Input (ONE JSON object)").
+* ``kg_draft_proposer_messages``: the KG Proposer prompt with the path's template question as a draft
+  (the ``kg_draft`` control; ours, not a paper's).
 * ``rag_verification_messages``: SSP's RAG Solver prompt, verbatim, used without tools to verify a
   proposed question (SSP §3.3, App. D).
 """
@@ -155,6 +157,19 @@ def kg_proposer_messages(record: dict[str, Any], examples: Sequence[str] = EXAMP
     subgraph_json = json.dumps(subgraph_object(record, examples), ensure_ascii=False)
     return [{"role": "system", "content": KG_PROPOSER_SYSTEM},
             {"role": "user", "content": KG_PROPOSER_USER.format(subgraph_json=subgraph_json)}]
+
+
+# Ours, not a paper's: the kg_draft control's one added field and line (docs/decisions/selfplay.md).
+KG_DRAFT_INSTRUCTION = """draft_question asks for correct_answer along the gold chain. You may rewrite it into a more natural or more challenging question, but your question must still ask for correct_answer."""
+
+
+def kg_draft_proposer_messages(record: dict[str, Any], draft: str,
+                               examples: Sequence[str] = EXAMPLE_QUESTIONS) -> list[dict[str, str]]:
+    """The KG Proposer prompt with ``draft`` (the path's template question) in the JSON object as
+    ``draft_question`` and one line saying what it is: the system message is ``kg_proposer_messages``'."""
+    subgraph_json = json.dumps({**subgraph_object(record, examples), "draft_question": draft}, ensure_ascii=False)
+    user = KG_PROPOSER_USER.format(subgraph_json=subgraph_json) + "\n\n" + KG_DRAFT_INSTRUCTION
+    return [{"role": "system", "content": KG_PROPOSER_SYSTEM}, {"role": "user", "content": user}]
 
 
 # --- RAG verification (SSP App. D "RAG Solver Prompt", verbatim) ------------------------------------

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
+from searchplay.agent.proposer_prompts import kg_draft_proposer_messages, kg_proposer_messages, ssp_proposer_messages
 from searchplay.policy import register_selfplay_variant
 from searchplay.selfplay.seeds import Seed
+from searchplay.templates import template_question
 
 Messages = list[dict[str, str]]
 SeedSource = str  # key of searchplay.selfplay.loop.SEED_SOURCES: 'kg', 'answers', or a recipe's
@@ -36,7 +37,16 @@ def kg_proposer(seed: Seed) -> Messages:
     return kg_proposer_messages(seed.record)
 
 
-PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer}
+def kg_draft_proposer(seed: Seed) -> Messages:
+    """KG Proposer with the path's template question as a draft it may rewrite (the kg_draft control)."""
+    if seed.record is None:
+        raise ValueError(f"seed {seed.seed_id!r} has no subgraph record; the KG Proposer needs KG seeds")
+    return kg_draft_proposer_messages(seed.record, template_question(seed.record))
+
+
+PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer,
+                                                           "kg_draft": kg_draft_proposer}
+PATH_PROMPTS = ("kg", "kg_draft")  # the Proposer prompts that show the seed's KG path
 
 
 @dataclass(frozen=True)
@@ -63,7 +73,7 @@ class Variant:
     @property
     def proposer_sees_path(self) -> bool:
         """Whether the Proposer is shown the seed's KG path (its question can then be checked against it)."""
-        return self.proposer_prompt == "kg"
+        return self.proposer_prompt in PATH_PROMPTS
 
     def proposer_messages(self, seed: Seed) -> Messages:
         return PROPOSER_PROMPTS[self.proposer_prompt](seed)
@@ -85,6 +95,9 @@ VARIANTS: dict[str, Variant] = {
     "kg_template": Variant("kg_template", seeds="kg", proposer_prompt="kg", solver_reward="wcr", questions="template",
                            description="control: kg_wcr's Solver on each path's template question, no Proposer "
                                        "(does the RL loop teach the Solver, apart from the Proposer's questions?)"),
+    "kg_draft": Variant("kg_draft", seeds="kg", proposer_prompt="kg_draft", solver_reward="binary",
+                        description="control: the kg variant with each path's template question in the Proposer's "
+                                    "input as a draft (do answerable Proposer questions let the loop teach?)"),
     "ssp_kg_answers": Variant("ssp_kg_answers", seeds="kg", proposer_prompt="ssp", solver_reward="binary",
                               description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
 }
