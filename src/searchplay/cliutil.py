@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 import typer
@@ -45,7 +46,8 @@ def path_error_message(error: OSError) -> str | None:
     (permission, read-only file system, full disk or quota, a file where a folder belongs); None for others."""
     path = error.filename or "an output file"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return (f"no space left on the device (writing {path}); free disk space (old checkpoints under "
+        detail = f": {error.strerror}" if error.strerror and error.strerror != os.strerror(error.errno) else ""
+        return (f"no space left on the device (writing {path}{detail}); free disk space (old checkpoints under "
                 "selfplay.checkpoint_dir, caches) or write to another disk, then run the command again")
     if isinstance(error, PermissionError) or error.errno == errno.EROFS:
         return f"{path}: permission denied (a read-only folder?); make it writable for this user {OTHER_PATH}"

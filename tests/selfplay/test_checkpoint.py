@@ -1,6 +1,13 @@
+import errno
+from collections import namedtuple
+
 import pytest
 
+from searchplay.cliutil import path_error_message
+from searchplay.selfplay import checkpoint
 from searchplay.selfplay.checkpoint import CheckpointManager, read_latest_pointer
+
+Usage = namedtuple("Usage", "total used free")
 
 
 def write_weights(text: str):
@@ -31,6 +38,50 @@ def test_a_failed_save_leaves_the_previous_checkpoint(tmp_path):
     assert (tmp_path / "iter_000002.partial").exists()  # what a kill leaves behind ...
     assert manager.remove_partials() == [tmp_path / "iter_000002.partial"]  # ... and a resume removes
     assert manager.save(2, {"iteration": 2}, write_weights("w2")).name == "iter_000002"
+
+
+def free_space(monkeypatch, free: int) -> None:
+    monkeypatch.setattr(checkpoint.shutil, "disk_usage", lambda path: Usage(10**12, 10**12 - free, free))
+
+
+def test_a_save_the_disk_cannot_hold_stops_before_writing_with_enospc(tmp_path, monkeypatch):
+    manager = CheckpointManager(tmp_path, keep=2)
+    manager.save(1, {"iteration": 1}, write_weights("w" * 5000))
+    free_space(monkeypatch, 1000)  # less than iter_000001's 5 KB
+    written = []
+    with pytest.raises(OSError) as raised:
+        manager.save(2, {"iteration": 2}, written.append)
+    assert raised.value.errno == errno.ENOSPC and written == []
+    assert "checkpoint iter_000002 needs about" in str(raised.value) and raised.value.filename == str(tmp_path)
+    assert path_error_message(raised.value).startswith(  # the CLI's one line keeps the figures
+        f"no space left on the device (writing {tmp_path}: checkpoint iter_000002 needs about 0.00 GiB")
+    assert manager.latest().name == "iter_000001" and not list(tmp_path.glob("*.partial"))
+
+
+def test_a_stream_error_on_a_full_disk_becomes_enospc_and_leaves_no_partial(tmp_path, monkeypatch):
+    manager = CheckpointManager(tmp_path, keep=2)
+    manager.save(1, {"iteration": 1}, write_weights("w1"))
+
+    def fill_the_disk(folder):
+        (folder / "optimizer.bin").write_text("half")
+        free_space(monkeypatch, 0)
+        raise RuntimeError("basic_ios::clear: iostream error")  # what torch.save raises on a full disk
+
+    with pytest.raises(OSError, match="the disk filled while writing checkpoint iter_000002") as raised:
+        manager.save(2, {"iteration": 2}, fill_the_disk)
+    assert raised.value.errno == errno.ENOSPC and isinstance(raised.value.__cause__, RuntimeError)
+    assert manager.latest().name == "iter_000001" and not list(tmp_path.glob("*.partial"))
+
+
+def test_a_write_error_with_space_left_is_raised_as_it_is(tmp_path):
+    manager = CheckpointManager(tmp_path, keep=2)
+
+    def broken(folder):
+        raise RuntimeError("a bug in the writer")
+
+    with pytest.raises(RuntimeError, match="a bug in the writer"):
+        manager.save(1, {"iteration": 1}, broken)
+    assert manager.latest() is None
 
 
 def test_a_folder_without_state_is_not_a_checkpoint_and_keep_is_validated(tmp_path):

@@ -15,10 +15,15 @@ Layout under ``<selfplay.checkpoint_dir>/<variant>/``::
 A checkpoint is written into ``.partial``, flushed, renamed (atomic on POSIX), then ``latest`` is
 replaced atomically, then old checkpoints beyond ``keep`` are removed. A kill anywhere leaves the
 previous complete checkpoint intact, so a resume loses at most the iteration in flight.
+
+A full disk is an ``OSError`` ENOSPC naming the folder (one line from the CLI, exit 2), never a library's
+stream error: a save that the newest checkpoint's size says will not fit stops before writing, and a write
+that fails with the disk (nearly) full removes its ``.partial`` and says so. The previous checkpoint stays.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -38,6 +43,7 @@ STATE_FILE = CHECKPOINT_STATE
 RUN_STATE_FILE = "run_state.json"  # .dvcignore names it: a checkpoint folder's hash is the same for the same seed
 RUN_KEYS = ("mlflow_run_id",)  # state keys that name this run rather than what it computed
 LATEST_FILE = "latest"
+LOW_SPACE_BYTES = 256 * 2**20  # a write that fails with less free than this failed for the disk
 
 
 def split_run_state(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -136,9 +142,21 @@ class CheckpointManager:
         if main:
             self.root.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(partial, ignore_errors=True)
+        self.check_space(partial)  # every process: none may wait at the barrier for one that stopped
+        if main:
             partial.mkdir()
         self.processes.barrier()
-        write(partial)
+        try:
+            write(partial)
+        except (OSError, RuntimeError) as exc:  # torch.save reports a full disk as "basic_ios::clear: iostream error"
+            full = getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+            full = full or _free_bytes(self.root) < LOW_SPACE_BYTES
+            if main:
+                shutil.rmtree(partial, ignore_errors=True)
+            if not full:
+                raise
+            raise OSError(errno.ENOSPC, f"the disk filled while writing checkpoint {final.name} ({exc}); the "
+                          "previous checkpoint is intact (--resume continues from it)", str(self.root)) from exc
         if not main:
             self.processes.barrier()  # wait until the main process has renamed the folder into place
             return final
@@ -159,6 +177,18 @@ class CheckpointManager:
         self.processes.barrier()
         return final
 
+    def check_space(self, partial: Path) -> None:
+        """Raise ENOSPC before writing when the free space under ``root`` is less than the newest complete
+        checkpoint's size (the next one is as large: the same model, optimizer and a longer history)."""
+        latest = self.latest()
+        if latest is None:
+            return
+        needed, free = _tree_bytes(latest), _free_bytes(self.root)
+        if free < needed:
+            raise OSError(errno.ENOSPC, f"checkpoint {partial.name.removesuffix('.partial')} needs about "
+                          f"{needed / 2**30:.2f} GiB (the size of {latest.name}) and {free / 2**30:.2f} GiB is free",
+                          str(self.root))
+
     def prune(self) -> None:
         """Keep the newest ``keep`` complete checkpoints; never the one ``latest`` names."""
         complete = self.complete()
@@ -167,6 +197,14 @@ class CheckpointManager:
             if pointer is not None and path.name == pointer.name:
                 continue
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _tree_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def _free_bytes(folder: Path) -> int:
+    return shutil.disk_usage(folder).free
 
 
 def read_state(checkpoint: Path) -> dict[str, Any]:
