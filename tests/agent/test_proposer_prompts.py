@@ -4,7 +4,6 @@ from searchplay.agent.proposer_prompts import (
     EXAMPLE_QUESTIONS,
     KG_DRAFT_INSTRUCTION,
     KG_PROPOSER_SYSTEM,
-    kg_draft_proposer_messages,
     kg_proposer_messages,
     parse_rag_answer,
     rag_verification_messages,
@@ -43,7 +42,7 @@ def test_kg_proposer_carries_one_json_object_with_the_subgraph():
 
 def test_the_draft_prompt_is_the_kg_prompt_plus_the_draft_field_and_its_line():
     record = subgraph_record(1, num_nodes=5)
-    system, user = kg_draft_proposer_messages(record, "What is the relation 2 of Seed1?")
+    system, user = kg_proposer_messages(record, draft="What is the relation 2 of Seed1?")
     assert system == kg_proposer_messages(record)[0]
     header, payload = user["content"].split("\n", 1)
     payload, instruction = payload.split("\n\n")

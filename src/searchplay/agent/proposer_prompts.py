@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (verbatim prompts keep the papers' paragraphs as single lines)
 """Proposer and RAG-verification prompts (SSP App. D; KG-paths paper App. F, Fig. 11-12).
 
-Four prompts live here; the Solver prompt is the agent's (``searchplay.agent.prompts.solver_messages``).
+Three prompts live here; the Solver prompt is the agent's (``searchplay.agent.prompts.solver_messages``).
 
 * ``ssp_proposer_messages``: SSP's Proposer prompt, verbatim from SSP App. D, split into a system
   and a user message the way the official code does (system: role, process, examples, critical
@@ -9,8 +9,7 @@ Four prompts live here; the Solver prompt is the agent's (``searchplay.agent.pro
 * ``kg_proposer_messages``: the KG Proposer. Fig. 11-12 survive only as fragments; the fragments are
   kept verbatim and the gaps are a RECONSTRUCTION (marked below, ``KG_PROMPT_IS_RECONSTRUCTED``).
   The subgraph is serialized as ONE JSON object (Fig. 12: "## Input (ONE JSON object)").
-* ``kg_draft_proposer_messages``: the KG Proposer prompt with the path's template question as a draft
-  (the ``kg_draft`` control; ours, not a paper's).
+  With ``draft``, the path's template question rides along as a draft (the ``kg_draft`` control; ours).
 * ``rag_verification_messages``: SSP's RAG Solver prompt, verbatim, used without tools to verify a
   proposed question (SSP §3.3, App. D).
 """
@@ -152,23 +151,21 @@ def subgraph_object(record: dict[str, Any], examples: Sequence[str] = EXAMPLE_QU
             "num_hops": record.get("num_hops", len(relations)), "example_questions": list(examples)}
 
 
-def kg_proposer_messages(record: dict[str, Any], examples: Sequence[str] = EXAMPLE_QUESTIONS) -> list[dict[str, str]]:
-    """KG Proposer prompt: system (Fig. 11, reconstructed around verbatim fragments) + the subgraph JSON."""
-    subgraph_json = json.dumps(subgraph_object(record, examples), ensure_ascii=False)
-    return [{"role": "system", "content": KG_PROPOSER_SYSTEM},
-            {"role": "user", "content": KG_PROPOSER_USER.format(subgraph_json=subgraph_json)}]
-
-
-# Ours, not a paper's: the kg_draft control's one added field and line (docs/decisions/selfplay.md).
+# Ours, not a paper's: the line that follows a draft (the kg_draft control; docs/decisions/selfplay.md).
 KG_DRAFT_INSTRUCTION = """draft_question asks for correct_answer along the gold chain. You may rewrite it into a more natural or more challenging question, but your question must still ask for correct_answer."""
 
 
-def kg_draft_proposer_messages(record: dict[str, Any], draft: str,
-                               examples: Sequence[str] = EXAMPLE_QUESTIONS) -> list[dict[str, str]]:
-    """The KG Proposer prompt with ``draft`` (the path's template question) in the JSON object as
-    ``draft_question`` and one line saying what it is: the system message is ``kg_proposer_messages``'."""
-    subgraph_json = json.dumps({**subgraph_object(record, examples), "draft_question": draft}, ensure_ascii=False)
-    user = KG_PROPOSER_USER.format(subgraph_json=subgraph_json) + "\n\n" + KG_DRAFT_INSTRUCTION
+def kg_proposer_messages(record: dict[str, Any], examples: Sequence[str] = EXAMPLE_QUESTIONS,
+                         draft: str | None = None) -> list[dict[str, str]]:
+    """KG Proposer prompt: system (Fig. 11, reconstructed around verbatim fragments) + the subgraph JSON.
+    With ``draft`` (the kg_draft control), the JSON also carries it as ``draft_question``, followed by
+    ``KG_DRAFT_INSTRUCTION``."""
+    subgraph = subgraph_object(record, examples)
+    if draft is not None:
+        subgraph["draft_question"] = draft
+    user = KG_PROPOSER_USER.format(subgraph_json=json.dumps(subgraph, ensure_ascii=False))
+    if draft is not None:
+        user += "\n\n" + KG_DRAFT_INSTRUCTION
     return [{"role": "system", "content": KG_PROPOSER_SYSTEM}, {"role": "user", "content": user}]
 
 

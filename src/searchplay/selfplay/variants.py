@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from searchplay.agent.proposer_prompts import kg_draft_proposer_messages, kg_proposer_messages, ssp_proposer_messages
+from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
 from searchplay.policy import register_selfplay_variant
 from searchplay.selfplay.seeds import Seed
 from searchplay.templates import template_question
@@ -30,18 +30,21 @@ def ssp_proposer(seed: Seed) -> Messages:
     return ssp_proposer_messages(seed.answer, seed.num_hops or 1)
 
 
-def kg_proposer(seed: Seed) -> Messages:
-    """KG Proposer: the subgraph as ONE JSON object plus correct_answer (KG-paths paper §3.2, Fig. 11-12)."""
+def _kg_record(seed: Seed) -> dict:
     if seed.record is None:
         raise ValueError(f"seed {seed.seed_id!r} has no subgraph record; the KG Proposer needs KG seeds")
-    return kg_proposer_messages(seed.record)
+    return seed.record
+
+
+def kg_proposer(seed: Seed) -> Messages:
+    """KG Proposer: the subgraph as ONE JSON object plus correct_answer (KG-paths paper §3.2, Fig. 11-12)."""
+    return kg_proposer_messages(_kg_record(seed))
 
 
 def kg_draft_proposer(seed: Seed) -> Messages:
     """KG Proposer with the path's template question as a draft it may rewrite (the kg_draft control)."""
-    if seed.record is None:
-        raise ValueError(f"seed {seed.seed_id!r} has no subgraph record; the KG Proposer needs KG seeds")
-    return kg_draft_proposer_messages(seed.record, template_question(seed.record))
+    record = _kg_record(seed)
+    return kg_proposer_messages(record, draft=template_question(record))
 
 
 PROPOSER_PROMPTS: dict[str, Callable[[Seed], Messages]] = {"ssp": ssp_proposer, "kg": kg_proposer,
