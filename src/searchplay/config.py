@@ -255,6 +255,9 @@ class SelfplayConfig(Section):
                                   "only; the loss is exact)")
     combine_update: bool = Field(False, description="one optimizer step over both roles' samples (false: the SSP "
                                  "code's separate Proposer then Solver updates)")
+    trained_roles: Literal["both", "solver", "proposer"] = Field(
+        "both", description="SSP Table 2: 'both' is self-play; 'solver' (Solver-Only) or 'proposer' (Proposer-Only) "
+        "trains that role alone against its opponent frozen at the start weights")
     proposer_mini_batches: int = Field(1, ge=1, description="optimizer steps per iteration on the Proposer samples "
                                        "(SSP code: 256 proposals / mini-batch 128 x n=1 -> 1)")
     solver_mini_batches: int = Field(2, ge=1, description="optimizer steps per iteration on the Solver samples "

@@ -3,6 +3,7 @@ MLflow (sqlite in tmp), reports, the refusal without --resume and a resume to th
 
 import csv
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,9 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
                if step not in steps.get(name, []) and name not in undefined[step]]
     assert not missing, f"neither logged nor named undefined: {missing}"
     assert steps["metrics/undefined"] == [1, 2]
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:  # the MLflow UI can group runs by what they trained
+        tags = dict(db.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (state["mlflow_run_id"],)))
+    assert tags["variant"] == "kg_wcr" and tags["trained_roles"] == "both"
     reports = tmp_path / "reports" / "kg_wcr"
     summary = json.loads((reports / "metrics.json").read_text())
     assert summary["iteration"] == 2 and summary["trend/iterations_per_third"] == 0  # 2 iterations: no thirds

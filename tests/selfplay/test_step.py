@@ -7,9 +7,20 @@ import random
 import pytest
 
 from searchplay.intervals import wilson_interval
+from searchplay.selfplay.loop import check_trained_roles
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor, load_kg_seeds
-from searchplay.selfplay.step import LoopState, Slot, complete_batch, filter_and_verify, propose, run_step
+from searchplay.selfplay.step import (
+    LoopState,
+    Slot,
+    complete_batch,
+    filter_and_verify,
+    fixed_role,
+    propose,
+    run_step,
+    solve,
+    trained_samples,
+)
 from searchplay.selfplay.variants import get_variant
 from tests.selfplay.conftest import make_runtime
 from tests.selfplay.selfplay_fakes import ScriptedBackend, question_for, write_kg_pool
@@ -61,6 +72,61 @@ def test_batch_completion_strategies():
     replicated = complete_batch(fresh, 2, "resample", replay, rng)
     assert [(s.source, s.answer, s.proposer_index) for s in replicated] == [("fresh", "A", 0), ("replicate", "A", None)]
     assert complete_batch(fresh, 3, "none", replay, rng) == fresh
+
+
+def with_frozen_opponent(runtime, params, frozen, trained_roles):
+    """``runtime`` as ``loop.build_runtime`` makes it for ``selfplay.trained_roles``: the fixed role on ``frozen``."""
+    from searchplay.agent.rollout import run_rollouts
+    from tests.selfplay.selfplay_fakes import FakeSearchTool
+
+    search_tool = FakeSearchTool()
+    runtime.frozen = frozen
+    runtime.frozen_rollouts = lambda ids, role, cfg: run_rollouts(frozen, search_tool, ids, role, cfg,
+                                                                  top_k=params.search.top_k)
+    runtime.fixed_role = fixed_role(trained_roles)
+    return runtime
+
+
+@pytest.mark.parametrize("trained_roles", ["solver", "proposer"])
+def test_the_fixed_opponent_plays_with_the_frozen_backend_and_the_trained_role_with_the_policy(
+        setup, tokenizer, trained_roles):
+    params, backend, runtime, state, variant = setup("kg", trained_roles=trained_roles)
+    frozen = ScriptedBackend(tokenizer, list(backend.by_code.values()), proposer_mode="one_search")
+    with_frozen_opponent(runtime, params, frozen, trained_roles)
+    proposals = propose(runtime, variant, state.cursor.next_batch(3))
+    searches = {p.trajectory.num_searches for p in proposals}
+    assert searches == ({1} if trained_roles == "solver" else {2})  # the frozen backend's Proposer searches once
+    slots = [Slot(question_for(a), a, [], "s", "fresh") for a in list(backend.by_code.values())[:2]]
+    solve(runtime, slots, group_size=2)
+    policy_solved, frozen_solved = backend.solver_count, frozen.solver_count
+    assert (policy_solved, frozen_solved) == ((4, 0) if trained_roles == "solver" else (0, 4))
+
+
+def test_a_fixed_opponent_without_a_frozen_backend_is_an_error(setup):
+    _, _, runtime, state, variant = setup("kg")
+    runtime.fixed_role = "proposer"
+    with pytest.raises(RuntimeError, match="no frozen backend"):
+        propose(runtime, variant, state.cursor.next_batch(1))
+
+
+def test_trained_roles_leave_the_fixed_opponents_samples_out_of_the_update():
+    proposer, solver = ["p1", "p2"], ["s1"]
+    assert trained_samples("both", proposer, solver) == (proposer, solver)
+    assert trained_samples("solver", proposer, solver) == ([], solver)
+    assert trained_samples("proposer", proposer, solver) == (proposer, [])
+    assert [fixed_role(r) for r in ("both", "solver", "proposer")] == [None, "proposer", "solver"]
+
+
+def test_fixed_opponent_runs_need_the_joint_step_and_a_proposer():
+    check_trained_roles(get_variant("kg_draft"), "solver")
+    check_trained_roles(get_variant("kg_template"), "both")
+    with pytest.raises(ValueError, match="has no Proposer"):
+        check_trained_roles(get_variant("kg_template"), "proposer")
+    from searchplay.recipes import load_recipes
+
+    load_recipes()
+    with pytest.raises(ValueError, match="needs the joint self-play step"):
+        check_trained_roles(get_variant("eve"), "solver")
 
 
 # --- slow: the real PolicyTrainer --------------------------------------------------------------------------
@@ -161,6 +227,20 @@ def test_combine_update_takes_one_step_over_both_roles(setup, trainer):
     params, _, runtime, state, variant = setup(trainer=trainer, combine_update=True)
     m = run_step(runtime, variant, params, state).metrics
     assert m["train/optimizer_steps"] == 1 and "train/proposer/grad_norm" not in m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trained_roles", ["solver", "proposer"])
+def test_a_fixed_opponent_run_updates_on_the_trained_roles_samples_only(setup, tokenizer, trainer, trained_roles):
+    params, backend, runtime, state, variant = setup("kg", trainer=trainer, trained_roles=trained_roles)
+    frozen = ScriptedBackend(tokenizer, list(backend.by_code.values()))
+    with_frozen_opponent(runtime, params, frozen, trained_roles)
+    m = run_step(runtime, variant, params, state).metrics
+    assert m["proposer/proposals"] == 3 and m["solver/rollouts"] == 9 and m["proposer/reward_mean"] > 0
+    trained, fixed = ("solver", "proposer") if trained_roles == "solver" else ("proposer", "solver")
+    assert m[f"train/samples_{trained}"] > 0 and m[f"train/samples_{fixed}"] == 0
+    assert f"train/{trained}/grad_norm" in m and f"train/{fixed}/grad_norm" not in m
+    assert m["train/weights_changed"] == 1.0 and backend.updates == 1 and frozen.updates == 0
 
 
 @pytest.mark.slow

@@ -45,7 +45,7 @@ from searchplay.selfplay.seeds import (
     load_kg_seeds,
     shuffled,
 )
-from searchplay.selfplay.step import LoopState, Runtime, StepResult, evaluated_change_share, run_step
+from searchplay.selfplay.step import LoopState, Runtime, StepResult, evaluated_change_share, fixed_role, run_step
 from searchplay.selfplay.variants import Variant, get_variant
 from searchplay.timings import is_timing, split_timings, timing_rows, write_timings
 
@@ -119,8 +119,9 @@ def load_seeds(params: Params, variant: Variant) -> list[Seed]:
 
 def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     """The real runtime: trainer (policy + reference), rollout backend, verifier, search tool, judge; for a
-    variant with ``frozen_solver`` also a frozen backend of the initial weights, and a phased variant's own
-    per-run objects (its ``prepare`` hook in ``searchplay.selfplay.phases`` sets ``runtime.recipe``)."""
+    variant with ``frozen_solver`` or a fixed opponent (``selfplay.trained_roles``) also a frozen backend of the
+    initial weights, and a phased variant's own per-run objects (its ``prepare`` hook in
+    ``searchplay.selfplay.phases`` sets ``runtime.recipe``)."""
     from dataclasses import replace
 
     from searchplay.agent.rollout import RolloutConfig, run_rollouts
@@ -155,7 +156,8 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     runtime = Runtime(backend=backend, verifier=verifier, judge=judge, trainer=trainer, rollouts=rollouts,
                       solver_config=solver_config, proposer_config=proposer_config,
                       encode=lambda messages: encode_prompt(backend.tokenizer, messages), format_documents=fmt)
-    if variant is not None and variant.frozen_solver:
+    runtime.fixed_role = fixed_role(params.selfplay.trained_roles)
+    if variant is not None and (variant.frozen_solver or runtime.fixed_role is not None):
         frozen = verifier if verifier is not backend else sharded(load_backend(start, params), processes)
         runtime.frozen = frozen
         runtime.frozen_rollouts = lambda ids, role, config: run_rollouts(frozen, search_tool, ids, role, config,
@@ -287,6 +289,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     cfg = params.selfplay
     try:
         phases.check_phase(variant, phase)
+        check_trained_roles(variant, cfg.trained_roles)
     except ValueError as exc:
         raise SelfplayError(str(exc)) from None
     run_name = phases.run_name(variant, phase)
@@ -306,7 +309,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     reports = Path(cfg.reports_dir) / run_name
     previous_run, continued, logged = _resume(runtime, variant, params, state, manager, reports, resume)
     tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt,
-            "phase": phase}
+            "phase": phase, "trained_roles": cfg.trained_roles}
     if previous_run and not continued:  # another tracking store, or other params: a new run
         tags["resumed_from_run"] = previous_run
     unlogged = [row for row in state.history if int(row["iteration"]) not in logged]
@@ -328,6 +331,18 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         _heldout_analysis(runtime, variant, params, reports, processes)
         finish_phase(runtime, variant, params, state, manager.root, reports, phase, release=owned)  # in its run
     return state.history
+
+
+def check_trained_roles(variant: Variant, trained_roles: str) -> None:
+    """A fixed-opponent run (SSP Table 2) needs both roles in SSP's joint step; ValueError otherwise."""
+    if trained_roles == "both":
+        return
+    if variant.step != "joint":
+        raise ValueError(f"selfplay.trained_roles={trained_roles} needs the joint self-play step; {variant.name!r} "
+                         f"runs its own ({variant.step!r}): set selfplay.trained_roles=both")
+    if variant.questions != "proposer":
+        raise ValueError(f"selfplay.trained_roles={trained_roles}: {variant.name!r} has no Proposer (its questions "
+                         f"come from the KG's templates): set selfplay.trained_roles=both")
 
 
 def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path, reports: Path,

@@ -5,6 +5,8 @@ G Solver rollouts per question -> judge -> rewards and advantages from the varia
 -> (``selfplay.dynamic_sampling``: more rounds until a group has a signal; groups without one leave the
 Solver update, DAPO §3.2) -> ONE policy update on Solver (GRPO) and Proposer (REINFORCE) samples of the
 shared weights -> the rollout backend takes the new weights. Nothing here branches on a variant's name.
+``selfplay.trained_roles`` gives SSP Table 2's fixed-opponent ablations: Solver-Only or Proposer-Only trains one
+role while the other plays with the frozen start weights.
 
 Entry point: ``run_step`` (the section "the step"), a short driver over ``gather_questions``,
 ``solve_and_score``, ``sample_more``, ``proposer_training``, ``apply_update`` and ``step_metrics``; the
@@ -67,6 +69,15 @@ class Runtime:
     frozen: Any = None  # PolicyBackend with the initial weights, never updated
     frozen_rollouts: Rollouts | None = None  # run_rollouts bound to ``frozen``
     recipe: Any = None  # a recipe's own per-run objects, set by its phases' prepare hook (searchplay.selfplay.phases)
+    fixed_role: str | None = None  # 'proposer' or 'solver': that role is the fixed opponent (``fixed_role``)
+
+    def rollouts_of(self, role: str) -> Rollouts:
+        """The rollouts ``role`` plays with: the frozen initial weights' for the fixed opponent, else the policy's."""
+        if role != self.fixed_role:
+            return self.rollouts
+        if self.frozen_rollouts is None:
+            raise RuntimeError(f"the {role} is the fixed opponent but the runtime has no frozen backend")
+        return self.frozen_rollouts
 
 
 @dataclass
@@ -135,7 +146,7 @@ class StepResult:
 def propose(runtime: Runtime, variant: Variant, seeds: list[Seed]) -> list[Proposal]:
     """One Proposer rollout per seed, with the variant's prompt and the search tool (SSP Alg. 1 line 3)."""
     prompts = [runtime.encode(variant.proposer_messages(seed)) for seed in seeds]
-    trajectories = runtime.rollouts(prompts, "proposer", runtime.proposer_config)
+    trajectories = runtime.rollouts_of("proposer")(prompts, "proposer", runtime.proposer_config)
     return [Proposal(seed, trajectory) for seed, trajectory in zip(seeds, trajectories, strict=True)]
 
 
@@ -314,7 +325,7 @@ def solve(runtime: Runtime, slots: list[Slot], group_size: int) -> list[list[Tra
         return []
     style = runtime.solver_config.question_format
     prompts = [runtime.encode(solver_messages(slot.question, style)) for slot in slots for _ in range(group_size)]
-    flat = runtime.rollouts(prompts, "solver", runtime.solver_config)
+    flat = runtime.rollouts_of("solver")(prompts, "solver", runtime.solver_config)
     return [flat[k * group_size:(k + 1) * group_size] for k in range(len(slots))]
 
 
@@ -389,6 +400,22 @@ def score_groups(variant: Variant, params: Params, slots: list[Slot], groups: li
 # --- the step --------------------------------------------------------------------------------------------
 
 
+FIXED_OPPONENT = {"both": None, "solver": "proposer", "proposer": "solver"}  # trained_roles -> the frozen role
+
+
+def fixed_role(trained_roles: str) -> str | None:
+    """The role that plays with the frozen start weights and never trains (SSP Table 2's fixed opponent):
+    the Proposer under Solver-Only, the Solver under Proposer-Only, none in self-play."""
+    return FIXED_OPPONENT[trained_roles]
+
+
+def trained_samples(trained_roles: str, proposer_samples: list[TrainingSample],
+                    solver_samples: list[TrainingSample]) -> tuple[list[TrainingSample], list[TrainingSample]]:
+    """(Proposer, Solver) samples the update trains on: the fixed opponent's are left out (SSP Table 2)."""
+    fixed = fixed_role(trained_roles)
+    return ([] if fixed == "proposer" else proposer_samples), ([] if fixed == "solver" else solver_samples)
+
+
 def update_policy(trainer: Any, proposer_samples: list[TrainingSample], solver_samples: list[TrainingSample],
                   cfg: Any) -> dict[str, dict[str, float]]:
     """The iteration's policy update, per role: the SSP code's Proposer update then Solver update, each with
@@ -434,6 +461,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
             if not cfg.dynamic_sampling or m.nonzero_advantage_groups([advs])]
     solver_samples = [sample for k in kept for sample in batch.scored.samples[k]]
     proposer_rewards, proposer_samples = proposer_training(variant, params, batch)
+    proposer_samples, solver_samples = trained_samples(cfg.trained_roles, proposer_samples, solver_samples)
     update = apply_update(runtime, cfg, proposer_samples, solver_samples, batch.clock)
 
     state.replay.add([slot.to_entry() for slot in batch.slots])
