@@ -54,6 +54,8 @@ def main() -> None:
                         "unmapping freed blocks (searchplay.runtime.keep_freed_memory, as every searchplay "
                         "command runs); print the ratio and whether every loss agrees")
     parser.add_argument("--model", default=None, help="policy folder (default: models.policy)")
+    parser.add_argument("--micro-batch-size", type=int, default=None,
+                        help="sequences per gradient-accumulation micro step (default: selfplay.micro_batch_size)")
     parser.add_argument("--memory", action="store_true",
                         help="sample resident memory during each step (start, peak, end); at the end, the bytes of "
                         "live tensors and the resident memory after glibc's malloc_trim(0), i.e. what the allocator "
@@ -63,7 +65,8 @@ def main() -> None:
         _compare_malloc([arg for arg in sys.argv[1:] if arg != "--compare-malloc"])
         return
     print(f"malloc tuning ({MALLOC_TUNING_ENV}): {'on' if keep_freed_memory() else 'off'}")
-    params = load_params()
+    params = load_params(overrides={"selfplay.micro_batch_size": args.micro_batch_size}
+                         if args.micro_batch_size else None)
     if args.model:
         params = params.model_copy(update={"models": params.models.model_copy(update={"policy": args.model})})
     if args.compare_segmented:
