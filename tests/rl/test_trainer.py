@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -143,6 +144,13 @@ def test_warmup_counts_optimizer_steps_so_the_lr_reaches_its_setting(tiny_model_
     assert combine_stats(list(roles.values()))["lr"] == pytest.approx(1e-3)  # what the loop logs as train/lr
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)  # and every later step keeps it
     assert trainer.step(proposer)["lr"] == pytest.approx(1e-3)
+
+
+def test_no_optimizer_step_combines_to_zero_counts_and_undefined_losses():
+    """An iteration with nothing to train on (e.g. Solver-Only without a group with a signal) logs no loss."""
+    row = combine_stats([])
+    assert row["optimizer_steps"] == 0 and row["tokens"] == 0 and row["weights_changed"] == 0.0
+    assert all(math.isnan(row[key]) for key in ("loss", "kl", "grad_norm", "grad_norm_max", "lr"))
 
 
 def _draw_rng():

@@ -244,6 +244,23 @@ def test_a_fixed_opponent_run_updates_on_the_trained_roles_samples_only(setup, t
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("variant_name", "trained_roles"), [("kg", "solver"), ("kg_template", "both")])
+def test_an_iteration_with_nothing_to_train_on_takes_no_step_and_logs_no_loss(setup, tokenizer, trainer,
+                                                                              variant_name, trained_roles):
+    """Solver-Only, or the template control (no Proposer), when no Solver group has a signal: no update at all."""
+    params, backend, runtime, state, variant = setup(variant_name, trainer=trainer, trained_roles=trained_roles,
+                                                     dynamic_sampling=True, dynamic_sampling_max_rounds=1)
+    backend.solver_correct_every, backend.waypoints = 10**6, {}  # all wrong, no waypoint credit (kg_template: WCR)
+    if trained_roles == "solver":
+        with_frozen_opponent(runtime, params, ScriptedBackend(tokenizer, list(backend.by_code.values())), "solver")
+    before = trainer.global_step
+    m = run_step(runtime, variant, params, state).metrics
+    assert m["train/groups_nonzero_advantage"] == 0 and m["batch/solver_update_skipped"] == 1.0
+    assert m["train/optimizer_steps"] == 0 and m["train/weights_changed"] == 0.0 and trainer.global_step == before
+    assert math.isnan(m["train/loss"]) and m["train/samples_proposer"] == 0 and m["train/samples_solver"] == 0
+
+
+@pytest.mark.slow
 def test_resample_draws_more_seeds_then_replicates(setup, trainer):
     params, _, runtime, state, variant = setup(proposer_mode="leak", batch_completion="resample",
                                                resample_max_rounds=2, trainer=trainer)
