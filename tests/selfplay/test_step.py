@@ -111,9 +111,9 @@ def test_a_fixed_opponent_without_a_frozen_backend_is_an_error(setup):
 
 def test_trained_roles_leave_the_fixed_opponents_samples_out_of_the_update():
     proposer, solver = ["p1", "p2"], ["s1"]
-    assert trained_samples("both", proposer, solver) == (proposer, solver)
-    assert trained_samples("solver", proposer, solver) == ([], solver)
-    assert trained_samples("proposer", proposer, solver) == (proposer, [])
+    assert trained_samples(fixed_role("both"), proposer, solver) == (proposer, solver)
+    assert trained_samples(fixed_role("solver"), proposer, solver) == ([], solver)
+    assert trained_samples(fixed_role("proposer"), proposer, solver) == (proposer, [])
     assert [fixed_role(r) for r in ("both", "solver", "proposer")] == [None, "proposer", "solver"]
 
 

@@ -476,12 +476,12 @@ def combine_stats(stats: list[dict[str, float]]) -> dict[str, float]:
     averaged over steps, the largest gradient norm beside the mean, the learning rate the last step used.
     No step at all (an iteration with nothing to train on): zero counts, NaN for the rest."""
     summed = ("tokens", "sequences", "seconds", "optimizer_steps")
+    averaged = ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio_mean", "grad_norm")
     out = {key: sum(row[key] for row in stats) for key in summed}
     if not stats:
-        averaged = ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio_mean", "grad_norm", "grad_norm_max")
-        return {**out, **dict.fromkeys(averaged, math.nan), "weights_changed": 0.0, "lr": math.nan,
-                "step": math.nan, "tokens_per_s": math.nan}
-    for key in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "ratio_mean", "grad_norm"):
+        undefined = (*averaged, "grad_norm_max", "lr", "step", "tokens_per_s")
+        return {**out, **dict.fromkeys(undefined, math.nan), "weights_changed": 0.0}
+    for key in averaged:
         out[key] = sum(row[key] for row in stats) / len(stats)
     out["grad_norm_max"] = max(row["grad_norm"] for row in stats)
     out["weights_changed"] = max(row["weights_changed"] for row in stats)

@@ -69,7 +69,9 @@ class Runtime:
     frozen: Any = None  # PolicyBackend with the initial weights, never updated
     frozen_rollouts: Rollouts | None = None  # run_rollouts bound to ``frozen``
     recipe: Any = None  # a recipe's own per-run objects, set by its phases' prepare hook (searchplay.selfplay.phases)
-    fixed_role: str | None = None  # 'proposer' or 'solver': that role is the fixed opponent (``fixed_role``)
+    # the fixed opponent, 'proposer' or 'solver' (``fixed_role(selfplay.trained_roles)``, set by loop.build_runtime):
+    # it plays with ``frozen_rollouts`` and its samples leave the update
+    fixed_role: str | None = None
 
     def rollouts_of(self, role: str) -> Rollouts:
         """The rollouts ``role`` plays with: the frozen initial weights' for the fixed opponent, else the policy's."""
@@ -409,10 +411,9 @@ def fixed_role(trained_roles: str) -> str | None:
     return FIXED_OPPONENT[trained_roles]
 
 
-def trained_samples(trained_roles: str, proposer_samples: list[TrainingSample],
+def trained_samples(fixed: str | None, proposer_samples: list[TrainingSample],
                     solver_samples: list[TrainingSample]) -> tuple[list[TrainingSample], list[TrainingSample]]:
-    """(Proposer, Solver) samples the update trains on: the fixed opponent's are left out (SSP Table 2)."""
-    fixed = fixed_role(trained_roles)
+    """(Proposer, Solver) samples the update trains on: the ``fixed`` opponent's are left out (SSP Table 2)."""
     return ([] if fixed == "proposer" else proposer_samples), ([] if fixed == "solver" else solver_samples)
 
 
@@ -461,7 +462,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
             if not cfg.dynamic_sampling or m.nonzero_advantage_groups([advs])]
     solver_samples = [sample for k in kept for sample in batch.scored.samples[k]]
     proposer_rewards, proposer_samples = proposer_training(variant, params, batch)
-    proposer_samples, solver_samples = trained_samples(cfg.trained_roles, proposer_samples, solver_samples)
+    proposer_samples, solver_samples = trained_samples(runtime.fixed_role, proposer_samples, solver_samples)
     update = apply_update(runtime, cfg, proposer_samples, solver_samples, batch.clock)
 
     state.replay.add([slot.to_entry() for slot in batch.slots])
