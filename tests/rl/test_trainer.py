@@ -276,6 +276,19 @@ def test_segmented_step_learns_like_the_exact_one(tiny_model_path):
 LONG_PROMPT = [1, *range(3, 23)]  # 21 tokens: longer than prefix_kv.MIN_SHARED_TOKENS
 
 
+@pytest.mark.filterwarnings("ignore:Detected call of")
+def test_the_policy_recomputes_attention_in_the_backward_for_the_same_gradient(tiny_model_path):
+    """The policy trains with searchplay.llm.attention's lean attention; its gradient is sdpa's bit for bit."""
+    from searchplay.llm.attention import NAME
+
+    samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0), _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5)]
+    lean = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True))
+    assert lean.unwrapped_model.config._attn_implementation == NAME
+    plain = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True))
+    plain.unwrapped_model.config._attn_implementation = "sdpa"
+    assert torch.equal(_all_grads(lean, samples)[0], _all_grads(plain, samples)[0])
+
+
 def _grouped_samples():
     """A group of three rollouts of one long prompt and a prompt sharing its first 18 tokens, as in self-play."""
     other = [*LONG_PROMPT[:18], 40, 41, 42]

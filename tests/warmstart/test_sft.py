@@ -47,6 +47,23 @@ def test_segmented_forward_gives_the_plain_forward_loss(tiny_model):
     assert float(segmented) == pytest.approx(float(plain), rel=1e-4)
 
 
+def test_sft_recomputes_attention_in_the_backward_for_the_same_gradient(tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from searchplay.llm.attention import NAME
+
+    grads = {}
+    for attention in ("sdpa", NAME):
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
+        trainer = SFTTrainer(model, lr=0.0)
+        assert model.config._attn_implementation == NAME
+        model.config._attn_implementation = attention
+        demo_nll(model, demo(), segmented=True)[0].backward()
+        grads[attention] = torch.cat([p.grad.flatten() for p in trainer.parameters if p.grad is not None])
+    assert torch.equal(grads["sdpa"], grads[NAME])
+
+
 def test_the_loss_is_the_mean_nll_of_the_trained_tokens_only(tiny_model):
     import torch
     import torch.nn.functional as F

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from searchplay.llm.attention import use_packed_decode
+from searchplay.llm.attention import use_lean_attention
 from searchplay.llm.backend import Completion, SamplingParams
 from searchplay.precision import bf16_is_native
 
@@ -210,14 +210,14 @@ class TransformersBackend:
 
         source = self.source
         if self.rollout_dtype is None or next(source.parameters()).dtype == self.rollout_dtype:
-            use_packed_decode(source)  # shared with the trainer: its forwards are not decode steps, so unchanged
+            use_lean_attention(source)  # shared with the trainer: its forwards are not decode steps, so unchanged
             source.eval()
             return source
         version = tuple(p._version for p in source.parameters())
         if self._copy is None:
             self._copy = copy.deepcopy(source)
             _cast_parameters(self._copy, self.rollout_dtype)
-            use_packed_decode(self._copy)
+            use_lean_attention(self._copy)
             self._copy.eval()
         elif version != self._source_version:
             with torch.no_grad():

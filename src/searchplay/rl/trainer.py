@@ -88,6 +88,7 @@ class PolicyTrainer:
         from accelerate import Accelerator
 
         from searchplay.assets import resolve
+        from searchplay.llm.attention import use_lean_attention
         from searchplay.llm.weights import load_causal_lm
 
         self.params = params
@@ -97,6 +98,7 @@ class PolicyTrainer:
         dtype = _torch_dtype(params.models.dtype, self.accelerator.device.type)
         model = load_causal_lm(self.model_path, dtype=dtype)
         model.config.use_cache = False
+        use_lean_attention(model)  # the backward recomputes attention instead of keeping its inputs' copies
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, _Warmup(self.cfg.warmup_steps, self.cfg.warmup_from_zero))

@@ -80,6 +80,9 @@ class SFTTrainer:
                  max_grad_norm: float = 1.0, segmented: bool = True, autocast: bool = False) -> None:
         import torch
 
+        from searchplay.llm.attention import use_lean_attention
+
+        use_lean_attention(model)  # the backward recomputes attention instead of keeping its inputs' copies
         self.model = model
         self.parameters = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
