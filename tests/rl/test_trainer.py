@@ -242,7 +242,8 @@ def _all_grads(trainer, samples):  # the update's flattened gradient, captured j
 
 @pytest.mark.filterwarnings("ignore:Detected call of")  # the optimizer step is replaced by the capture
 def test_segmented_forward_scores_the_same_and_keeps_the_model_token_gradient(tiny_model_path):
-    """selfplay.segmented_forward: same loss and statistics, gradient only truncated at unscored keys/values."""
+    """selfplay.segmented_forward: same loss and statistics, gradient truncated at unscored keys/values (and at
+    earlier model turns' keys/values across them)."""
     samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0),
                _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5, prompt=[1, 13, 14, 15, 16])]
     exact_grad, exact = _all_grads(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9)), samples)
@@ -251,6 +252,20 @@ def test_segmented_forward_scores_the_same_and_keeps_the_model_token_gradient(ti
         assert seg[key] == pytest.approx(exact[key], abs=1e-5), key
     cosine = torch.nn.functional.cosine_similarity(exact_grad, seg_grad, dim=0)
     assert 0.5 < cosine < 1.0 - 1e-6  # the same direction, not the same vector: prompt K/V get no gradient
+
+
+def test_segmented_forward_holds_an_earlier_model_turn_fixed_across_an_unscored_run(tiny_model_path):
+    """A later turn's loss reaches an earlier turn's tokens only through their keys and values. The segmented
+    forward holds those fixed once an unscored run (an <information> block) came between: the cache is extended
+    under no_grad there, which detaches it."""
+    sample = TrainingSample(PROMPT, [20, 21, 50, 51, 30, 31, 32], [1, 1, 0, 0, 1, 1, 1],
+                            [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0])  # only the second turn carries an advantage
+    exact = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9)), [sample])
+    segmented = _embedding_grad(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True)),
+                                [sample])
+    assert torch.count_nonzero(exact[20]) > 0
+    assert torch.count_nonzero(segmented[20]) == 0
+    assert torch.count_nonzero(segmented[30]) > 0
 
 
 @pytest.mark.filterwarnings("ignore:Detected call of")

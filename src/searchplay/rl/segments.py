@@ -5,8 +5,10 @@ A rollout (or a warm-start demo) is mostly tokens the model did not write: the p
 positions are cut into runs (``forward_runs``) that share one KV cache; runs that predict no scored
 token go through the decoder under ``torch.no_grad`` and without the vocabulary projection, runs that
 do go through with gradient. The log-probabilities are those of the plain forward (tested); the
-gradient does not flow through the keys and values of the unscored positions, which is the one
-difference (docs/decisions/rl.md L14, docs/decisions/warmstart.md).
+gradient is not. It does not flow through the keys and values of the unscored positions, nor through
+those of an earlier scored run once an unscored run came between: extending the cache under
+``no_grad`` detaches it, so a later model turn sees the earlier turns' keys and values as constants
+(tested; docs/decisions/rl.md L14, docs/decisions/warmstart.md).
 """
 
 from __future__ import annotations

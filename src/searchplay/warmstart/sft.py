@@ -8,7 +8,8 @@ Segmented forward (``warmstart.segmented_forward``): a demo's positions are cut 
 predict trained tokens and runs that do not; they go through the model in order with one shared KV
 cache, the latter under ``torch.no_grad`` and without the vocabulary projection. Only about 4% of a
 demo's tokens are trained, so this skips most of the backward pass. The gradient does not flow
-through the keys and values of untrained positions (docs/decisions/warmstart.md); the runs come from
+through the keys and values of untrained positions, nor through those of an earlier trained run once
+an untrained run came between (docs/decisions/warmstart.md); the runs come from
 ``searchplay.rl.segments``, shared with the RL update. The plain forward (``segmented_forward: false``)
 is the exact reference and is tested to give the same loss value.
 """
