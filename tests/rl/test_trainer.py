@@ -288,9 +288,6 @@ def test_segmented_step_learns_like_the_exact_one(tiny_model_path):
     assert sum(after[0]) > sum(before[0]) and sum(after[1]) < sum(before[1])
 
 
-LONG_PROMPT = [1, *range(3, 23)]  # 21 tokens: longer than prefix_kv.MIN_SHARED_TOKENS
-
-
 @pytest.mark.filterwarnings("ignore:Detected call of")
 def test_the_policy_recomputes_attention_in_the_backward_for_the_same_gradient(tiny_model_path):
     """The policy trains with searchplay.llm.attention's lean attention; its gradient is sdpa's bit for bit."""
@@ -302,6 +299,9 @@ def test_the_policy_recomputes_attention_in_the_backward_for_the_same_gradient(t
     plain = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True))
     plain.unwrapped_model.config._attn_implementation = "sdpa"
     assert torch.equal(_all_grads(lean, samples)[0], _all_grads(plain, samples)[0])
+
+
+LONG_PROMPT = [1, *range(3, 23)]  # 21 tokens: longer than prefix_kv.MIN_SHARED_TOKENS
 
 
 def _grouped_samples():

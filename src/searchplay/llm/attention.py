@@ -14,7 +14,8 @@ autograd keeps those copies for the backward: 3x the cache, per scored run and l
 sample of 2,210 tokens that was 1.36 of the 1.68 GiB a micro-batch of two kept for its backward. Here
 autograd keeps only the attention's inputs (``torch.utils.checkpoint``) and runs the attention again in
 the backward: 0.75 GiB for the same micro-batch, the same gradients bit for bit (the recomputation runs
-the same kernels on the same inputs), and no slower within the noise (docs/benchmarks.md).
+the same kernels on the same inputs), for about 2% more time in an update benchmark and the same update
+time in a self-play stage (docs/benchmarks.md).
 
 Everything else goes to transformers' own function unchanged. ``tests/llm/test_attention.py`` checks both
 paths against ``sdpa``.

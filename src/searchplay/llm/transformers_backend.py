@@ -210,7 +210,7 @@ class TransformersBackend:
 
         source = self.source
         if self.rollout_dtype is None or next(source.parameters()).dtype == self.rollout_dtype:
-            use_lean_attention(source)  # shared with the trainer: its forwards are not decode steps, so unchanged
+            use_lean_attention(source)  # shared with the trainer, which switched it already
             source.eval()
             return source
         version = tuple(p._version for p in source.parameters())
