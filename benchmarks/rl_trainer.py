@@ -9,7 +9,8 @@
         # the same steps in two child processes: glibc's malloc as it is, then searchplay.runtime.keep_freed_memory
     .venv/bin/python benchmarks/rl_trainer.py --memory --layout proposer --samples 10 --steps 3 \
         --model checkpoints/warmstart/model
-        # resident memory per step (start, sampled peak, end), then live tensors against what the allocator holds
+        # resident memory per step (start, sampled peak, end), then live tensors against what the allocator holds;
+        # --in-memory keeps AdamW's moments and the reference resident (the code before they went to disk)
     accelerate launch --config_file accelerate_configs/cpu.yaml benchmarks/rl_trainer.py   # same, via accelerate
 Prints figures; asserts nothing.
 """
@@ -60,13 +61,18 @@ def main() -> None:
                         help="sample resident memory during each step (start, peak, end); at the end, the bytes of "
                         "live tensors and the resident memory after glibc's malloc_trim(0), i.e. what the allocator "
                         "kept of memory already freed")
+    parser.add_argument("--in-memory", action="store_true",
+                        help="keep AdamW's moments and the frozen reference in memory throughout "
+                        "(selfplay.moments_on_disk / reference_on_disk false; 'auto' puts them on disk on a CPU)")
     args = parser.parse_args()
     if args.compare_malloc:
         _compare_malloc([arg for arg in sys.argv[1:] if arg != "--compare-malloc"])
         return
     print(f"malloc tuning ({MALLOC_TUNING_ENV}): {'on' if keep_freed_memory() else 'off'}")
-    params = load_params(overrides={"selfplay.micro_batch_size": args.micro_batch_size}
-                         if args.micro_batch_size else None)
+    overrides = {"selfplay.micro_batch_size": args.micro_batch_size}
+    if args.in_memory:
+        overrides.update({"selfplay.moments_on_disk": False, "selfplay.reference_on_disk": False})
+    params = load_params(overrides=overrides)
     if args.model:
         params = params.model_copy(update={"models": params.models.model_copy(update={"policy": args.model})})
     if args.compare_segmented:

@@ -9,16 +9,19 @@ SEARCHPLAY_REQUIRE_ASSETS=1 (set by `make test`), where a missing asset is a fai
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from searchplay.moments import MOMENTS_DIR_ENV
 from searchplay.recipes import load_recipes
 from searchplay.runtime import THREAD_WAIT_ENV, apply_offline_defaults
 
 apply_offline_defaults()
 load_recipes()  # as the CLI does: the recipes' variants, rewards, phases and formats are registered for every test
 os.environ.setdefault(THREAD_WAIT_ENV, "spin")  # CLI tests skip the start-up load check (tests/test_runtime.py has it)
+os.environ.setdefault(MOMENTS_DIR_ENV, tempfile.gettempdir())  # trainers' moments files: never the repository's folders
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"

@@ -98,6 +98,14 @@ def test_flat_and_digest_are_stable():
     assert params.digest() != load_params(Path("/nonexistent"), {"wcr.alpha": 0.4}).digest()
 
 
+def test_the_digest_leaves_out_knobs_that_change_no_output():
+    """Where the idle training state waits changes no value (tests/test_moments.py, tests/rl/test_trainer.py), so a
+    checkpoint made with it on resumes with it off and the other way round."""
+    neutral = {"selfplay.moments_on_disk": False, "selfplay.reference_on_disk": False,
+               "warmstart.moments_on_disk": False}
+    assert load_params(Path("/nonexistent"), neutral).digest() == Params().digest()
+
+
 @pytest.mark.parametrize("name", ["params.yaml", "params.paper.yaml"])
 def test_shipped_profiles_are_valid(repo_root, name):
     from searchplay.policy import selfplay_variants

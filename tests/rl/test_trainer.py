@@ -179,6 +179,86 @@ def test_save_load_round_trip_restores_weights_optimizer_rng_and_next_step(tiny_
     assert all(torch.equal(state_a[k]["exp_avg_sq"], state_b[k]["exp_avg_sq"]) for k in state_a)
 
 
+def test_moments_on_disk_train_and_checkpoint_the_same_to_the_bit(tiny_model_path, tmp_path):
+    """AdamW's moments wait on disk between steps (the default on a CPU): the same steps, statistics and
+    checkpoint as with them in memory, also across a save and a load."""
+    batches = [[_sample([20, 21], [1, 1], 1.0), _sample([30], [1], -1.0)], [_sample([22, 23, 24], [1, 0, 1], 0.5)],
+               [_sample([25, 26], [1, 1], -0.5), _sample([27], [1], 1.0)]]
+    runs = {}
+    for on_disk in (False, True):
+        params = tiny_params(moments_on_disk=on_disk)
+        trainer = PolicyTrainer(tiny_model_path, params)
+        stats = [trainer.step(batches[0]), trainer.step(batches[1])]
+        trainer.save(tmp_path / f"ckpt-{on_disk}")
+        resumed = PolicyTrainer(tiny_model_path, params)
+        resumed.load(tmp_path / f"ckpt-{on_disk}")
+        stats.append(resumed.step(batches[2]))
+        runs[on_disk] = (stats, resumed)
+    (plain_stats, plain), (disk_stats, disk) = runs[False], runs[True]
+    assert plain.moments is None and disk.moments.on_disk
+    assert not any("exp_avg" in state for state in disk.optimizer.state.values())
+    for a, b in zip(plain_stats, disk_stats, strict=True):
+        assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == \
+            {k: v for k, v in b.items() if k not in ("seconds", "tokens_per_s")}
+    for pa, pb in zip(plain.model.parameters(), disk.model.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    state_a, state_b = plain.optimizer.state_dict()["state"], disk.optimizer.state_dict()["state"]
+    assert all(torch.equal(state_a[k]["exp_avg"], state_b[k]["exp_avg"]) for k in state_a)
+
+
+@pytest.mark.parametrize("segmented", [False, True])
+def test_a_reference_read_from_disk_for_each_pass_gives_the_same_steps(tiny_model_path, segmented, monkeypatch):
+    """With the reference on disk (the default on a CPU) it is loaded for each step's reference pass and gone
+    before the policy's forward; the KL, the steps and the start-change share are those of a resident one."""
+    import gc
+    import weakref
+
+    batches = [[_sample([20, 21], [1, 1], 1.0), _sample([30], [1], -1.0)],
+               [_sample([22, 23, 24], [1, 0, 1], 0.5), _sample([25], [1], 1.0, prompt=[1, 13])],
+               [_sample([26, 27], [1, 1], -0.5), _sample([28], [1], 1.0)]]
+    runs = {}
+    for on_disk in (False, True):
+        trainer = PolicyTrainer(tiny_model_path, tiny_params(reference_on_disk=on_disk, kl_beta=0.5,
+                                                             segmented_forward=segmented))
+        runs[on_disk] = (trainer, [trainer.step(batch) for batch in batches], trainer.start_change_share())
+    (resident, resident_stats, resident_share), (disk, disk_stats, disk_share) = runs[False], runs[True]
+    assert resident.ref_model is not None and disk.ref_model is None and disk.start_weights is None
+    assert resident_stats[-1]["kl"] > 0 and resident_share == disk_share > 0
+    for a, b in zip(resident_stats, disk_stats, strict=True):
+        assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == \
+            {k: v for k, v in b.items() if k not in ("seconds", "tokens_per_s")}
+    for pa, pb in zip(resident.model.parameters(), disk.model.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+
+    loaded, real_load = [], PolicyTrainer._load_reference
+
+    def remembered(self):
+        model = real_load(self)
+        loaded.append(weakref.ref(model))
+        return model
+
+    monkeypatch.setattr(PolicyTrainer, "_load_reference", remembered)
+    disk.step(batches[0])
+    gc.collect()
+    assert len(loaded) == 1 and loaded[0]() is None  # read once for the step's pass, not kept
+
+
+def test_a_start_checkpoint_written_again_stops_the_training_instead_of_changing_its_reference(
+        tiny_model_path, tmp_path):
+    import os
+    import shutil
+
+    start = tmp_path / "start"
+    shutil.copytree(tiny_model_path, start)
+    trainer = PolicyTrainer(str(start), tiny_params(reference_on_disk=True))
+    batch = [_sample([20, 21], [1, 1], 1.0), _sample([30], [1], -1.0)]
+    trainer.step(batch)
+    weights = start / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    with pytest.raises(RuntimeError, match="start checkpoint's weights changed"):
+        trainer.step(batch)
+
+
 def test_checkpoint_is_a_loadable_hf_folder_and_overwrite_is_atomic(tiny_model_path, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -346,8 +426,9 @@ def test_reference_and_old_logprobs_with_shared_prefixes_match_the_plain_forward
         assert np.allclose(mine, theirs, atol=1e-5)
     segmented.step(samples)  # the policy moves; the reference does not
     batch = segmented._collate(samples)
-    via_prefix = segmented._reference_logprobs(samples, batch, logprobs=None)
-    plain_values = segmented._logprobs(segmented.ref_model, batch)[0]
+    reference = segmented._load_reference()
+    via_prefix = segmented._reference_logprobs(samples, batch, None, reference)
+    plain_values = segmented._logprobs(reference, batch)[0]
     assert torch.allclose(via_prefix, plain_values, atol=1e-5)
     assert segmented._ref_prefixes.entries  # kept for the next steps
 
@@ -369,13 +450,14 @@ def test_a_checkpoint_follows_the_umask_not_safetensors_0600(tiny_model_path, tm
 def test_released_training_state_frees_moments_and_reference_and_refuses_to_train(tiny_model_path, tmp_path):
     """A run's last act (a phase's hand-off) reads only the policy: its log-probs are unchanged once the moments
     and the reference are gone, and a step or save that would need them raises instead of training without."""
-    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(reference_on_disk=False))
     samples = [_sample([20, 21, 22], [1, 1, 1], 1.0), _sample([30, 31], [1, 1], -1.0, prompt=[1, 13])]
     trainer.step(samples)
     assert trainer.optimizer.state and trainer.ref_model is not None
     before = trainer.compute_logprobs(samples)
     trainer.release_training_state()
     assert not trainer.optimizer.state and trainer.ref_model is None and trainer.start_weights is None
+    assert trainer.moments is None or (not trainer.moments.on_disk and trainer.moments.bytes_on_disk == 0)
     assert all(p.grad is None for p in trainer.model.parameters())
     assert trainer.compute_logprobs(samples) == before
     with pytest.raises(RuntimeError, match="released"):

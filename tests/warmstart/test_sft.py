@@ -92,6 +92,22 @@ def test_a_few_steps_lower_the_loss(tiny_model_dir):
         trainer.step([Demo("solver", "sg", [Segment([1, 2, 3], False)])])
 
 
+def test_moments_on_disk_train_the_same_weights(tiny_model_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    models, trainers = [], []
+    for moments_dir in (None, tmp_path):
+        models.append(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32))
+        trainers.append(SFTTrainer(models[-1], lr=1e-2, moments_dir=moments_dir))
+    for step in range(3):
+        losses = [trainer.step([demo(step), demo(step + 5)])["loss"] for trainer in trainers]
+        assert losses[0] == losses[1]
+    assert trainers[0].moments is None and trainers[1].moments.on_disk
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_lora_trains_only_the_adapters(tiny_model_dir):
     import torch
     from peft import LoraConfig, get_peft_model

@@ -16,6 +16,11 @@ step. The learning-rate schedule advances once per optimizer step, so its warm-u
 (docs/decisions/rl.md L8). The SSP code's "global batch 256 / mini-batch 128" is one Proposer update with
 1 step and one Solver update with 2 steps (x5 rollouts) per iteration.
 
+Idle state on disk (``selfplay.moments_on_disk`` / ``reference_on_disk``, on a CPU by default; docs/decisions/rl.md
+L14c): AdamW's moments wait in a file between optimizer steps (``searchplay.moments``), and the frozen
+reference is read from ``model_path`` for each step's reference pass, which runs before the policy's forward,
+and dropped after it. Neither is needed while the policy's graph is alive; every value stays the same.
+
 Start weights (``start_change_share``): the share of parameters whose value in the dtype rollouts and
 evaluation run in differs from the start weights' (``searchplay.rl.drift``); an fp32 update below the bf16
 rounding step changes no answer.
@@ -24,6 +29,7 @@ rounding step changes no answer.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 import time
@@ -33,11 +39,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchplay.io import follow_umask
+from searchplay.moments import MomentsOnDisk, on_disk_enabled
 from searchplay.precision import autocast_enabled
 from searchplay.prefix_kv import PrefixStore, shared_prefixes
 from searchplay.rl.drift import cast_snapshot, changed_elements, evaluation_dtype
 from searchplay.rl.losses import entropy_from_logits, low_var_kl, policy_loss_terms, token_weights
 from searchplay.rl.sample import TrainingSample
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from searchplay.config import Params
@@ -105,12 +114,21 @@ class PolicyTrainer:
         self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
         self.accelerator.register_for_checkpointing(self.scheduler)
         self.model.eval()  # no dropout: on-policy ratios start at exactly 1
+        self.moments = None  # AdamW's moments on disk between steps (selfplay.moments_on_disk)
+        if on_disk_enabled(self.cfg.moments_on_disk, self.accelerator.device.type) and not self._sharded:
+            self.moments = MomentsOnDisk(getattr(self.optimizer, "optimizer", self.optimizer), self.cfg.checkpoint_dir)
+        self._dtype = dtype
+        # the frozen reference: resident, or read from model_path for each step's reference pass and dropped
+        # before the policy's forward (selfplay.reference_on_disk)
+        self._reference_from_disk = (self.cfg.kl_beta > 0 and not self._sharded
+                                     and on_disk_enabled(self.cfg.reference_on_disk, self.accelerator.device.type))
+        self._start_stamp = _weights_stamp(self.model_path)  # a reference read later must read these bytes
         self.ref_model = None
-        if self.cfg.kl_beta > 0:
-            ref = load_causal_lm(self.model_path, dtype=dtype).requires_grad_(False).eval()
-            ref.config.use_cache = False
-            self.ref_model = (self.accelerator.prepare_model(ref, evaluation_mode=True) if self._sharded
-                              else ref.to(self.accelerator.device))
+        if self.cfg.kl_beta > 0 and not self._reference_from_disk:
+            self.ref_model = self._load_reference()
+        elif self._reference_from_disk:
+            log.info("the frozen reference is read from %s for each update's reference pass and dropped after it "
+                     "(selfplay.reference_on_disk=%s)", self.model_path, self.cfg.reference_on_disk)
         self.global_step = 0
         self._released = False  # release_training_state: no step or save after it
         self._keep_logits = _accepts_logits_to_keep(model)
@@ -168,6 +186,8 @@ class PolicyTrainer:
         Nothing the policy computes changes; a later ``step`` or ``save`` raises instead of training without
         them."""
         self.optimizer.zero_grad(set_to_none=True)
+        if self.moments is not None:
+            self.moments.release()
         self.optimizer.state.clear()
         self.ref_model, self.start_weights, self._ref_prefixes = None, None, PrefixStore()
         self._released = True
@@ -193,6 +213,7 @@ class PolicyTrainer:
         lr = self.scheduler.get_last_lr()[0]
         totals = torch.zeros(6, dtype=torch.float64, device=acc.device)  # loss, pg, kl, entropy, clipfrac, ratio
         store = self._prefix_store(self.model, samples) if self._segmented else None  # weights fixed until the step
+        refs = self._reference_pass(micro_batches)  # with the reference on disk: read, used and dropped here
         for index, (batch_samples, weight) in enumerate(micro_batches):
             batch = self._collate(batch_samples)
             last = index == len(micro_batches) - 1
@@ -206,7 +227,8 @@ class PolicyTrainer:
                 # One optimizer step per call and no dropout: the weights that sampled the batch are the
                 # weights now, so pi_old is this forward's value (ratio 1, as TRL's GRPO with one iteration).
                 old = batch.old_logprobs if batch.old_logprobs is not None else logprobs.detach()
-                ref = self._reference_logprobs(batch_samples, batch, logprobs)
+                ref = (refs[index] if refs is not None
+                       else self._reference_logprobs(batch_samples, batch, logprobs, self.ref_model))
                 weights = weight * token_weights(batch.mask, cfg.loss_agg_mode, num_tokens, num_sequences)
                 pg, clipped = policy_loss_terms(logprobs, old, batch.advantages, cfg.clip_low, cfg.clip_high,
                                                 cfg.clip_ratio_c)
@@ -283,7 +305,10 @@ class PolicyTrainer:
         run in) differs from the start weights' cast: 0 when no update since the start reached an answer."""
         import torch
 
-        changed, total = changed_elements(self.model.parameters(), self.start_weights, self.eval_dtype)
+        start = self.start_weights
+        if start is None and self._reference_from_disk and not self._released:
+            start = list(self._load_reference().parameters())  # dropped on return
+        changed, total = changed_elements(self.model.parameters(), start, self.eval_dtype)
         counts = self.accelerator.reduce(torch.tensor([changed, total], dtype=torch.float64,
                                                       device=self.accelerator.device), reduction="sum")
         return float(counts[0] / counts[1]) if float(counts[1]) else float("nan")
@@ -295,7 +320,27 @@ class PolicyTrainer:
         a copy in ``eval_dtype`` (270 MB in bf16 at 135M), of this process's shard."""
         if self.ref_model is not None and not self._sharded:
             return list(self.ref_model.parameters())
+        if self._reference_from_disk:
+            return None  # read from model_path when asked (start_change_share)
         return cast_snapshot(self.model.parameters(), self.eval_dtype)
+
+    def _load_reference(self) -> Any:
+        """The frozen reference, loaded from ``model_path`` in the policy's dtype; a weights file changed since the
+        trainer was made (another run wrote the start checkpoint again) is an error, not another reference."""
+        from searchplay.llm.weights import load_causal_lm
+
+        if _weights_stamp(self.model_path) != self._start_stamp:
+            raise RuntimeError(f"{self.model_path}: the start checkpoint's weights changed since this training "
+                               "began (written again by another run?). The frozen reference is read from it for "
+                               "each update (selfplay.reference_on_disk), so training stops instead of using "
+                               "another reference; resume once that run is done, or set "
+                               "selfplay.reference_on_disk=false to keep the reference in memory")
+
+        ref = load_causal_lm(self.model_path, dtype=self._dtype).requires_grad_(False).eval()
+        ref.config.use_cache = False
+        if self._sharded:
+            return self.accelerator.prepare_model(ref, evaluation_mode=True)
+        return ref.to(self.accelerator.device)
 
     @property
     def _sharded(self) -> bool:
@@ -335,13 +380,24 @@ class PolicyTrainer:
             entropies.append(entropy)
         return torch.stack(rows), torch.stack(entropies)
 
-    def _reference_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch, logprobs: Any) -> Any:
+    def _reference_pass(self, micro_batches: list[tuple[list[TrainingSample], float]]) -> list[Any] | None:
+        """With the reference on disk (``selfplay.reference_on_disk``) and after the first step: every
+        micro-batch's log pi_ref, from a reference read for this pass only, so it is gone before the policy's
+        forward and backward (0.5 GiB at 135M in fp32). Else None: the loop asks ``_reference_logprobs``."""
+        if not self._reference_from_disk or self.global_step == 0:
+            return None
+        reference = self._load_reference()
+        return [self._reference_logprobs(samples, self._collate(samples), None, reference)
+                for samples, _ in micro_batches]
+
+    def _reference_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch, logprobs: Any,
+                            reference: Any) -> Any:
         """log pi_ref over the window, or None without KL. Before the first optimizer step the policy IS the
         reference (both loaded from ``model_path``), so its own values are used and the forward is saved.
         The reference never changes, so the keys and values of its shared prompt prefixes are kept across steps."""
         import torch
 
-        if self.ref_model is None:
+        if self.cfg.kl_beta <= 0 or self._released:
             return None
         if self.global_step == 0:
             return logprobs.detach()
@@ -349,9 +405,9 @@ class PolicyTrainer:
             if self._segmented:
                 if len(self._ref_prefixes.entries) > REF_PREFIX_ENTRIES:
                     self._ref_prefixes = PrefixStore()
-                self._extend_prefix_store(self._ref_prefixes, self.ref_model, samples)
-                return self._sequence_logprobs(self.ref_model, samples, batch, self._ref_prefixes)
-            return self._logprobs(self.ref_model, batch)[0]
+                self._extend_prefix_store(self._ref_prefixes, reference, samples)
+                return self._sequence_logprobs(reference, samples, batch, self._ref_prefixes)
+            return self._logprobs(reference, batch)[0]
 
     def _prefix_store(self, model: Any, samples: list[TrainingSample]) -> PrefixStore:
         """Keys and values of the prompt prefixes ``samples`` share, under ``model``'s current weights."""
@@ -500,6 +556,15 @@ def _sequence_mask(sample: TrainingSample) -> list[int]:
 def _response_slice(sample: TrainingSample, start: int) -> slice:
     first = len(sample.prompt_ids) - start - 1
     return slice(first, first + len(sample.response_ids))
+
+
+def _weights_stamp(model_path: str) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime in ns, inode) of each weights file in a model folder; {} for a hub id (its cache is fixed)."""
+    folder = Path(model_path)
+    if not folder.is_dir():
+        return {}
+    return {path.name: (stat.st_size, stat.st_mtime_ns, stat.st_ino) for path in sorted(folder.iterdir())
+            if path.suffix in (".safetensors", ".bin") and (stat := path.stat())}
 
 
 def _chunks(items: list, size: int) -> list[list]:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
+from searchplay.moments import MomentsOnDisk
 from searchplay.rl.segments import Run, forward_runs
 from searchplay.warmstart.demos import Demo
 
@@ -78,7 +80,10 @@ class SFTTrainer:
     """AdamW on the trainable parameters (all, or the LoRA adapters), clipped, token-mean masked NLL."""
 
     def __init__(self, model: Any, lr: float, weight_decay: float = 0.0, warmup_steps: int = 0,
-                 max_grad_norm: float = 1.0, segmented: bool = True, autocast: bool = False) -> None:
+                 max_grad_norm: float = 1.0, segmented: bool = True, autocast: bool = False,
+                 moments_dir: str | Path | None = None) -> None:
+        """``moments_dir``: keep AdamW's moments in an unlinked file there between steps (``searchplay.moments``;
+        the same training to the bit); None: in memory."""
         import torch
 
         from searchplay.llm.attention import use_lean_attention
@@ -88,6 +93,7 @@ class SFTTrainer:
         self.parameters = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.parameters, lr=lr, weight_decay=weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, Warmup(warmup_steps))
+        self.moments = MomentsOnDisk(self.optimizer, moments_dir) if moments_dir is not None else None
         self.max_grad_norm = max_grad_norm
         self.segmented = segmented
         self.autocast = autocast

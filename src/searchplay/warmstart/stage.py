@@ -32,6 +32,7 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import atomic_write, follow_umask, read_jsonl, write_json
+from searchplay.moments import on_disk_enabled
 from searchplay.policy import warmstart_model_dir
 from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
@@ -294,13 +295,15 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tupl
     from searchplay.warmstart.sft import SFTTrainer
 
     cfg = params.warmstart
-    autocast = autocast_enabled(cfg.autocast_bf16, next(model.parameters()).device.type)
+    device = next(model.parameters()).device.type
+    autocast = autocast_enabled(cfg.autocast_bf16, device)
     log.info("warm-start SFT: %s forward (warmstart.autocast_bf16=%s)", "bf16 autocast" if autocast else "fp32",
              cfg.autocast_bf16)
     trainer = SFTTrainer(model, cfg.lr, cfg.weight_decay, cfg.warmup_steps, cfg.max_grad_norm,
-                         segmented=cfg.segmented_forward, autocast=autocast)
+                         segmented=cfg.segmented_forward, autocast=autocast,
+                         moments_dir=cfg.out_dir if on_disk_enabled(cfg.moments_on_disk, device) else None)
     folder = Path(cfg.out_dir) / "resume"
-    key = resume.fingerprint(demos, cfg.model_dump(exclude={"save_every", "threads"}))
+    key = resume.fingerprint(demos, cfg.model_dump(exclude={"save_every", "threads", "moments_on_disk"}))
     done, history = resume.load(folder, trainer, key) or (0, [])
     if done:
         log.info("warm-start: resuming after step %d of %d (%s)", done, cfg.steps, folder)
@@ -318,6 +321,8 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tupl
         if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
             resume.save(folder, trainer, history, step, key)
     resume.clear(folder)
+    if trainer.moments is not None:
+        trainer.moments.release()  # the training is over: the file and the moments in it go
     model.zero_grad(set_to_none=True)  # the last step's gradients: not needed by the check and the save after
     return history, offset + time.perf_counter() - tic
 
