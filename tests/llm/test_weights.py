@@ -56,3 +56,39 @@ def test_the_math_kernels_are_warmed_before_the_weights_load(tiny_checkpoint, mo
                         lambda *args, **kwargs: order.append("load") or load(*args, **kwargs))
     load_causal_lm(tiny_checkpoint)
     assert order == ["warm", "load"]
+
+
+@pytest.mark.parametrize("saved_dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("tied", [False, True])
+def test_weights_read_into_memory_are_the_loaded_values_in_storage_of_their_own(tmp_path, saved_dtype, tied):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from searchplay.llm.weights import read_weights_into_memory
+
+    config = LlamaConfig(vocab_size=64, hidden_size=8, intermediate_size=16, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).to(getattr(torch, saved_dtype)).save_pretrained(tmp_path / "model")
+    expected = load_causal_lm(tmp_path / "model", dtype=torch.float32)
+    model = load_causal_lm(tmp_path / "model", dtype=torch.float32)
+    before = {name: p.untyped_storage().data_ptr() for name, p in model.named_parameters()}
+    read_weights_into_memory(model, tmp_path / "model")
+    for (name, mine), theirs in zip(model.named_parameters(), expected.parameters(), strict=True):
+        assert mine.dtype == torch.float32 and torch.equal(mine, theirs), name
+        assert mine.untyped_storage().data_ptr() != before[name], name
+    assert (model.lm_head.weight is model.model.embed_tokens.weight) is tied
+    tokens = torch.tensor([[1, 5, 9]])
+    assert torch.equal(model(tokens).logits, expected(tokens).logits)
+
+
+def test_a_weights_file_cut_after_its_header_is_an_error_naming_it(tiny_checkpoint):
+    import torch
+
+    from searchplay.llm.weights import read_weights_into_memory
+
+    model = load_causal_lm(tiny_checkpoint, dtype=torch.float32)
+    weights = tiny_checkpoint / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    with pytest.raises(ModelLoadError, match=r"model\.safetensors: .* is cut short"):
+        read_weights_into_memory(model, tiny_checkpoint)

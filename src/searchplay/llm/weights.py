@@ -1,11 +1,19 @@
 """Loading a causal LM's weights with an error that names the folder: a cut, empty or missing weights file (a
-killed save, a full disk) is one line saying which checkpoint and what to run, not a library traceback."""
+killed save, a full disk) is one line saying which checkpoint and what to run, not a library traceback.
+
+``read_weights_into_memory`` gives a loaded model weights of its own: transformers maps a safetensors file
+whose dtype is the model's and hands out views of the mapping, whose pages, once read, add to the process's
+resident memory beside whatever its allocator holds free.
+"""
 
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 from typing import Any
+
+SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}  # header -> torch
 
 
 class ModelLoadError(RuntimeError):
@@ -28,3 +36,31 @@ def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:
         hint = ("its weights file is empty or cut (a killed save or a full disk?); run the stage that writes it "
                 "again" if Path(path).is_dir() else "no such model folder, and no hub id reachable offline")
         raise ModelLoadError(f"{path}: the model cannot be loaded ({type(exc).__name__}: {cause}); {hint}") from exc
+
+
+def read_weights_into_memory(model: Any, folder: str | Path) -> None:
+    """Replace each parameter of ``model`` that ``folder``'s safetensors files hold by a tensor read from them with
+    plain reads, cast to the parameter's dtype as ``from_pretrained`` casts: the same values, in memory the
+    process's allocator hands out (and takes back on free), not a file mapping. A folder without safetensors
+    files leaves the model as it is.
+
+    A frozen reference loaded for each update needs this: the mapping's pages would sit on top of the memory the
+    allocator keeps from the previous step (0.5 GiB at 135M in fp32)."""
+    import torch
+
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for file in sorted(Path(folder).glob("*.safetensors")):
+            with open(file, "rb") as handle:
+                header_size = struct.unpack("<Q", handle.read(8))[0]
+                header = json.loads(handle.read(header_size))
+                for name, entry in header.items():
+                    if name not in params or entry["dtype"] not in SAFETENSORS_DTYPES:
+                        continue
+                    begin, end = entry["data_offsets"]
+                    tensor = torch.empty(entry["shape"], dtype=getattr(torch, SAFETENSORS_DTYPES[entry["dtype"]]))
+                    view = memoryview(tensor.view(-1).view(torch.uint8).numpy())
+                    handle.seek(8 + header_size + begin)
+                    if handle.readinto(view) != end - begin:
+                        raise ModelLoadError(f"{file}: {name} is cut short; run the stage that writes it again")
+                    params[name].data = tensor.to(device=params[name].device, dtype=params[name].dtype)

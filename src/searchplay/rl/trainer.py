@@ -327,7 +327,7 @@ class PolicyTrainer:
     def _load_reference(self) -> Any:
         """The frozen reference, loaded from ``model_path`` in the policy's dtype; a weights file changed since the
         trainer was made (another run wrote the start checkpoint again) is an error, not another reference."""
-        from searchplay.llm.weights import load_causal_lm
+        from searchplay.llm.weights import load_causal_lm, read_weights_into_memory
 
         if _weights_stamp(self.model_path) != self._start_stamp:
             raise RuntimeError(f"{self.model_path}: the start checkpoint's weights changed since this training "
@@ -338,6 +338,8 @@ class PolicyTrainer:
 
         ref = load_causal_lm(self.model_path, dtype=self._dtype).requires_grad_(False).eval()
         ref.config.use_cache = False
+        if self.accelerator.device.type == "cpu" and Path(self.model_path).is_dir():
+            read_weights_into_memory(ref, self.model_path)  # heap memory, not a file mapping on top of it
         if self._sharded:
             return self.accelerator.prepare_model(ref, evaluation_mode=True)
         return ref.to(self.accelerator.device)
