@@ -37,12 +37,18 @@ def _moments_in_memory(optimizer: torch.optim.Optimizer) -> int:
     return sum(1 for state in optimizer.state.values() for key in state if key in ("exp_avg", "exp_avg_sq"))
 
 
-def test_training_with_the_moments_on_disk_is_the_same_to_the_bit(tmp_path):
+def _trained_pair(folder, steps: int):
+    """The same training twice, the second with its moments on disk in ``folder``."""
     plain, spilled = _model(), _model()
     plain_opt, spilled_opt = _adamw(plain), _adamw(spilled)
-    moments = MomentsOnDisk(spilled_opt, tmp_path)
-    _train(plain, plain_opt, range(4))
-    _train(spilled, spilled_opt, range(4))
+    moments = MomentsOnDisk(spilled_opt, folder)
+    _train(plain, plain_opt, range(steps))
+    _train(spilled, spilled_opt, range(steps))
+    return plain, plain_opt, spilled, spilled_opt, moments
+
+
+def test_training_with_the_moments_on_disk_is_the_same_to_the_bit(tmp_path):
+    plain, _, spilled, spilled_opt, moments = _trained_pair(tmp_path, 4)
     for a, b in zip(plain.parameters(), spilled.parameters(), strict=True):
         assert torch.equal(a, b)
     assert moments.on_disk and _moments_in_memory(spilled_opt) == 0
@@ -52,13 +58,12 @@ def test_training_with_the_moments_on_disk_is_the_same_to_the_bit(tmp_path):
 
 
 def test_a_state_dict_holds_the_moments_and_they_go_back_to_disk(tmp_path):
-    plain, spilled = _model(), _model()
-    plain_opt, spilled_opt = _adamw(plain), _adamw(spilled)
-    moments = MomentsOnDisk(spilled_opt, tmp_path)
-    _train(plain, plain_opt, range(2))
-    _train(spilled, spilled_opt, range(2))
+    _, plain_opt, _, spilled_opt, moments = _trained_pair(tmp_path, 2)
+    writes, real_write = [], moments._file.write
+    moments._file.write = lambda data: writes.append(len(data)) or real_write(data)
     expected, saved = plain_opt.state_dict()["state"], spilled_opt.state_dict()["state"]
     assert moments.on_disk
+    assert writes == []  # read back for the state dict, dropped again: the file still held them
     for index, state in expected.items():
         for key in ("exp_avg", "exp_avg_sq", "step"):
             assert torch.equal(saved[index][key], state[key])

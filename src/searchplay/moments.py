@@ -62,10 +62,11 @@ class MomentsOnDisk:
         # lives as long as the trainer, closed by close/release; unlinked at once, so a kill leaves nothing
         self._file: Any = tempfile.TemporaryFile(dir=self.folder, prefix="moments-")  # noqa: SIM115
         self._stashed: list[_Stashed] = []
+        self._file_holds: list[_Stashed] = []  # after a restore: what the file still holds, until a step changes it
         self.bytes_on_disk = 0
         self._logged = False
         self._handles = [
-            optimizer.register_step_pre_hook(lambda *_: self.restore()),
+            optimizer.register_step_pre_hook(lambda *_: self._restore_for_step()),
             optimizer.register_step_post_hook(lambda *_: self.stash()),
             optimizer.register_state_dict_pre_hook(lambda _: self.restore()),
             optimizer.register_state_dict_post_hook(lambda _, state_dict: self._stash_after(state_dict)),
@@ -105,12 +106,8 @@ class MomentsOnDisk:
             log.warning("could not write the optimizer's moments to %s (%s); they stay in memory", self.folder, exc)
             self.close()
             return
-        moved: dict[Any, set[str]] = {}
-        for entry in stashed:
-            moved.setdefault(entry.param, set()).add(entry.key)
-        for param, keys in moved.items():
-            self.optimizer.state[param] = {k: v for k, v in self.optimizer.state[param].items() if k not in keys}
-        self._stashed, self.bytes_on_disk = stashed, offset
+        self._drop(stashed)
+        self.bytes_on_disk = offset
         if not self._logged and stashed:
             log.info("the optimizer's moments wait on disk between steps: %.2f GiB in an unlinked file in %s",
                      offset / 2**30, self.folder)
@@ -134,7 +131,7 @@ class MomentsOnDisk:
                                   f"of {self.bytes_on_disk} bytes")
                 read += count
             self.optimizer.state[entry.param][entry.key] = value.to(entry.device)
-        self._stashed = []
+        self._stashed, self._file_holds = [], self._stashed  # the file still holds these values
 
     def close(self) -> None:
         """Read stashed moments back, then remove the hooks and the file: the optimizer holds its state as
@@ -144,10 +141,11 @@ class MomentsOnDisk:
 
     def release(self) -> None:
         """Drop the file and the moments in it without reading them back (the training is over)."""
-        self._stashed = []
+        self._stashed, self._file_holds = [], []
         self._detach()
 
     def _detach(self) -> None:
+        self._file_holds = []
         for handle in self._handles:
             handle.remove()
         self._handles = []
@@ -156,10 +154,27 @@ class MomentsOnDisk:
             self._file = None
         self.bytes_on_disk = 0
 
+    def _drop(self, stashed: list[_Stashed]) -> None:
+        """Take the tensors ``stashed`` names out of the optimizer's state (each parameter's dict replaced)."""
+        moved: dict[Any, set[str]] = {}
+        for entry in stashed:
+            moved.setdefault(entry.param, set()).add(entry.key)
+        for param, keys in moved.items():
+            self.optimizer.state[param] = {k: v for k, v in self.optimizer.state[param].items() if k not in keys}
+        self._stashed, self._file_holds = stashed, []
+
+    def _restore_for_step(self) -> None:
+        self.restore()
+        self._file_holds = []  # the step changes the moments: the file's copy is stale from here
+
     def _forget(self) -> None:
         """A loaded state replaces whatever the file holds."""
-        self._stashed = []
+        self._stashed, self._file_holds = [], []
 
     def _stash_after(self, state_dict: dict[str, Any]) -> dict[str, Any]:
-        self.stash()
+        """After ``state_dict()``: the moments it read back are still in the file, so they are only dropped."""
+        if self._file_holds:
+            self._drop(self._file_holds)
+        else:
+            self.stash()
         return state_dict
