@@ -220,10 +220,11 @@ def test_a_reference_read_from_disk_for_each_pass_gives_the_same_steps(tiny_mode
     for on_disk in (False, True):
         trainer = PolicyTrainer(tiny_model_path, tiny_params(reference_on_disk=on_disk, kl_beta=0.5,
                                                              segmented_forward=segmented))
-        runs[on_disk] = (trainer, [trainer.step(batch) for batch in batches], trainer.start_change_share())
-    (resident, resident_stats, resident_share), (disk, disk_stats, disk_share) = runs[False], runs[True]
+        runs[on_disk] = (trainer, [trainer.step(batch) for batch in batches],
+                         (trainer.start_change_share(), trainer.start_distance()))
+    (resident, resident_stats, resident_drift), (disk, disk_stats, disk_drift) = runs[False], runs[True]
     assert resident.ref_model is not None and disk.ref_model is None and disk.start_weights is None
-    assert resident_stats[-1]["kl"] > 0 and resident_share == disk_share > 0
+    assert resident_stats[-1]["kl"] > 0 and resident_drift == disk_drift and min(disk_drift) > 0
     for a, b in zip(resident_stats, disk_stats, strict=True):
         assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == \
             {k: v for k, v in b.items() if k not in ("seconds", "tokens_per_s")}
@@ -460,6 +461,7 @@ def test_released_training_state_frees_moments_and_reference_and_refuses_to_trai
     assert trainer.moments is None or (not trainer.moments.on_disk and trainer.moments.bytes_on_disk == 0)
     assert all(p.grad is None for p in trainer.model.parameters())
     assert trainer.compute_logprobs(samples) == before
+    assert math.isnan(trainer.start_distance())  # no reference left to measure from
     with pytest.raises(RuntimeError, match="released"):
         trainer.step(samples)
     with pytest.raises(RuntimeError, match="released"):

@@ -313,6 +313,26 @@ class PolicyTrainer:
                                                       device=self.accelerator.device), reduction="sum")
         return float(counts[0] / counts[1]) if float(counts[1]) else float("nan")
 
+    def start_distance(self) -> float:
+        """L2 norm of the weight change since the start, ||theta - theta_0||_2 over every parameter, theta_0
+        the frozen reference (read from ``model_path`` where ``selfplay.reference_on_disk`` keeps it there).
+        NaN without a reference (``selfplay.kl_beta: 0``) or after ``release_training_state``."""
+        import torch
+
+        reference = self.ref_model
+        if reference is None and self._reference_from_disk and not self._released:
+            reference = self._load_reference()  # dropped on return
+        if reference is None:
+            return float("nan")
+        total = 0.0
+        with torch.no_grad():
+            for param, start in zip(self.model.parameters(), reference.parameters(), strict=True):
+                total += float((param.detach().float() - start.detach().to(param.device).float()).pow(2).sum())
+        if self.accelerator.num_processes > 1:  # each process holds its shard
+            total = float(self.accelerator.reduce(torch.tensor(total, dtype=torch.float64,
+                                                               device=self.accelerator.device), reduction="sum"))
+        return total ** 0.5
+
     # ---- internals ----------------------------------------------------------------------------------
     def _start_weights(self) -> list[Any]:
         """The weights at construction (``model_path``, the start of self-play, also after a later ``load``):

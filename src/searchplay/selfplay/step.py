@@ -680,6 +680,9 @@ def distance_from_start(trainer: Any) -> float:
     theta_0 is the frozen reference model (the KL anchor: the weights self-play started from, the
     warm-start checkpoint by default); NaN without one (``selfplay.kl_beta: 0``).
     """
+    measure = getattr(trainer, "start_distance", None)
+    if callable(measure):
+        return float(measure())  # PolicyTrainer: also where the reference waits on disk between steps
     reference = getattr(trainer, "ref_model", None)
     model = getattr(trainer, "model", None)
     if reference is None or model is None:
