@@ -114,15 +114,47 @@ def test_growing_cache_appends_in_place_and_matches_concatenation():
 
 def test_growing_cache_follows_a_replaced_tensor():
     """crop / batch selection replace ``keys``: the next update must build on the replacement."""
+    import weakref
+
     import torch
 
     from searchplay.llm.transformers_backend import _growing_layer_class
 
     layer = _growing_layer_class()(room=8)
     layer.update(torch.ones(3, 1, 4, 2), torch.ones(3, 1, 4, 2))
+    old_buffer = weakref.ref(layer._buffers[0])
     layer.batch_select_indices(torch.tensor([0, 2]))
+    assert old_buffer() is None  # the whole batch's buffer goes at the selection, not at the next update
     keys, _ = layer.update(torch.zeros(2, 1, 1, 2), torch.zeros(2, 1, 1, 2))
     assert keys.shape == (2, 1, 5, 2) and keys[:, :, :4].eq(1).all() and keys[:, :, 4].eq(0).all()
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_a_prefill_drops_each_rows_keys_once_they_are_in_the_batch_cache(tiny_dir, continuous):
+    """Rows are prefilled one at a time and copied into the batch cache at once: when a row's prefill starts,
+    the previous row's own keys and values are gone (only the batch cache holds them)."""
+    import gc
+    import weakref
+
+    engine = backend(tiny_dir, True)
+    engine.share_prefixes = False  # every row prefilled from its first token
+    prefill_row, alive_before = engine._prefill_row, []
+    previous: list[weakref.ref] = []
+
+    def watched(prompt, hit):
+        gc.collect()
+        alive_before.append(sum(ref() is not None for ref in previous))
+        last, row = prefill_row(prompt, hit)
+        previous[:] = [weakref.ref(t) for t in (*row.keys, *row.values)]
+        return last, row
+
+    engine._prefill_row = watched
+    prompts = [engine.tokenizer.encode(text) for text in ("Paris is the capital of", "A dog", "Colors: red,")]
+    if continuous:
+        engine.generate_continuous(prompts, [3, 3, 3], GREEDY, lambda ended: [])
+    else:
+        engine.generate(prompts, GREEDY)
+    assert alive_before == [0, 0, 0]
 
 
 def test_rollout_dtype_generates_from_a_synced_copy(tiny_dir):
