@@ -157,6 +157,34 @@ def test_a_prefill_drops_each_rows_keys_once_they_are_in_the_batch_cache(tiny_di
     assert alive_before == [0, 0, 0]
 
 
+def test_a_continuations_cached_prefix_is_dropped_once_its_row_is_prefilled(tiny_dir):
+    """Continuous batching keeps a finished row's keys and values only until its continuation is prefilled
+    after them; the running batch a join replaces is gone once its rows are copied. The tokens stay those of
+    the same prompts generated alone (test above)."""
+    import gc
+    import weakref
+
+    engine = backend(tiny_dir, True)
+    engine.share_prefixes = False  # every hit is a continuation's own copy
+    prefill_row, consumed, alive_before = engine._prefill_row, [], []
+
+    def watched(prompt, hit):
+        gc.collect()
+        alive_before.append(sum(ref() is not None for ref in consumed))
+        result = prefill_row(prompt, hit)
+        if hit is not None:
+            consumed.extend(weakref.ref(t) for t in (*hit.keys, *hit.values))
+        return result
+
+    engine._prefill_row = watched
+    tok = engine.tokenizer
+    prompts = [tok.encode(text) for text in ("Paris is the capital of", "A story about a dog", "Colors:")]
+    generations = continue_turns(engine, prompts, [2, 9, 4], [2, 0, 1],
+                                 tok.encode(" <information>Doc 1.</information>", add_special_tokens=False))
+    assert len(generations) == 6 and len(consumed) == 3 * 2 * 2  # three continuations, two layers, keys + values
+    assert set(alive_before) == {0}
+
+
 def test_rollout_dtype_generates_from_a_synced_copy(tiny_dir):
     """bf16 rollouts beside fp32 weights: a cast copy, re-synced when the source moves in place."""
     import torch

@@ -274,8 +274,8 @@ class TransformersBackend:
         todo = [(index, list(prompt), limit) for index, (prompt, limit) in enumerate(zip(prompts, limits, strict=True))]
         if not todo:
             return
-        first = self._share_prefixes([ids for _, ids, _ in todo], self._lookup([ids for _, ids, _ in todo]))
-        hits: dict[int, _CachedRow | None] = dict(enumerate(first))  # each index's cached prefix for its next prefill
+        hits: dict[int, _CachedRow | None] = dict(enumerate(  # each index's cached prefix for its next prefill
+            self._share_prefixes([ids for _, ids, _ in todo], self._lookup([ids for _, ids, _ in todo]))))
         limit = dict(enumerate(limits))
         generated: dict[int, list[int]] = {index: [] for index, _, _ in todo}
         if sampling.seed is not None:
@@ -325,11 +325,13 @@ class TransformersBackend:
         import torch
 
         prompts = [ids for _, ids, _ in todo]
-        prefixes = [hit if (hit := hits.get(index)) is not None and hit.prefixes(ids) else None
-                    for index, ids, _ in todo]
+        prefixes = [hit if (hit := hits.pop(index, None)) is not None and hit.prefixes(ids) else None
+                    for index, ids, _ in todo]  # each read once: a row that ends again leaves a new one
         self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, prefixes, strict=True))
         alive = run.alive if run is not None else []  # the rows still writing keep their place, first
         carried = [run.row(slot, run.ids[slot] + generated[run.index[slot]]) for slot in alive]
+        if run is not None:
+            run.past = None  # the carried rows' views now hold its buffers, freed as they are copied
         index = [run.index[slot] for slot in alive] + [index for index, _, _ in todo]
         room = max(limit[i] - len(generated[i]) for i in index) + 1
         logits, past, attention = self._prefill(prompts, prefixes, room, carried)
@@ -345,35 +347,39 @@ class TransformersBackend:
         """One left-padded batch cache with ``room`` free positions: the ``carried`` rows (a running batch's)
         first, then each prompt, its new tokens run alone after its cached prefix (no padding to compute).
 
-        Each row goes into its slot as soon as it is known, into buffers allocated once at their final size,
-        and its own keys and values are dropped then: the rows are never held beside the whole batch cache (in
-        fp32 at 135M, 40 rows of 1,400 tokens are 2.6 GB), and one row's prefill reuses the last one's memory.
-        Returns the last position's logits of each prompt's row [len(prompts), V], the cache and its mask [B, L].
+        Consumes ``carried`` and ``hits``: each row goes into its slot as soon as it is known, into buffers
+        allocated at their final size, and is dropped then (each carried row layer by layer, so the running
+        batch they view is freed a layer at a time as the new one grows; a prompt's cached prefix once its row
+        is prefilled). So a call never holds its rows beside the whole batch cache: in fp32 at 135M, 40 rows of
+        1,400 tokens are 2.6 GB each way. Returns the last position's logits of each prompt's row
+        [len(prompts), V], the cache and its mask [B, L].
         """
         import torch
 
         ids = [row.ids for row in carried] + prompts
         length = max(len(row) for row in ids)
         attention = torch.tensor([[0] * (length - len(row)) + [1] * len(row) for row in ids], device=self.device)
-        buffers: list[tuple[Any, Any]] = []
+        buffers: list[tuple[Any, Any]] = []  # per layer: keys, values [B, kv_heads, length + room, head_dim]
 
-        def place(slot: int, row: _CachedRow) -> None:
-            if not buffers:  # shapes and dtype from the first row
-                buffers.extend(tuple(t.new_zeros((len(ids), t.shape[1], length + room, t.shape[-1])) for t in kv)
-                               for kv in zip(row.keys, row.values, strict=True))
+        def place(slot: int, row: _CachedRow, layer: int) -> None:
+            if layer == len(buffers):  # shapes and dtype from the first row placed
+                buffers.append(tuple(t.new_zeros((len(ids), t.shape[1], length + room, t.shape[-1]))
+                                     for t in (row.keys[layer], row.values[layer])))
             start = length - len(row.ids)
-            for (keys, values), key, value in zip(buffers, row.keys, row.values, strict=True):
-                keys[slot, :, start:length] = key[0]
-                values[slot, :, start:length] = value[0]
+            buffers[layer][0][slot, :, start:length] = row.keys[layer][0]
+            buffers[layer][1][slot, :, start:length] = row.values[layer][0]
+            row.keys[layer] = row.values[layer] = None
 
-        for slot, row in enumerate(carried):
-            place(slot, row)
+        for layer in range(len(carried[0].keys) if carried else 0):
+            for slot, row in enumerate(carried):
+                place(slot, row, layer)
         logits = []
-        for slot, (prompt, hit) in enumerate(zip(prompts, hits, strict=True), start=len(carried)):
-            last, row = self._prefill_row(prompt, hit)
+        for slot, prompt in enumerate(prompts):
+            last, row = self._prefill_row(prompt, hits[slot])
+            hits[slot] = None
             logits.append(last)
-            place(slot, row)
-            del row  # its keys and values are in the batch cache now, before the next row's prefill
+            for layer in range(len(row.keys)):
+                place(len(carried) + slot, row, layer)
         past = self._new_cache(room)
         for layer, (keys, values) in zip(past.layers, buffers, strict=True):
             layer.adopt(keys, values, used=length)
