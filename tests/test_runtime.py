@@ -26,6 +26,27 @@ class FakeLibc:
         return self.result
 
 
+@pytest.fixture(autouse=True)
+def _restore_malloc_state(monkeypatch):
+    """keep_freed_memory records whether it applied; these tests call it with fake C libraries."""
+    monkeypatch.setattr(runtime, "_freed_memory_kept", runtime._freed_memory_kept)
+
+
+def test_generation_maps_its_large_blocks_and_the_heap_tuning_returns_after(monkeypatch):
+    libc = FakeLibc()
+    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: libc)
+    monkeypatch.setattr(runtime, "_freed_memory_kept", True)
+    with pytest.raises(RuntimeError), runtime.large_blocks_mapped():
+        assert libc.calls == [(runtime.M_MMAP_THRESHOLD, 4 << 20), (runtime.M_MMAP_MAX, 1 << 16)]
+        raise RuntimeError("a generation that fails")
+    assert libc.calls[-1] == (runtime.M_MMAP_MAX, 0)  # back to keeping freed memory in the heap
+    monkeypatch.setattr(runtime, "_freed_memory_kept", False)  # tuning off: glibc's defaults hold throughout
+    libc.calls.clear()
+    with runtime.large_blocks_mapped():
+        pass
+    assert libc.calls == []
+
+
 def test_malloc_tuning_keeps_large_blocks_in_the_heap(monkeypatch):
     libc = FakeLibc()
     monkeypatch.delenv(runtime.MALLOC_TUNING_ENV, raising=False)

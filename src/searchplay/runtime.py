@@ -10,12 +10,13 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
 MALLOC_TUNING_ENV = "SEARCHPLAY_MALLOC_TUNING"  # "0": leave glibc's malloc as it is
-M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # mallopt parameters, glibc <malloc.h>
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4  # mallopt parameters, glibc <malloc.h>
 
 OFFLINE_DEFAULTS = {
     "HF_HUB_OFFLINE": "1",
@@ -127,7 +128,30 @@ def keep_freed_memory(trim_threshold: int = 1 << 30) -> bool:
     applied = bool(mallopt(M_TRIM_THRESHOLD, trim_threshold)) and bool(mallopt(M_MMAP_MAX, 0))
     if not applied:
         log.debug("mallopt refused the malloc tuning; glibc's defaults stay")
+    global _freed_memory_kept
+    _freed_memory_kept = applied
     return applied
+
+
+_freed_memory_kept = False  # keep_freed_memory applied in this process
+
+
+@contextmanager
+def large_blocks_mapped(threshold: int = 4 << 20) -> Iterator[None]:
+    """Within the block, blocks of ``threshold`` bytes or more are mapped and unmapped again when freed, as
+    glibc does by default; outside it, ``keep_freed_memory`` holds. For generation: its batch caches (tens of
+    MB a layer, a few allocations a call) then never enter the heap that training reuses, so they leave no
+    holes there. A no-op where ``keep_freed_memory`` did not apply."""
+    if not _freed_memory_kept:
+        yield
+        return
+    mallopt = ctypes.CDLL(None).mallopt
+    mallopt(M_MMAP_THRESHOLD, threshold)
+    mallopt(M_MMAP_MAX, 1 << 16)
+    try:
+        yield
+    finally:
+        mallopt(M_MMAP_MAX, 0)
 
 
 def peak_memory_gib() -> tuple[float, float]:

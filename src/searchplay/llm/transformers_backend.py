@@ -47,6 +47,7 @@ from typing import Any
 from searchplay.llm.attention import use_lean_attention
 from searchplay.llm.backend import Completion, SamplingParams
 from searchplay.precision import bf16_is_native
+from searchplay.runtime import large_blocks_mapped
 
 log = logging.getLogger(__name__)
 
@@ -251,9 +252,9 @@ class TransformersBackend:
         self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, hits, strict=True))
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
-        with torch.inference_mode():
+        with torch.inference_mode(), large_blocks_mapped():
             logits, past, attention = self._prefill(prompts, hits, room=sampling.max_new_tokens + 1)
-        completions, kept = self._decode(prompts, logits, attention, past, sampling)
+            completions, kept = self._decode(prompts, logits, attention, past, sampling)
         if self.reuse_cache:
             self._cache, self._cache_version = kept, self._weights_version()
         return completions
@@ -281,7 +282,7 @@ class TransformersBackend:
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
         run: _Running | None = None
-        with torch.inference_mode():
+        with torch.inference_mode(), large_blocks_mapped():
             while todo or (run is not None and run.alive):
                 if todo and (run is None or not run.alive or 4 * len(todo) >= len(run.alive)):
                     run = self._join(run, todo, hits, limit, generated)
