@@ -10,7 +10,8 @@
     .venv/bin/python benchmarks/rl_trainer.py --memory --layout proposer --samples 10 --steps 3 \
         --model checkpoints/warmstart/model
         # resident memory per step (start, sampled peak, end), then live tensors against what the allocator holds;
-        # --in-memory keeps AdamW's moments and the reference resident (the code before they went to disk)
+        # --in-memory keeps AdamW's moments and the reference resident (the code before they went to disk);
+        # --keep-activations keeps every layer's activations for the backward (selfplay.recompute_layers false)
     accelerate launch --config_file accelerate_configs/cpu.yaml benchmarks/rl_trainer.py   # same, via accelerate
 Prints figures; asserts nothing.
 """
@@ -64,6 +65,9 @@ def main() -> None:
     parser.add_argument("--in-memory", action="store_true",
                         help="keep AdamW's moments and the frozen reference in memory throughout "
                         "(selfplay.moments_on_disk / reference_on_disk false; 'auto' puts them on disk on a CPU)")
+    parser.add_argument("--keep-activations", action="store_true",
+                        help="keep each layer's activations and cache copies for the backward instead of recomputing "
+                        "the scored runs' layers (selfplay.recompute_layers false; 'auto' recomputes on a CPU)")
     args = parser.parse_args()
     if args.compare_malloc:
         _compare_malloc([arg for arg in sys.argv[1:] if arg != "--compare-malloc"])
@@ -72,6 +76,8 @@ def main() -> None:
     overrides = {"selfplay.micro_batch_size": args.micro_batch_size}
     if args.in_memory:
         overrides.update({"selfplay.moments_on_disk": False, "selfplay.reference_on_disk": False})
+    if args.keep_activations:
+        overrides["selfplay.recompute_layers"] = False
     params = load_params(overrides=overrides)
     if args.model:
         params = params.model_copy(update={"models": params.models.model_copy(update={"policy": args.model})})

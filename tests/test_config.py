@@ -102,7 +102,7 @@ def test_the_digest_leaves_out_knobs_that_change_no_output():
     """Where the idle training state waits changes no value (tests/test_moments.py, tests/rl/test_trainer.py), so a
     checkpoint made with it on resumes with it off and the other way round."""
     neutral = {"selfplay.moments_on_disk": False, "selfplay.reference_on_disk": False,
-               "warmstart.moments_on_disk": False}
+               "selfplay.recompute_layers": False, "warmstart.moments_on_disk": False}
     assert load_params(Path("/nonexistent"), neutral).digest() == Params().digest()
 
 

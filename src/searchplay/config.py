@@ -282,6 +282,11 @@ class SelfplayConfig(Section):
     segmented_forward: bool = Field(False, description="policy forward with gradient only on model-token runs; "
                                     "prompt/<information> runs fill a KV cache without gradient (same log-probs, "
                                     "truncated gradient; docs/decisions/rl.md L14). false: the exact gradient")
+    recompute_layers: bool | Literal["auto"] = Field(
+        "auto", description="with segmented_forward: each decoder layer of a scored run is recomputed in the "
+        "backward and the sequence's keys and values kept once, instead of its activations and a copy of the cache "
+        "per scored run (the same training to the bit; about 0.5 GiB less at the update's peak at 135M in fp32, "
+        "one more forward of the scored runs; searchplay.rl.segments). 'auto': on a CPU, off on CUDA")
     dynamic_sampling: bool = Field(False, description="DAPO dynamic sampling (SSP App. B.2 cites it): Solver groups "
                                    "whose rewards are all equal leave the update, and more seeds are proposed and "
                                    "solved until dynamic_sampling_min_groups groups carry a signal")
@@ -528,7 +533,8 @@ class TrackingConfig(Section):
 
 
 # knobs that leave every output the same to the bit (tested), left out of Params.digest
-RESULT_NEUTRAL = {"selfplay": {"moments_on_disk", "reference_on_disk"}, "warmstart": {"moments_on_disk"}}
+RESULT_NEUTRAL = {"selfplay": {"moments_on_disk", "reference_on_disk", "recompute_layers"},
+                  "warmstart": {"moments_on_disk"}}
 
 
 class Params(Section):

@@ -382,6 +382,23 @@ def test_the_policy_recomputes_attention_in_the_backward_for_the_same_gradient(t
     assert torch.equal(_all_grads(lean, samples)[0], _all_grads(plain, samples)[0])
 
 
+@pytest.mark.parametrize("setting", [False, "auto"])
+def test_layers_recomputed_in_the_backward_train_the_same_to_the_bit(tiny_model_path, setting):
+    """selfplay.recompute_layers ('auto': on a CPU) changes what the update keeps for its backward, not the step:
+    the same statistics and the same weights after two steps, against a trainer that keeps every activation."""
+    samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0), _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5),
+               _sample([33, 34], [1, 1], 0.25)]
+    trainers = [PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True, recompute_layers=choice))
+                for choice in (True, setting)]
+    assert [t._recompute_layers for t in trainers] == [True, setting == "auto"]
+    for _ in range(2):
+        recomputed, other = (trainer.step(samples) for trainer in trainers)
+        assert {k: v for k, v in recomputed.items() if "second" not in k and "per_s" not in k} == \
+               {k: v for k, v in other.items() if "second" not in k and "per_s" not in k}
+    for mine, theirs in zip(*(t.model.parameters() for t in trainers), strict=True):
+        assert torch.equal(mine, theirs)
+
+
 LONG_PROMPT = [1, *range(3, 23)]  # 21 tokens: longer than prefix_kv.MIN_SHARED_TOKENS
 
 

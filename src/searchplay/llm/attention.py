@@ -17,15 +17,32 @@ the backward: 0.75 GiB for the same micro-batch, the same gradients bit for bit 
 the same kernels on the same inputs), for about 2% more time in an update benchmark and the same update
 time in a self-play stage (docs/benchmarks.md).
 
+Inside a layer that is itself recomputed (``layer_recomputed``, the RL update's segmented forward) the
+attention runs plain: the layer's checkpoint keeps less than this one would.
+
 Everything else goes to transformers' own function unchanged. ``tests/llm/test_attention.py`` checks both
 paths against ``sdpa``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 NAME = "sdpa_lean"
+_in_recomputed_layer: ContextVar[bool] = ContextVar("searchplay_in_recomputed_layer", default=False)
+
+
+@contextmanager
+def layer_recomputed() -> Iterator[None]:
+    """Within the block, attention under gradient is not checkpointed on its own: its layer is."""
+    token = _in_recomputed_layer.set(True)
+    try:
+        yield
+    finally:
+        _in_recomputed_layer.reset(token)
 
 
 def lean_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
@@ -44,6 +61,8 @@ def lean_sdpa_attention(module: Any, query: Any, key: Any, value: Any, attention
     if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
         from torch.utils.checkpoint import checkpoint
 
+        if _in_recomputed_layer.get():
+            return attend(query, key, value, attention_mask), None
         return checkpoint(attend, query, key, value, attention_mask, use_reentrant=False,
                           preserve_rng_state=bool(dropout)), None
     batch, heads, length, dim = query.shape

@@ -122,6 +122,9 @@ class PolicyTrainer:
         # before the policy's forward (selfplay.reference_on_disk)
         self._reference_from_disk = (self.cfg.kl_beta > 0 and not self._sharded
                                      and on_disk_enabled(self.cfg.reference_on_disk, self.accelerator.device.type))
+        # the segmented forward's scored layers recomputed in the backward (selfplay.recompute_layers)
+        self._recompute_layers = (self.cfg.recompute_layers is True or (self.cfg.recompute_layers == "auto"
+                                  and self.accelerator.device.type == "cpu"))
         self._start_stamp = _weights_stamp(self.model_path)  # a reference read later must read these bytes
         self.ref_model = None
         if self.cfg.kl_beta > 0 and not self._reference_from_disk:
@@ -392,7 +395,8 @@ class PolicyTrainer:
             row = torch.zeros(width, device=ids.device)
             entropy = torch.zeros(width, device=ids.device)
             prefix = store.longest(sample.prompt_ids, first_untrained_end(mask))
-            for run, logits in segmented_logits(decoder, head, self.model.config, ids, mask, self._autocast, prefix):
+            for run, logits in segmented_logits(decoder, head, self.model.config, ids, mask, self._autocast, prefix,
+                                                recompute=self._recompute_layers):
                 window = torch.arange(run.start, run.end, device=ids.device) - batch.start  # position -> window
                 scored = -F.cross_entropy(logits, ids[run.start + 1:run.end + 1], reduction="none")
                 row = row.index_put((window,), scored)
