@@ -141,11 +141,15 @@ def large_blocks_mapped(threshold: int = 4 << 20) -> Iterator[None]:
     """Within the block, blocks of ``threshold`` bytes or more are mapped and unmapped again when freed, as
     glibc does by default; outside it, ``keep_freed_memory`` holds. For generation: its batch caches (tens of
     MB a layer, a few allocations a call) then never enter the heap that training reuses, so they leave no
-    holes there. A no-op where ``keep_freed_memory`` did not apply."""
+    holes there. On entry the heap's free pages go back to the system (``malloc_trim(0)``): the mapped blocks
+    cannot reuse them, so a generation right after an update would otherwise stack its caches on the memory
+    the update freed. A no-op where ``keep_freed_memory`` did not apply."""
     if not _freed_memory_kept:
         yield
         return
-    mallopt = ctypes.CDLL(None).mallopt
+    libc = ctypes.CDLL(None)
+    libc.malloc_trim(0)
+    mallopt = libc.mallopt
     mallopt(M_MMAP_THRESHOLD, threshold)
     mallopt(M_MMAP_MAX, 1 << 16)
     try:
