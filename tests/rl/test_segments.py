@@ -105,6 +105,16 @@ def test_recomputed_layers_keep_no_activation_of_theirs():
     assert lean < kept / 4
 
 
+def test_a_model_with_sliding_window_layers_keeps_the_plain_cache():
+    from transformers import LlamaConfig
+
+    sliding = LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, intermediate_size=64, sliding_window=4,
+                          layer_types=["sliding_attention", "full_attention"])
+    assert segment_cache(sliding, 10, None) is None
+    assert segment_cache(_config(), 10, None) is not None
+
+
 def test_recomputed_layers_only_checkpoint_under_gradient():
     model = _tiny_model()
     cache = segment_cache(model.config, len(IDS), None)

@@ -122,14 +122,15 @@ def _segment_layer_class() -> type:
 
 
 def segment_cache(config: Any, capacity: int, layers: Layers | None) -> Any:
-    """A ``DynamicCache`` of ``_SegmentLayer``s for a sequence of ``capacity`` positions, holding ``layers``."""
+    """A ``DynamicCache`` of ``_SegmentLayer``s for a sequence of ``capacity`` positions, holding ``layers``;
+    None for a model whose cache has other layers than full attention's (sliding windows)."""
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer
 
     segment_layer = _segment_layer_class()
     cache = DynamicCache(config=config)
     if any(type(layer) is not DynamicLayer for layer in cache.layers):
-        raise ValueError("segment_cache: the model's cache has layers other than full attention")
+        return None
     cache.layers = [segment_layer(capacity) for _ in cache.layers]
     if layers is not None:
         for layer, (keys, values) in zip(cache.layers, layers, strict=True):
@@ -184,13 +185,16 @@ def segmented_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: 
     entered once for the whole sequence so the bf16 copies of the weights are made once, not per run.
     ``prefix``: (length, keys and values) of the sequence's first tokens, computed elsewhere
     (``searchplay.prefix_kv``); at most ``first_untrained_end(loss_mask)`` long. ``recompute``: the scored
-    runs' layers are recomputed in the backward (module docstring; the same values and gradients).
+    runs' layers are recomputed in the backward (module docstring; the same values and gradients), where the
+    model's cache is full attention's only.
     """
     import torch
 
     skip, layers = prefix
     _check_prefix(skip, loss_mask)
-    cache = segment_cache(config, len(loss_mask) - 1, layers) if recompute else seeded_cache(config, layers)
+    cache = segment_cache(config, len(loss_mask) - 1, layers) if recompute and hasattr(decoder, "layers") else None
+    recompute = cache is not None  # else the plain cache: a model with sliding-window layers, or no layer list
+    cache = cache if recompute else seeded_cache(config, layers)
     scored = []
     with autocast() if autocast else nullcontext(), recomputed_layers(decoder, cache) if recompute else nullcontext():
         for run in forward_runs(loss_mask):
