@@ -7,7 +7,7 @@ import logging
 import pytest
 import torch
 
-from searchplay.moments import MOMENTS_DIR_ENV, MomentsOnDisk, on_disk_enabled
+from searchplay.moments import MOMENTS_DIR_ENV, MomentsOnDisk, memory_saver_enabled
 
 
 @pytest.fixture(autouse=True)
@@ -148,4 +148,4 @@ def test_close_reads_the_moments_back_and_release_drops_them(tmp_path):
 @pytest.mark.parametrize(("setting", "device", "expected"), [
     ("auto", "cpu", True), ("auto", "cuda", False), (True, "cuda", True), (False, "cpu", False)])
 def test_the_setting_resolves_auto_on_the_cpu_only(setting, device, expected):
-    assert on_disk_enabled(setting, device) is expected
+    assert memory_saver_enabled(setting, device) is expected

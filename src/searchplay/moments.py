@@ -30,9 +30,10 @@ MomentsSetting = bool | Literal["auto"]
 MOMENTS_DIR_ENV = "SEARCHPLAY_MOMENTS_DIR"  # where the file goes instead of the folder the trainer names
 
 
-def on_disk_enabled(setting: MomentsSetting, device: str) -> bool:
-    """A ``*_on_disk`` knob resolved on ``device``: true / false as given, 'auto' on a CPU only (an
-    accelerator's memory is not what a disk would spare, and the copy through the host would cost more)."""
+def memory_saver_enabled(setting: MomentsSetting, device: str) -> bool:
+    """A result-neutral memory knob (``*_on_disk``, ``selfplay.recompute_layers``) resolved on ``device``:
+    true / false as given, 'auto' on a CPU only (an accelerator's memory is not what they spare at this scale,
+    and a copy through the host would cost more)."""
     return device == "cpu" if setting == "auto" else bool(setting)
 
 

@@ -193,8 +193,9 @@ def segmented_logits(decoder: Any, head: Any, config: Any, ids: Any, loss_mask: 
     skip, layers = prefix
     _check_prefix(skip, loss_mask)
     cache = segment_cache(config, len(loss_mask) - 1, layers) if recompute and hasattr(decoder, "layers") else None
-    recompute = cache is not None  # else the plain cache: a model with sliding-window layers, or no layer list
-    cache = cache if recompute else seeded_cache(config, layers)
+    recompute = cache is not None  # not with sliding-window layers, nor without a layer list
+    if cache is None:
+        cache = seeded_cache(config, layers)
     scored = []
     with autocast() if autocast else nullcontext(), recomputed_layers(decoder, cache) if recompute else nullcontext():
         for run in forward_runs(loss_mask):

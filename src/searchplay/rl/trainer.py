@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchplay.io import follow_umask
-from searchplay.moments import MomentsOnDisk, on_disk_enabled
+from searchplay.moments import MomentsOnDisk, memory_saver_enabled
 from searchplay.precision import autocast_enabled
 from searchplay.prefix_kv import PrefixStore, shared_prefixes
 from searchplay.rl.drift import cast_snapshot, changed_elements, evaluation_dtype
@@ -115,16 +115,15 @@ class PolicyTrainer:
         self.accelerator.register_for_checkpointing(self.scheduler)
         self.model.eval()  # no dropout: on-policy ratios start at exactly 1
         self.moments = None  # AdamW's moments on disk between steps (selfplay.moments_on_disk)
-        if on_disk_enabled(self.cfg.moments_on_disk, self.accelerator.device.type) and not self._sharded:
+        if memory_saver_enabled(self.cfg.moments_on_disk, self.accelerator.device.type) and not self._sharded:
             self.moments = MomentsOnDisk(getattr(self.optimizer, "optimizer", self.optimizer), self.cfg.checkpoint_dir)
         self._dtype = dtype
         # the frozen reference: resident, or read from model_path for each step's reference pass and dropped
         # before the policy's forward (selfplay.reference_on_disk)
         self._reference_from_disk = (self.cfg.kl_beta > 0 and not self._sharded
-                                     and on_disk_enabled(self.cfg.reference_on_disk, self.accelerator.device.type))
+                                     and memory_saver_enabled(self.cfg.reference_on_disk, self.accelerator.device.type))
         # the segmented forward's scored layers recomputed in the backward (selfplay.recompute_layers)
-        self._recompute_layers = (self.cfg.recompute_layers is True or (self.cfg.recompute_layers == "auto"
-                                  and self.accelerator.device.type == "cpu"))
+        self._recompute_layers = memory_saver_enabled(self.cfg.recompute_layers, self.accelerator.device.type)
         self._start_stamp = _weights_stamp(self.model_path)  # a reference read later must read these bytes
         self.ref_model = None
         if self.cfg.kl_beta > 0 and not self._reference_from_disk:

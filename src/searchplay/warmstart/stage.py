@@ -32,7 +32,7 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import atomic_write, follow_umask, read_jsonl, write_json
-from searchplay.moments import on_disk_enabled
+from searchplay.moments import memory_saver_enabled
 from searchplay.policy import warmstart_model_dir
 from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
@@ -301,7 +301,7 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tupl
              cfg.autocast_bf16)
     trainer = SFTTrainer(model, cfg.lr, cfg.weight_decay, cfg.warmup_steps, cfg.max_grad_norm,
                          segmented=cfg.segmented_forward, autocast=autocast,
-                         moments_dir=cfg.out_dir if on_disk_enabled(cfg.moments_on_disk, device) else None)
+                         moments_dir=cfg.out_dir if memory_saver_enabled(cfg.moments_on_disk, device) else None)
     folder = Path(cfg.out_dir) / "resume"
     key = resume.fingerprint(demos, cfg.model_dump(exclude={"save_every", "threads", "moments_on_disk"}))
     done, history = resume.load(folder, trainer, key) or (0, [])
