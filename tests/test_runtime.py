@@ -105,6 +105,39 @@ def test_peak_memory_counts_what_this_process_touched():
     assert own >= 0.29 and children >= 0.0
 
 
+def _resident_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc/self/statm (Linux) to read RSS")
+def test_zeros_paged_on_write_hold_only_the_pages_written():
+    import torch
+
+    from searchplay.runtime import zeros_paged_on_write
+
+    before = _resident_mib()
+    cache = zeros_paged_on_write((16, 4, 4096, 64), torch.float32, "cpu")  # 64 MiB
+    assert cache.shape == (16, 4, 4096, 64) and cache.dtype == torch.float32 and cache.is_contiguous()
+    assert not cache.any()  # every page reads as zero, written or not
+    cache[:, :, 4000:] = 1.0  # the last 96 positions of each row and head: 1.5 MiB
+    assert cache.sum().item() == 16 * 4 * 96 * 64
+    assert _resident_mib() - before < 16  # not the 64 MiB torch.zeros would have written
+    del cache  # unmapped with the tensor: a second one is as lean
+    again = zeros_paged_on_write((16, 4, 4096, 64), torch.bfloat16, torch.device("cpu"))
+    assert again.dtype == torch.bfloat16 and not again.any()
+
+
+def test_zeros_paged_on_write_are_plain_zeros_off_the_cpu():
+    import torch
+
+    from searchplay.runtime import zeros_paged_on_write
+
+    tensor = zeros_paged_on_write((2, 3), torch.float32, "meta")
+    assert tensor.device.type == "meta" and tensor.shape == (2, 3)
+    assert zeros_paged_on_write((0, 3), torch.float32, "cpu").shape == (0, 3)
+
+
 def test_a_command_that_ends_well_logs_its_peak_memory_and_a_failed_one_only_its_error(caplog, tmp_path):
     import logging
 

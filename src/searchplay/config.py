@@ -278,7 +278,8 @@ class SelfplayConfig(Section):
     reference_on_disk: bool | Literal["auto"] = Field(
         "auto", description="the frozen KL reference is read from the start checkpoint for each update's reference "
         "pass, before the policy's forward, and dropped after it (the same log-probs; 0.5 GiB less resident at "
-        "135M in fp32 outside that pass, about 1 s a step). 'auto': on a CPU, off on CUDA")
+        "135M in fp32 outside that pass, about 1 s a step); so are a frozen Solver's, opponent's or verifier's "
+        "weights for each of its generations. 'auto': on a CPU, off on CUDA")
     segmented_forward: bool = Field(False, description="policy forward with gradient only on model-token runs; "
                                     "prompt/<information> runs fill a KV cache without gradient (same log-probs, "
                                     "truncated gradient; docs/decisions/rl.md L14). false: the exact gradient")

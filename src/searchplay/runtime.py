@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,30 @@ def large_blocks_mapped(threshold: int = 4 << 20) -> Iterator[None]:
         yield
     finally:
         mallopt(M_MMAP_MAX, 0)
+
+
+def zeros_paged_on_write(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
+    """A tensor of zeros that takes memory only where it is written: on a CPU, a private anonymous mapping (with
+    4 KiB pages), whose untouched pages read as the kernel's zero page and are not resident; elsewhere
+    ``torch.zeros``. ``torch.zeros`` writes every page, so a batch cache laid out at its final size would hold
+    its rows' left padding and its unused room in memory although nothing is ever stored there.
+    """
+    import mmap
+
+    import torch
+
+    device = torch.device(device)
+    count = 1
+    for size in shape:
+        count *= size
+    nbytes = count * torch.empty(0, dtype=dtype).element_size()
+    anonymous = getattr(mmap, "MAP_ANONYMOUS", None)
+    if device.type != "cpu" or anonymous is None or nbytes == 0:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    mapping = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | anonymous)  # unmapped when the tensor is freed
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):  # a huge page would make one write resident 2 MiB at a time
+        mapping.madvise(mmap.MADV_NOHUGEPAGE)
+    return torch.frombuffer(mapping, dtype=dtype).view(shape)
 
 
 def peak_memory_gib() -> tuple[float, float]:

@@ -129,6 +129,69 @@ def test_growing_cache_follows_a_replaced_tensor():
     assert keys.shape == (2, 1, 5, 2) and keys[:, :, :4].eq(1).all() and keys[:, :, 4].eq(0).all()
 
 
+def test_kept_rows_match_a_batch_selection_and_leave_their_padding_unwritten():
+    """Dropping finished rows copies each kept row from its first real position on: the same cache as
+    transformers' batch selection (left padding zeros), room to grow in place, the padding never written."""
+    import torch
+
+    from searchplay.llm.transformers_backend import _growing_layer_class
+
+    torch.manual_seed(0)
+    lengths = [6, 2, 4]  # real tokens per row, left-padded to 6
+    keys, values = torch.zeros(3, 2, 6, 4), torch.zeros(3, 2, 6, 5)
+    for row, length in enumerate(lengths):
+        keys[row, :, 6 - length:], values[row, :, 6 - length:] = torch.randn(2, length, 4), torch.randn(2, length, 5)
+    kept, selected = _growing_layer_class()(room=3), _growing_layer_class()(room=3)
+    for layer in (kept, selected):
+        layer.update(keys.clone(), values.clone())
+    kept.keep_rows([2, 1], [6 - lengths[2], 6 - lengths[1]])
+    selected.batch_select_indices(torch.tensor([2, 1]))
+    assert torch.equal(kept.keys, selected.keys) and torch.equal(kept.values, selected.values)
+    buffer = kept._buffers[0]
+    assert buffer.shape == (2, 2, 6 + 3, 4)
+    step = (torch.randn(2, 2, 1, 4), torch.randn(2, 2, 1, 5))
+    got, want = kept.update(*step), selected.update(*step)
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    assert kept._buffers[0] is buffer  # the next token went into the room
+
+
+def test_dropping_finished_rows_decodes_the_same_logits_to_the_bit(tiny_dir):
+    """A batch whose finished rows leave it (copied without their padding) samples what the same batch samples
+    with transformers' own batch selection, logits equal to the bit."""
+    import torch
+
+    from searchplay.llm import transformers_backend
+
+    prompts = [[1, 2, 3, 4, 5, 6, 7], [8, 9], [10, 11, 12, 13], [14, 15, 16]]
+    eos = None
+
+    def decode(select_plainly: bool) -> tuple[list[list[int]], list]:
+        nonlocal eos
+        engine = backend(tiny_dir, False)
+        eos = engine.tokenizer.eos_token_id
+        seen = []
+        forward = engine.model.forward
+        engine.model.forward = lambda *a, **k: (lambda out: (seen.append(out.logits.clone()), out)[1])(forward(*a, **k))
+        sampling = SamplingParams(max_new_tokens=6, temperature=1.0, seed=5,
+                                  allowed_tokens=lambda row, ids: [eos] if row == 1 else list(range(20, 60)))
+        if select_plainly:
+            original = transformers_backend._keep_rows
+            transformers_backend._keep_rows = lambda past, rows, starts: [
+                layer.batch_select_indices(torch.tensor(rows)) for layer in past.layers]
+            try:
+                completions = engine.generate(prompts, sampling)
+            finally:
+                transformers_backend._keep_rows = original
+        else:
+            completions = engine.generate(prompts, sampling)
+        return [c.token_ids for c in completions], seen
+
+    (lean_ids, lean_logits), (plain_ids, plain_logits) = decode(False), decode(True)
+    assert lean_ids == plain_ids and lean_ids[1] == [eos] and len(lean_ids[0]) == 6
+    assert len(lean_logits) == len(plain_logits)
+    assert all(torch.equal(a, b) for a, b in zip(lean_logits, plain_logits, strict=True))
+
+
 @pytest.mark.parametrize("continuous", [False, True])
 def test_a_prefill_drops_each_rows_keys_once_they_are_in_the_batch_cache(tiny_dir, continuous):
     """Rows are prefilled one at a time and copied into the batch cache at once: when a row's prefill starts,
@@ -393,3 +456,42 @@ def test_release_memory_without_a_copy_keeps_the_shared_module(tiny_dir):
     engine.release_memory()  # fp32 generation shares the source: only the cache goes
     assert engine._cache == [] and next(engine.model.parameters()).numel() > 0
     assert engine.generate([prompt], GREEDY)[0].token_ids == first.token_ids
+
+
+def test_weights_on_disk_are_read_for_each_call_and_give_the_same_generations(tiny_dir):
+    """A frozen backend whose weights wait on disk: no parameter storage between calls, the same tokens and
+    logits as the same backend in memory, and its prefix cache still serves the next turn."""
+    import torch
+
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    kept = backend(tiny_dir, True)
+    waiting = TransformersBackend(str(tiny_dir), device="cpu", reuse_cache=True, weights_on_disk=True)
+    assert all(p.numel() == 0 for p in waiting.model.parameters())
+    assert run_turns(waiting) == run_turns(kept)
+    assert waiting.prefilled_tokens == kept.prefilled_tokens  # later turns prefilled only their new tokens
+    assert all(p.numel() == 0 for p in waiting.model.parameters())
+    tok = kept.tokenizer
+    prompts = [tok.encode("Paris is the capital of"), tok.encode("Colors:")]
+    assert continue_turns(waiting, prompts, [3, 5], [1, 0], tok.encode(" ok", add_special_tokens=False)) == \
+        continue_turns(kept, prompts, [3, 5], [1, 0], tok.encode(" ok", add_special_tokens=False))
+    with waiting.weights_in_memory(), torch.no_grad():  # code that runs the model itself
+        ids = torch.tensor([prompts[0]])
+        assert torch.equal(waiting.model(input_ids=ids).logits, kept.model(input_ids=ids).logits)
+    assert all(p.numel() == 0 for p in waiting.model.parameters())
+
+
+def test_weights_on_disk_that_change_mid_run_stop_the_run(tiny_dir, tmp_path):
+    import shutil
+
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_dir, folder)
+    waiting = TransformersBackend(str(folder), device="cpu", weights_on_disk=True)
+    weights = next(folder.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes())  # written again: a new modification time
+    with pytest.raises(RuntimeError, match="weights changed since this backend loaded them"):
+        waiting.generate([waiting.tokenizer.encode("Colors:")], GREEDY)
+    with pytest.raises(ValueError, match="reads its weights from a folder"):
+        TransformersBackend(waiting.model, tokenizer=waiting.tokenizer, weights_on_disk=True)

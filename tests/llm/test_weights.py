@@ -58,9 +58,10 @@ def test_the_math_kernels_are_warmed_before_the_weights_load(tiny_checkpoint, mo
     assert order == ["warm", "load"]
 
 
+@pytest.mark.parametrize("mapped", [False, True])
 @pytest.mark.parametrize("saved_dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("tied", [False, True])
-def test_weights_read_into_memory_are_the_loaded_values_in_storage_of_their_own(tmp_path, saved_dtype, tied):
+def test_weights_read_into_memory_are_the_loaded_values_in_storage_of_their_own(tmp_path, saved_dtype, tied, mapped):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -73,7 +74,7 @@ def test_weights_read_into_memory_are_the_loaded_values_in_storage_of_their_own(
     expected = load_causal_lm(tmp_path / "model", dtype=torch.float32)
     model = load_causal_lm(tmp_path / "model", dtype=torch.float32)
     before = {name: p.untyped_storage().data_ptr() for name, p in model.named_parameters()}
-    read_weights_into_memory(model, tmp_path / "model")
+    read_weights_into_memory(model, tmp_path / "model", mapped=mapped)  # mapped: each in a mapping of its own
     for (name, mine), theirs in zip(model.named_parameters(), expected.parameters(), strict=True):
         assert mine.dtype == torch.float32 and torch.equal(mine, theirs), name
         assert mine.untyped_storage().data_ptr() != before[name], name

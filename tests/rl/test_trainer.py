@@ -483,3 +483,19 @@ def test_released_training_state_frees_moments_and_reference_and_refuses_to_trai
         trainer.step(samples)
     with pytest.raises(RuntimeError, match="released"):
         trainer.save(tmp_path / "ckpt")
+
+
+def test_the_weight_fingerprint_sees_one_element_move_in_any_chunk(monkeypatch):
+    """Summed a chunk at a time, the fingerprint still changes when a single element past the first chunk moves by
+    one fp32 step, and stays the same when nothing moved."""
+    from searchplay.rl import trainer
+
+    monkeypatch.setattr(trainer, "FINGERPRINT_CHUNK", 7)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Linear(5, 2))
+    before = trainer._fingerprint(model)
+    assert len(before) == 2 * len(list(model.parameters())) and trainer._fingerprint(model) == before
+    with torch.no_grad():
+        weight = model[0].weight.view(-1)
+        weight[23] = torch.nextafter(weight[23], torch.tensor(10.0))
+    assert trainer._fingerprint(model) != before

@@ -243,3 +243,16 @@ def test_eval_every_logs_a_heldout_curve(tmp_path, monkeypatch, tokenizer, tiny_
     assert all(0.0 <= row["heldout/bamboogle_acc"] <= 1.0 for row in history)
     run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "kg_wcr").latest())["mlflow_run_id"]
     assert logged_metrics(tmp_path / "mlflow.db", run_id)["heldout/kg_heldout_acc"] == [1, 2]
+
+
+@pytest.mark.parametrize(("setting", "backend", "device", "on_disk"), [
+    ("auto", "transformers", "cpu", True), ("auto", "transformers", "cuda", False),
+    (False, "transformers", "cpu", False), (True, "transformers", "cuda", True), ("auto", "vllm", "cpu", False)])
+def test_frozen_backends_read_their_weights_per_call_where_the_reference_does(setting, backend, device, on_disk):
+    from searchplay.config import Params
+    from searchplay.selfplay.loop import frozen_backend_kwargs
+
+    params = Params()
+    params.selfplay.reference_on_disk = setting
+    params.agent.backend = backend
+    assert frozen_backend_kwargs(params, device) == ({"weights_on_disk": True} if on_disk else {})

@@ -19,7 +19,9 @@ The cache is dropped whenever the weights change (``update_weights``, or any in-
 through the parameters' version counters).
 
 Growing cache: transformers' ``DynamicLayer`` concatenates each step's keys and values onto the whole
-cache, a copy of everything cached per decoded token; ``_GrowingLayer`` writes into spare room instead.
+cache, a copy of everything cached per decoded token; ``_GrowingLayer`` writes into spare room instead. On a
+CPU a batch cache takes memory only where it is written (``searchplay.runtime.zeros_paged_on_write``): the rows'
+left padding and the room no row reaches cost none, also when finished rows leave the batch (``keep_rows``).
 Decode steps fold query heads onto their key/value heads whether or not the batch is padded
 (``searchplay.llm.attention``).
 
@@ -40,14 +42,16 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from searchplay.llm.attention import use_lean_attention
 from searchplay.llm.backend import Completion, SamplingParams
 from searchplay.precision import bf16_is_native
-from searchplay.runtime import large_blocks_mapped
+from searchplay.runtime import large_blocks_mapped, zeros_paged_on_write
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +132,13 @@ def _growing_layer_class() -> type:
             super().batch_select_indices(indices)
             self._buffers = self._view = None
 
+        def keep_rows(self, rows: list[int], starts: list[int]) -> None:
+            """Keep batch rows ``rows``, each copied from its first real position (``starts``) on into new
+            buffers with this layer's room: its left padding stays unwritten (``zeros_paged_on_write``), where
+            ``batch_select_indices`` would write it twice, in the selection and in the rebuilt buffers."""
+            used = self.get_seq_length()
+            self.adopt(*(_rows_from(t, rows, starts, used + self.room) for t in (self.keys, self.values)), used=used)
+
     return _GrowingLayer
 
 
@@ -149,22 +160,32 @@ class TransformersBackend:
 
     def __init__(self, model: str | Any, tokenizer: Any = None, dtype: str = "float32", device: str = "auto",
                  reuse_cache: bool = True, rollout_dtype: str | None = None, share_prefixes: bool = True,
-                 keep_finished_rows: bool = False):
+                 keep_finished_rows: bool = False, weights_on_disk: bool = False):
         import torch
 
         from searchplay.assets import resolve
         from searchplay.llm.tokenizer import load_tokenizer
-        from searchplay.llm.weights import load_causal_lm
+        from searchplay.llm.weights import load_causal_lm, weights_stamp
 
+        self._weights_folder: Path | None = None  # weights_on_disk: read from here for each call, dropped after it
         if isinstance(model, str):
             self.tokenizer = tokenizer or load_tokenizer(model)
             torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
             self.device = pick_device(device)
-            model = load_causal_lm(resolve(model), dtype=torch_dtype).to(self.device)
+            folder = resolve(model)
+            model = load_causal_lm(folder, dtype=torch_dtype).to(self.device)
             self.rollout_dtype = pick_rollout_dtype(rollout_dtype, self.device)
             if self.rollout_dtype is not None:
                 _cast_parameters(model, self.rollout_dtype)  # loaded for generation only: cast in place
+            if weights_on_disk and any(Path(folder).glob("*.safetensors")):
+                self._weights_folder, self._weights_stamp = Path(folder), weights_stamp(folder)
+                _drop_parameters(model)
+            elif weights_on_disk:
+                log.info("%s has no safetensors file to read back: its weights stay in memory", folder)
         else:
+            if weights_on_disk:
+                raise ValueError("TransformersBackend(weights_on_disk=True) reads its weights from a folder: pass "
+                                 "the folder, not a module")
             if tokenizer is None:
                 raise ValueError("TransformersBackend(model=<nn.Module>) also needs its tokenizer")
             self.tokenizer = tokenizer
@@ -246,18 +267,43 @@ class TransformersBackend:
 
         if not prompts:
             return []
-        self._follow_source()
-        prompts = [list(p) for p in prompts]
-        hits = self._share_prefixes(prompts, self._lookup(prompts))
-        self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, hits, strict=True))
-        if sampling.seed is not None:
-            torch.manual_seed(sampling.seed)
-        with torch.inference_mode(), large_blocks_mapped():
-            logits, past, attention = self._prefill(prompts, hits, room=sampling.max_new_tokens + 1)
-            completions, kept = self._decode(prompts, logits, attention, past, sampling)
-        if self.reuse_cache:
-            self._cache, self._cache_version = kept, self._weights_version()
+        with self.weights_in_memory():
+            self._follow_source()
+            prompts = [list(p) for p in prompts]
+            hits = self._share_prefixes(prompts, self._lookup(prompts))
+            self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, hits, strict=True))
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            with torch.inference_mode(), large_blocks_mapped():
+                logits, past, attention = self._prefill(prompts, hits, room=sampling.max_new_tokens + 1)
+                completions, kept = self._decode(prompts, logits, attention, past, sampling)
+            if self.reuse_cache:
+                self._cache, self._cache_version = kept, self._weights_version()
         return completions
+
+    @contextmanager
+    def weights_in_memory(self) -> Iterator[None]:
+        """With ``weights_on_disk``: the weights are read from their folder for the block and dropped after it (the
+        same bytes each time, cast as at load; the prefix cache stays valid). Otherwise nothing happens. Each
+        generation runs in one; code that calls ``model`` itself wraps its forwards in one too."""
+        from searchplay.llm.weights import ModelLoadError, read_weights_into_memory, weights_stamp
+
+        if self._weights_folder is None:
+            yield
+            return
+        if weights_stamp(self._weights_folder) != self._weights_stamp:
+            raise RuntimeError(f"{self._weights_folder}: its weights changed since this backend loaded them (written "
+                               "again by another run?); a frozen model does not switch weights mid-run. Resume once "
+                               "that run is done, or keep the weights in memory (selfplay.reference_on_disk=false)")
+        read_weights_into_memory(self.source, self._weights_folder, mapped=True)  # freed to the system, not the heap
+        if missing := [name for name, p in self.source.named_parameters() if p.numel() == 0]:
+            _drop_parameters(self.source)
+            raise ModelLoadError(f"{self._weights_folder}: no weights for {', '.join(missing[:3])} in its safetensors "
+                                 "files; keep the weights in memory (selfplay.reference_on_disk=false)")
+        try:
+            yield
+        finally:
+            _drop_parameters(self.source)
 
     def generate_continuous(self, prompts: Sequence[Sequence[int]], limits: Sequence[int], sampling: SamplingParams,
                             on_finished: Callable[[list[tuple[int, Completion]]], list[tuple[int, list[int], int]]]
@@ -269,12 +315,19 @@ class TransformersBackend:
         extends its index's last prompt and generation (a rollout's history plus the environment's reply), so
         only its new tokens are prefilled. ``sampling.seed`` seeds once; ``allowed_tokens`` gets the prompt index.
         """
-        import torch
-
-        self._follow_source()
         todo = [(index, list(prompt), limit) for index, (prompt, limit) in enumerate(zip(prompts, limits, strict=True))]
         if not todo:
             return
+        with self.weights_in_memory():
+            self._follow_source()
+            self._run_continuous(todo, limits, sampling, on_finished)
+
+    def _run_continuous(self, todo: list[tuple[int, list[int], int]], limits: Sequence[int], sampling: SamplingParams,
+                        on_finished: Callable[[list[tuple[int, Completion]]], list[tuple[int, list[int], int]]]
+                        ) -> None:
+        """``generate_continuous``'s loop over the running batch."""
+        import torch
+
         hits: dict[int, _CachedRow | None] = dict(enumerate(  # each index's cached prefix for its next prefill
             self._share_prefixes([ids for _, ids, _ in todo], self._lookup([ids for _, ids, _ in todo]))))
         limit = dict(enumerate(limits))
@@ -352,7 +405,9 @@ class TransformersBackend:
         allocated at their final size, and is dropped then (each carried row layer by layer, so the running
         batch they view is freed a layer at a time as the new one grows; a prompt's cached prefix once its row
         is prefilled). So a call never holds its rows beside the whole batch cache: in fp32 at 135M, 40 rows of
-        1,400 tokens are 2.6 GB each way. Returns the last position's logits of each prompt's row
+        1,400 tokens are 2.6 GB each way. On a CPU the buffers take memory only where written
+        (``searchplay.runtime.zeros_paged_on_write``): the rows' left padding, read as zeros under the mask, and
+        the room no row reaches hold none. Returns the last position's logits of each prompt's row
         [len(prompts), V], the cache and its mask [B, L].
         """
         import torch
@@ -364,7 +419,8 @@ class TransformersBackend:
 
         def place(slot: int, row: _CachedRow, layer: int) -> None:
             if layer == len(buffers):  # shapes and dtype from the first row placed
-                buffers.append(tuple(t.new_zeros((len(ids), t.shape[1], length + room, t.shape[-1]))
+                buffers.append(tuple(zeros_paged_on_write((len(ids), t.shape[1], length + room, t.shape[-1]),
+                                                          t.dtype, t.device)
                                      for t in (row.keys[layer], row.values[layer])))
             start = length - len(row.ids)
             buffers[layer][0][slot, :, start:length] = row.keys[layer][0]
@@ -431,8 +487,8 @@ class TransformersBackend:
                 positions = positions + 1
                 if len(done) * 4 >= len(rows):  # drop the finished rows from the batch
                     keep = torch.tensor([slot for slot in range(len(rows)) if slot not in done], device=self.device)
-                    for layer in past.layers:
-                        layer.batch_select_indices(keep)
+                    cached = past.layers[0].keys.shape[-2]
+                    _keep_rows(past, keep.tolist(), [cached - int(attention[slot, :cached].sum()) for slot in keep])
                     rows = [rows[slot] for slot in keep.tolist()]
                     attention, positions, step_ids = attention[keep], positions[keep], step_ids[keep]
                 logits = self.model(input_ids=step_ids, attention_mask=attention, position_ids=positions,
@@ -573,8 +629,8 @@ class _Running:
         import torch
 
         keep = torch.tensor(self.alive, device=self.attention.device)
-        for layer in self.past.layers:
-            layer.batch_select_indices(keep)
+        cached = self.past.layers[0].keys.shape[-2]
+        _keep_rows(self.past, self.alive, [cached - self.lengths[slot] for slot in self.alive])
         self.index = [self.index[slot] for slot in self.alive]
         self.ids = [self.ids[slot] for slot in self.alive]
         self.lengths = [self.lengths[slot] for slot in self.alive]
@@ -592,6 +648,37 @@ class _Running:
                             attention_mask=self.attention, position_ids=positions, past_key_values=self.past,
                             use_cache=True, logits_to_keep=1).logits[:, -1]
         self.lengths = [length + 1 for length in self.lengths]
+
+
+def _rows_from(cache: Any, rows: list[int], starts: list[int], length: int) -> Any:
+    """A new buffer [len(rows), heads, length, dim] holding ``cache``'s rows ``rows``, each from ``starts[i]`` on;
+    everything before (left padding) and after stays zeros that take no memory on a CPU."""
+    buffer = zeros_paged_on_write((len(rows), cache.shape[1], length, cache.shape[-1]), cache.dtype, cache.device)
+    used = cache.shape[-2]
+    for slot, (row, start) in enumerate(zip(rows, starts, strict=True)):
+        buffer[slot, :, start:used] = cache[row, :, start:used]
+    return buffer
+
+
+def _keep_rows(past: Any, rows: list[int], starts: list[int]) -> None:
+    """Keep batch rows ``rows`` of every layer of ``past``, whose real (unpadded) positions start at ``starts``:
+    growing layers copy only those (``keep_rows``), others select as transformers does."""
+    import torch
+
+    growing = _growing_layer_class()
+    for layer in past.layers:
+        if isinstance(layer, growing):
+            layer.keep_rows(rows, starts)
+        else:
+            layer.batch_select_indices(torch.tensor(rows, device=layer.keys.device))
+
+
+def _drop_parameters(model: Any) -> None:
+    """Free every parameter's storage (shapes go too; dtypes and devices stay for the next read)."""
+    import torch
+
+    for parameter in model.parameters():
+        parameter.data = torch.empty(0, dtype=parameter.dtype, device=parameter.device)
 
 
 def _cast_parameters(model: Any, dtype: Any) -> None:

@@ -38,15 +38,20 @@ def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:
         raise ModelLoadError(f"{path}: the model cannot be loaded ({type(exc).__name__}: {cause}); {hint}") from exc
 
 
-def read_weights_into_memory(model: Any, folder: str | Path) -> None:
+def read_weights_into_memory(model: Any, folder: str | Path, mapped: bool = False) -> None:
     """Replace each parameter of ``model`` that ``folder``'s safetensors files hold by a tensor read from them with
     plain reads, cast to the parameter's dtype as ``from_pretrained`` casts: the same values, in memory the
     process's allocator hands out (and takes back on free), not a file mapping. A folder without safetensors
     files leaves the model as it is.
 
     A frozen reference loaded for each update needs this: the mapping's pages would sit on top of the memory the
-    allocator keeps from the previous step (0.5 GiB at 135M in fp32)."""
+    allocator keeps from the previous step (0.5 GiB at 135M in fp32). ``mapped`` (CPU parameters): each tensor is
+    an anonymous mapping of its own instead (``searchplay.runtime.zeros_paged_on_write``), whose pages go back to
+    the system the moment it is freed, where glibc's heap would keep them (``keep_freed_memory``): for weights
+    that are read for a call and dropped after it."""
     import torch
+
+    from searchplay.runtime import zeros_paged_on_write
 
     params = dict(model.named_parameters())
     with torch.no_grad():
@@ -58,9 +63,25 @@ def read_weights_into_memory(model: Any, folder: str | Path) -> None:
                     if name not in params or entry["dtype"] not in SAFETENSORS_DTYPES:
                         continue
                     begin, end = entry["data_offsets"]
-                    tensor = torch.empty(entry["shape"], dtype=getattr(torch, SAFETENSORS_DTYPES[entry["dtype"]]))
+                    shape, dtype = entry["shape"], getattr(torch, SAFETENSORS_DTYPES[entry["dtype"]])
+                    target = params[name]
+                    mapping = mapped and target.device.type == "cpu"
+                    tensor = zeros_paged_on_write(tuple(shape), dtype, "cpu") if mapping else torch.empty(shape,
+                                                                                                         dtype=dtype)
                     view = memoryview(tensor.view(-1).view(torch.uint8).numpy())
                     handle.seek(8 + header_size + begin)
                     if handle.readinto(view) != end - begin:
                         raise ModelLoadError(f"{file}: {name} is cut short; run the stage that writes it again")
-                    params[name].data = tensor.to(device=params[name].device, dtype=params[name].dtype)
+                    if mapping and dtype != target.dtype:  # cast into a mapping too (copy_ casts as .to does)
+                        tensor = zeros_paged_on_write(tuple(shape), target.dtype, "cpu").copy_(tensor)
+                    target.data = tensor.to(device=target.device, dtype=target.dtype)
+
+
+def weights_stamp(model_path: str | Path) -> dict[str, tuple[int, int, int]]:
+    """(size, mtime in ns, inode) of each weights file in a model folder; {} for a hub id (its cache is fixed).
+    Weights read again later (a frozen model waiting on disk) must be these bytes."""
+    folder = Path(model_path)
+    if not folder.is_dir():
+        return {}
+    return {path.name: (stat.st_size, stat.st_mtime_ns, stat.st_ino) for path in sorted(folder.iterdir())
+            if path.suffix in (".safetensors", ".bin") and (stat := path.stat())}

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchplay.io import follow_umask
+from searchplay.llm.weights import weights_stamp
 from searchplay.moments import MomentsOnDisk, memory_saver_enabled
 from searchplay.precision import autocast_enabled
 from searchplay.prefix_kv import PrefixStore, shared_prefixes
@@ -124,7 +125,7 @@ class PolicyTrainer:
                                      and memory_saver_enabled(self.cfg.reference_on_disk, self.accelerator.device.type))
         # the segmented forward's scored layers recomputed in the backward (selfplay.recompute_layers)
         self._recompute_layers = memory_saver_enabled(self.cfg.recompute_layers, self.accelerator.device.type)
-        self._start_stamp = _weights_stamp(self.model_path)  # a reference read later must read these bytes
+        self._start_stamp = weights_stamp(self.model_path)  # a reference read later must read these bytes
         self.ref_model = None
         if self.cfg.kl_beta > 0 and not self._reference_from_disk:
             self.ref_model = self._load_reference()
@@ -351,7 +352,7 @@ class PolicyTrainer:
         trainer was made (another run wrote the start checkpoint again) is an error, not another reference."""
         from searchplay.llm.weights import load_causal_lm, read_weights_into_memory
 
-        if _weights_stamp(self.model_path) != self._start_stamp:
+        if weights_stamp(self.model_path) != self._start_stamp:
             raise RuntimeError(f"{self.model_path}: the start checkpoint's weights changed since this training "
                                "began (written again by another run?). The frozen reference is read from it for "
                                "each update (selfplay.reference_on_disk), so training stops instead of using "
@@ -583,25 +584,29 @@ def _response_slice(sample: TrainingSample, start: int) -> slice:
     return slice(first, first + len(sample.response_ids))
 
 
-def _weights_stamp(model_path: str) -> dict[str, tuple[int, int, int]]:
-    """(size, mtime in ns, inode) of each weights file in a model folder; {} for a hub id (its cache is fixed)."""
-    folder = Path(model_path)
-    if not folder.is_dir():
-        return {}
-    return {path.name: (stat.st_size, stat.st_mtime_ns, stat.st_ino) for path in sorted(folder.iterdir())
-            if path.suffix in (".safetensors", ".bin") and (stat := path.stat())}
-
-
 def _chunks(items: list, size: int) -> list[list]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+FINGERPRINT_CHUNK = 1 << 20  # elements summed at a time in float64 (8 MiB, not a whole tensor's float64 copies)
+
+
 def _fingerprint(model: Any) -> tuple[float, ...]:
-    """(sum, sum of squares) per parameter tensor of this process's shard: detects any weight change."""
+    """(sum, sum of squares) in float64 per parameter tensor of this process's shard: detects any weight change.
+    A chunk at a time: float64 copies of a whole embedding (49,152 x 576 at 135M) would add 0.43 GiB at the end
+    of every optimizer step, where the step's own peak is."""
     import torch
 
+    sums: list[float] = []
     with torch.no_grad():
-        return tuple(v for p in model.parameters() for v in (p.double().sum().item(), p.double().square().sum().item()))
+        for param in model.parameters():
+            total = squares = 0.0
+            for chunk in param.detach().reshape(-1).split(FINGERPRINT_CHUNK):
+                wide = chunk.double()
+                total += wide.sum().item()
+                squares += wide.square().sum().item()
+            sums += (total, squares)
+    return tuple(sums)
 
 
 def _torch_dtype(name: str, device_type: str) -> Any:

@@ -25,6 +25,7 @@ an ``EveRuntime`` on ``runtime.recipe`` (``searchplay.recipes.eve.runtime``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -116,17 +117,18 @@ def answer_probabilities(backend: Any, encode: Any, triples: list[Triple]) -> li
         raise ValueError("eve.verifier 'logprob' needs a transformers backend (its .model scores the answer)")
     tokenizer = backend.tokenizer
     out = []
-    for triple in triples:
-        target = tokenizer.encode(f"<answer> {triple.answer} </answer>", add_special_tokens=False)
-        probabilities = []
-        for evidence in (triple.evidence, None):
-            prompt = list(encode(verifier_messages(triple.question, evidence)))
-            ids = torch.tensor([prompt + target], device=model.device)
-            with torch.no_grad():
-                logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
-            logprob = torch.log_softmax(logits, -1).gather(1, torch.tensor(target, device=model.device)[:, None])
-            probabilities.append(math.exp(float(logprob.sum())))
-        out.append(([probabilities[0]], [probabilities[1]]))
+    with getattr(backend, "weights_in_memory", contextlib.nullcontext)():  # a frozen backend's weights wait on disk
+        for triple in triples:
+            target = tokenizer.encode(f"<answer> {triple.answer} </answer>", add_special_tokens=False)
+            probabilities = []
+            for evidence in (triple.evidence, None):
+                prompt = list(encode(verifier_messages(triple.question, evidence)))
+                ids = torch.tensor([prompt + target], device=model.device)
+                with torch.no_grad():
+                    logits = model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+                logprob = torch.log_softmax(logits, -1).gather(1, torch.tensor(target, device=model.device)[:, None])
+                probabilities.append(math.exp(float(logprob.sum())))
+            out.append(([probabilities[0]], [probabilities[1]]))
     return out
 
 
