@@ -393,7 +393,8 @@ def test_a_continuation_joins_the_rows_still_writing(tiny_dir):
 
 def test_continuous_batching_frees_each_finished_row_when_it_ends(tiny_dir, monkeypatch):
     """A row the callback does not continue is finished: its keys and values are never copied out of the running
-    batch and none stay after the call; ``keep_finished_rows`` keeps them for a later call. The tokens agree."""
+    batch and none stay after the call; ``keep_finished_rows`` keeps them for a later call. A row that goes on
+    views the batch until it rejoins (no copy at its end). The tokens agree."""
     from searchplay.llm import transformers_backend
     from searchplay.llm.transformers_backend import TransformersBackend
 
@@ -411,7 +412,7 @@ def test_continuous_batching_frees_each_finished_row_when_it_ends(tiny_dir, monk
     freed_copies, copies[:] = copies.count(True), []
     kept = continue_turns(keeping, prompts, [2, 3, 4], [2, 0, 1], reply)
     assert [ids for *_, ids in freed] == [ids for *_, ids in kept]
-    assert freed_copies == 3 and copies.count(True) == 6  # the continued generations only; every generation
+    assert freed_copies == 0 and copies.count(True) == 3  # none; each row's last generation, kept for later
     assert freeing._cache == []
     last = {r: len(prompt) + len(ids) - 1 for r, prompt, _, ids in kept}  # each row's last generation, cached
     assert sorted(len(cached.ids) for cached in keeping._cache) == sorted(last.values())
@@ -495,3 +496,94 @@ def test_weights_on_disk_that_change_mid_run_stop_the_run(tiny_dir, tmp_path):
         waiting.generate([waiting.tokenizer.encode("Colors:")], GREEDY)
     with pytest.raises(ValueError, match="reads its weights from a folder"):
         TransformersBackend(waiting.model, tokenizer=waiting.tokenizer, weights_on_disk=True)
+
+
+@pytest.mark.parametrize(("limits", "more_turns"), [
+    ([2, 9, 9, 9, 9], [1, 0, 0, 0, 0]),  # row 0 rejoins four rows still writing, no batch rebuilt in between
+    ([2, 2, 2], [1, 1, 1]),  # every row ends at once and goes on: the new batch carries nothing
+    ([2, 9, 4], [2, 0, 1])])  # rows end while the batch drops its finished rows
+def test_a_row_that_goes_on_views_the_batch_until_it_rejoins_and_samples_the_same(tiny_dir, limits, more_turns):
+    engine, alone = backend(tiny_dir, True), backend(tiny_dir, False)
+    tok = engine.tokenizer
+    texts = ("Paris is the capital of", "A story about a dog", "Colors:", "One two three", "The weather today")
+    prompts = [tok.encode(text) for text in texts[:len(limits)]]
+    reply = tok.encode(" ok then", add_special_tokens=False)
+    generations = continue_turns(engine, prompts, limits, more_turns, reply)
+    assert len(generations) == len(prompts) + sum(more_turns)
+    for _, prompt, limit, ids in generations:
+        assert ids == alone.generate([prompt], SamplingParams(max_new_tokens=limit, temperature=0.0))[0].token_ids
+    assert engine._cache == []  # nothing viewing a freed batch is left behind
+
+
+def test_rows_waiting_to_rejoin_are_copied_out_as_the_batch_drops_its_finished_rows():
+    """Dropping finished rows frees the old buffers a layer at a time; a finished row that will rejoin (a view of
+    them) gets its own copy of each layer first, with the same values."""
+    import weakref
+    from types import SimpleNamespace
+
+    import torch
+
+    from searchplay.llm.transformers_backend import _CachedRow, _growing_layer_class, _keep_rows
+
+    torch.manual_seed(0)
+    layers = [_growing_layer_class()(room=2) for _ in range(2)]
+    for layer in layers:
+        layer.update(torch.randn(3, 1, 4, 2), torch.randn(3, 1, 4, 2))
+    old = [weakref.ref(layer._buffers[0]) for layer in layers]
+    waiting = _CachedRow([1, 2, 3], [layer.keys[1:2, :, -3:] for layer in layers],
+                         [layer.values[1:2, :, -3:] for layer in layers], batch_view=True)
+    expected = [key.clone() for key in waiting.keys]
+    _keep_rows(SimpleNamespace(layers=layers), [0, 2], [0, 0], [waiting])
+    assert not waiting.batch_view and all(ref() is None for ref in old)  # nothing views the old buffers
+    assert all(torch.equal(key, want) for key, want in zip(waiting.keys, expected, strict=True))
+    assert layers[0].keys.shape == (2, 1, 4, 2)
+
+
+@pytest.mark.parametrize("extends", [True, False])
+def test_a_join_frees_the_old_batch_before_the_rejoining_rows_are_prefilled(tiny_dir, monkeypatch, extends):
+    """When rows rejoin, the old batch is gone (freed a layer at a time as the rows still writing are copied)
+    before the rejoining rows are prefilled, also when a continuation does not extend its row's cached tokens:
+    that row's view is dropped, not kept through the join. (Views made under inference mode record no base, so
+    the batch buffers' own mappings are watched.)"""
+    import mmap
+    import weakref
+
+    from searchplay.llm import transformers_backend
+
+    engine = backend(tiny_dir, True)
+    mappings, seen = [], {"old": [], "alive": []}
+    new_mapping = mmap.mmap
+    monkeypatch.setattr(mmap, "mmap", lambda *args, **kwargs: (lambda made: (mappings.append(weakref.ref(made)),
+                                                                              made)[1])(new_mapping(*args, **kwargs)))
+    engine_class = transformers_backend.TransformersBackend
+    join, prefill_row = engine_class._join, engine_class._prefill_row
+
+    def watched_join(self, run, *args):
+        seen["old"] = [ref for ref in mappings if ref() is not None] if run is not None else []
+        return join(self, run, *args)
+
+    def watched_prefill_row(self, prompt, hit):
+        if seen["old"]:
+            seen["alive"].append(sum(ref() is not None for ref in seen["old"]))
+            seen["old"] = []
+        return prefill_row(self, prompt, hit)
+
+    monkeypatch.setattr(engine_class, "_join", watched_join)
+    monkeypatch.setattr(engine_class, "_prefill_row", watched_prefill_row)
+    tok = engine.tokenizer
+    prompts = [tok.encode(text) for text in ("Paris is the capital of", "A story about a dog", "Colors:",
+                                             "One two three", "The weather today")]
+    reply = tok.encode(" ok then", add_special_tokens=False)
+    first: dict = {}
+
+    def on_finished(ended):
+        going_on = []
+        for row, completion in ended:
+            if row == 0 and row not in first:
+                first[row] = completion.token_ids
+                kept = completion.token_ids if extends else completion.token_ids[:-2]  # cut: no longer a prefix
+                going_on.append((row, prompts[0] + kept + reply, 3))
+        return going_on
+
+    engine.generate_continuous(prompts, [2, 9, 9, 9, 9], GREEDY, on_finished)
+    assert seen["alive"] == [0]  # one join, and no layer of the old batch left when its new row is prefilled

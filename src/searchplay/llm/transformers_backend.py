@@ -31,7 +31,9 @@ prompt; that row re-enters the running batch (its new tokens prefilled alone aft
 values) while the other rows keep decoding, so no turn waits for its slowest row. New rows join once they
 are a quarter of the rows still writing, or when none is; the batch cache is then laid out afresh. A row the
 callback does not continue is finished: its keys and values are freed when it ends, not kept for a later call
-(``keep_finished_rows=True`` keeps them), so an evaluation batch holds only the rows still in play.
+(``keep_finished_rows=True`` keeps them), so an evaluation batch holds only the rows still in play. A row that
+goes on stays a view of the running batch until it rejoins, and is copied out a layer at a time only when that
+batch is laid out afresh or drops its finished rows, so its keys and values are never held twice for long.
 
 Rollout dtype: generation may run in another dtype than the model it is given (``agent.rollout_dtype``:
 bf16 rollouts from fp32 training weights, as verl's vLLM rollouts beside FSDP training). A module passed
@@ -149,6 +151,12 @@ class _CachedRow:
     ids: list[int]
     keys: list[Any]
     values: list[Any]
+    batch_view: bool = False  # views of a running batch's cache: copied out (``own_layer``) before that is freed
+
+    def own_layer(self, layer: int) -> None:
+        """Copy layer ``layer``'s keys and values out of the batch cache they view; a no-op for a row of its own."""
+        if self.batch_view:
+            self.keys[layer], self.values[layer] = self.keys[layer].clone(), self.values[layer].clone()
 
     def prefixes(self, prompt: list[int]) -> bool:
         """Whether ``ids`` is a strict prefix of ``prompt`` (a prefill needs at least one new token)."""
@@ -357,8 +365,12 @@ class TransformersBackend:
                     going_on = on_finished([(index, completion) for _, index, completion in ended])
                     continued = {index for index, _, _ in going_on}
                     for slot, index, _ in ended:  # the cache holds every token but the one just sampled
-                        keep = index in continued or self.keep_finished_rows
-                        hits[index] = run.row(slot, run.ids[slot] + generated[index][:-1], copy=True) if keep else None
+                        # a row that goes on stays a view of the batch until it rejoins or the batch is rebuilt
+                        hits[index] = None  # no other name holds a view: one whose prefix goes unused is freed
+                        if index in continued or self.keep_finished_rows:
+                            hits[index] = run.row(slot, run.ids[slot] + generated[index][:-1],
+                                                  copy=index not in continued)
+                            hits[index].batch_view = index in continued
                     for index, ids, new_limit in going_on:
                         todo.append((index, list(ids), new_limit))
                         limit[index], generated[index] = new_limit, []
@@ -366,7 +378,7 @@ class TransformersBackend:
                     continue
                 if 4 * (len(run.index) - len(run.alive)) >= len(run.index):
                     feed = [feed[slot] for slot in run.alive]
-                    run.drop_finished()
+                    run.drop_finished([row for row in hits.values() if row is not None and row.batch_view])
                 run.step(self.model, feed)
         if self.reuse_cache:
             self._cache = [row for row in hits.values() if row is not None]
@@ -379,8 +391,7 @@ class TransformersBackend:
         import torch
 
         prompts = [ids for _, ids, _ in todo]
-        prefixes = [hit if (hit := hits.pop(index, None)) is not None and hit.prefixes(ids) else None
-                    for index, ids, _ in todo]  # each read once: a row that ends again leaves a new one
+        prefixes = [_usable_prefix(hits.pop(index, None), ids) for index, ids, _ in todo]  # each read once
         self.prefilled_tokens += sum(len(p) - (len(h.ids) if h else 0) for p, h in zip(prompts, prefixes, strict=True))
         alive = run.alive if run is not None else []  # the rows still writing keep their place, first
         carried = [run.row(slot, run.ids[slot] + generated[run.index[slot]]) for slot in alive]
@@ -427,9 +438,14 @@ class TransformersBackend:
             buffers[layer][1][slot, :, start:length] = row.values[layer][0]
             row.keys[layer] = row.values[layer] = None
 
-        for layer in range(len(carried[0].keys) if carried else 0):
+        viewing = [hit for hit in hits if hit is not None and hit.batch_view]  # rows of the batch ``carried`` views
+        for layer in range(len(carried[0].keys) if carried else len(viewing[0].keys) if viewing else 0):
+            for hit in viewing:  # copied out a layer at a time, so the old batch goes a layer at a time
+                hit.own_layer(layer)
             for slot, row in enumerate(carried):
                 place(slot, row, layer)
+        for hit in viewing:
+            hit.batch_view = False
         logits = []
         for slot, prompt in enumerate(prompts):
             last, row = self._prefill_row(prompt, hits[slot])
@@ -624,13 +640,14 @@ class _Running:
             keys, values = [k.clone() for k in keys], [v.clone() for v in values]
         return _CachedRow(ids, keys, values)
 
-    def drop_finished(self) -> None:
-        """Remove the finished slots from the batch and its cache."""
+    def drop_finished(self, waiting: Sequence[_CachedRow] = ()) -> None:
+        """Remove the finished slots from the batch and its cache; the ``waiting`` rows (finished slots that will
+        rejoin, viewing this cache) are copied out of it first, a layer at a time as the cache is rebuilt."""
         import torch
 
         keep = torch.tensor(self.alive, device=self.attention.device)
         cached = self.past.layers[0].keys.shape[-2]
-        _keep_rows(self.past, self.alive, [cached - self.lengths[slot] for slot in self.alive])
+        _keep_rows(self.past, self.alive, [cached - self.lengths[slot] for slot in self.alive], waiting)
         self.index = [self.index[slot] for slot in self.alive]
         self.ids = [self.ids[slot] for slot in self.alive]
         self.lengths = [self.lengths[slot] for slot in self.alive]
@@ -650,6 +667,13 @@ class _Running:
         self.lengths = [length + 1 for length in self.lengths]
 
 
+def _usable_prefix(hit: _CachedRow | None, prompt: list[int]) -> _CachedRow | None:
+    """``hit`` where it is a strict prefix of ``prompt``, else None: a row that ends again leaves a new one, and
+    one that does not extend its prompt (a continuation cut or re-encoded) is dropped here, so a view of the
+    running batch does not keep it in memory through the join."""
+    return hit if hit is not None and hit.prefixes(prompt) else None
+
+
 def _rows_from(cache: Any, rows: list[int], starts: list[int], length: int) -> Any:
     """A new buffer [len(rows), heads, length, dim] holding ``cache``'s rows ``rows``, each from ``starts[i]`` on;
     everything before (left padding) and after stays zeros that take no memory on a CPU."""
@@ -660,17 +684,22 @@ def _rows_from(cache: Any, rows: list[int], starts: list[int], length: int) -> A
     return buffer
 
 
-def _keep_rows(past: Any, rows: list[int], starts: list[int]) -> None:
+def _keep_rows(past: Any, rows: list[int], starts: list[int], waiting: Sequence[_CachedRow] = ()) -> None:
     """Keep batch rows ``rows`` of every layer of ``past``, whose real (unpadded) positions start at ``starts``:
-    growing layers copy only those (``keep_rows``), others select as transformers does."""
+    growing layers copy only those (``keep_rows``), others select as transformers does. Each layer of the
+    ``waiting`` rows, which view ``past``, is copied out just before that layer is rebuilt."""
     import torch
 
     growing = _growing_layer_class()
-    for layer in past.layers:
+    for number, layer in enumerate(past.layers):
+        for row in waiting:
+            row.own_layer(number)
         if isinstance(layer, growing):
             layer.keep_rows(rows, starts)
         else:
             layer.batch_select_indices(torch.tensor(rows, device=layer.keys.device))
+    for row in waiting:
+        row.batch_view = False
 
 
 def _drop_parameters(model: Any) -> None:
