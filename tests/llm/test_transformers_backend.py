@@ -480,6 +480,9 @@ def test_weights_on_disk_are_read_for_each_call_and_give_the_same_generations(ti
         ids = torch.tensor([prompts[0]])
         assert torch.equal(waiting.model(input_ids=ids).logits, kept.model(input_ids=ids).logits)
     assert all(p.numel() == 0 for p in waiting.model.parameters())
+    waiting.update_weights(kept.model)  # a module in memory from now on: nothing is read over it
+    assert waiting.generate([prompts[0]], GREEDY)[0].token_ids == kept.generate([prompts[0]], GREEDY)[0].token_ids
+    assert all(p.numel() > 0 for p in kept.model.parameters())
 
 
 def test_weights_on_disk_that_change_mid_run_stop_the_run(tiny_dir, tmp_path):

@@ -218,6 +218,7 @@ class TransformersBackend:
         """Generate with ``model`` from now on: shared in-process, or copied once when the rollout dtype differs."""
         if model is not self.source:
             self._copy = None  # another module (e.g. LoRA merged into a new one): copy it afresh
+            self._weights_folder = None  # its weights are in memory: none wait on disk any more
         self.source = model
         self.device = str(next(model.parameters()).device)
         self.model = self._generation_model()
