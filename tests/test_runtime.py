@@ -126,6 +126,7 @@ def test_zeros_paged_on_write_hold_only_the_pages_written():
     del cache  # unmapped with the tensor: a second one is as lean
     again = zeros_paged_on_write((16, 4, 4096, 64), torch.bfloat16, torch.device("cpu"))
     assert again.dtype == torch.bfloat16 and not again.any()
+    assert _resident_mib() - before < 16
 
 
 def test_zeros_paged_on_write_are_plain_zeros_off_the_cpu():

@@ -165,15 +165,13 @@ def zeros_paged_on_write(shape: tuple[int, ...], dtype: Any, device: Any) -> Any
     ``torch.zeros``. ``torch.zeros`` writes every page, so a batch cache laid out at its final size would hold
     its rows' left padding and its unused room in memory although nothing is ever stored there.
     """
+    import math
     import mmap
 
     import torch
 
     device = torch.device(device)
-    count = 1
-    for size in shape:
-        count *= size
-    nbytes = count * torch.empty(0, dtype=dtype).element_size()
+    nbytes = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
     anonymous = getattr(mmap, "MAP_ANONYMOUS", None)
     if device.type != "cpu" or anonymous is None or nbytes == 0:
         return torch.zeros(shape, dtype=dtype, device=device)

@@ -503,10 +503,11 @@ class TransformersBackend:
                 step_ids = torch.tensor([[token] for token in tokens], device=self.device)
                 positions = positions + 1
                 if len(done) * 4 >= len(rows):  # drop the finished rows from the batch
-                    keep = torch.tensor([slot for slot in range(len(rows)) if slot not in done], device=self.device)
+                    kept_slots = [slot for slot in range(len(rows)) if slot not in done]
                     cached = past.layers[0].keys.shape[-2]
-                    _keep_rows(past, keep.tolist(), [cached - int(attention[slot, :cached].sum()) for slot in keep])
-                    rows = [rows[slot] for slot in keep.tolist()]
+                    _keep_rows(past, kept_slots, [cached - int(attention[slot, :cached].sum()) for slot in kept_slots])
+                    keep = torch.tensor(kept_slots, device=self.device)
+                    rows = [rows[slot] for slot in kept_slots]
                     attention, positions, step_ids = attention[keep], positions[keep], step_ids[keep]
                 logits = self.model(input_ids=step_ids, attention_mask=attention, position_ids=positions,
                                     past_key_values=past, use_cache=True, logits_to_keep=1).logits[:, -1]
@@ -669,9 +670,9 @@ class _Running:
 
 
 def _usable_prefix(hit: _CachedRow | None, prompt: list[int]) -> _CachedRow | None:
-    """``hit`` where it is a strict prefix of ``prompt``, else None: a row that ends again leaves a new one, and
-    one that does not extend its prompt (a continuation cut or re-encoded) is dropped here, so a view of the
-    running batch does not keep it in memory through the join."""
+    """``hit`` where it is a strict prefix of ``prompt``, else None. A hit that does not prefix its prompt (a
+    continuation cut or re-encoded) is dropped here, with no name left holding it, so a view of the running batch
+    does not keep that batch in memory through the join."""
     return hit if hit is not None and hit.prefixes(prompt) else None
 
 

@@ -66,8 +66,10 @@ def read_weights_into_memory(model: Any, folder: str | Path, mapped: bool = Fals
                     shape, dtype = entry["shape"], getattr(torch, SAFETENSORS_DTYPES[entry["dtype"]])
                     target = params[name]
                     mapping = mapped and target.device.type == "cpu"
-                    tensor = zeros_paged_on_write(tuple(shape), dtype, "cpu") if mapping else torch.empty(shape,
-                                                                                                         dtype=dtype)
+                    if mapping:
+                        tensor = zeros_paged_on_write(tuple(shape), dtype, "cpu")
+                    else:
+                        tensor = torch.empty(shape, dtype=dtype)
                     view = memoryview(tensor.view(-1).view(torch.uint8).numpy())
                     handle.seek(8 + header_size + begin)
                     if handle.readinto(view) != end - begin:
