@@ -51,6 +51,17 @@ def test_generation_maps_its_large_blocks_and_the_heap_tuning_returns_after(monk
     assert libc.calls == []
 
 
+def test_free_heap_pages_go_back_only_where_the_heap_keeps_them(monkeypatch):
+    libc = FakeLibc()
+    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: libc)
+    monkeypatch.setattr(runtime, "_freed_memory_kept", True)
+    runtime.return_free_heap()
+    assert libc.calls == [("trim", 0)]
+    monkeypatch.setattr(runtime, "_freed_memory_kept", False)  # glibc's defaults, or no glibc: nothing to do
+    runtime.return_free_heap()
+    assert libc.calls == [("trim", 0)]
+
+
 def test_malloc_tuning_keeps_large_blocks_in_the_heap(monkeypatch):
     libc = FakeLibc()
     monkeypatch.delenv(runtime.MALLOC_TUNING_ENV, raising=False)
@@ -125,8 +136,9 @@ def test_zeros_paged_on_write_hold_only_the_pages_written():
     assert _resident_mib() - before < 16  # not the 64 MiB torch.zeros would have written
     del cache  # unmapped with the tensor: a second one is as lean
     again = zeros_paged_on_write((16, 4, 4096, 64), torch.bfloat16, torch.device("cpu"))
-    assert again.dtype == torch.bfloat16 and not again.any()
+    again[:, :, 4000:] = 1.0
     assert _resident_mib() - before < 16
+    assert again.dtype == torch.bfloat16 and not again[:, :, :4000].any()  # last: reading it all allocates
 
 
 def test_zeros_paged_on_write_are_plain_zeros_off_the_cpu():

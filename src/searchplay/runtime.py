@@ -159,6 +159,18 @@ def large_blocks_mapped(threshold: int = 4 << 20) -> Iterator[None]:
         mallopt(M_MMAP_MAX, 0)
 
 
+def return_free_heap() -> None:
+    """Give the heap's free pages back to the system now (glibc's ``malloc_trim(0)``); a no-op where
+    ``keep_freed_memory`` did not apply.
+
+    For memory that a phase frees in the middle of the heap and that what comes next cannot reuse: a batch
+    cache's rows copied out one by one (about a megabyte a layer, under ``large_blocks_mapped``'s threshold) go
+    into buffers that are mapped, so the heap would keep the freed copies beside them.
+    """
+    if _freed_memory_kept:
+        ctypes.CDLL(None).malloc_trim(0)
+
+
 def zeros_paged_on_write(shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     """A tensor of zeros that takes memory only where it is written: on a CPU, a private anonymous mapping (with
     4 KiB pages), whose untouched pages read as the kernel's zero page and are not resident; elsewhere

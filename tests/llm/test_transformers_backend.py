@@ -542,6 +542,42 @@ def test_rows_waiting_to_rejoin_are_copied_out_as_the_batch_drops_its_finished_r
     assert layers[0].keys.shape == (2, 1, 4, 2)
 
 
+def test_a_row_copied_out_of_the_batch_has_a_mapping_that_goes_when_it_does(monkeypatch):
+    """A row copied out of a batch cache (``own_layer``) holds the same values in memory of its own, which goes
+    back to the system once the row is dropped: the heap would keep it, beside the batch it was copied into."""
+    import gc
+    import mmap
+    import weakref
+
+    import torch
+
+    from searchplay.llm.transformers_backend import _CachedRow
+
+    mappings = []
+    new_mapping = mmap.mmap
+    monkeypatch.setattr(mmap, "mmap", lambda *args, **kwargs: (lambda made: (mappings.append(weakref.ref(made)),
+                                                                              made)[1])(new_mapping(*args, **kwargs)))
+    batch = torch.randn(3, 2, 5, 4)
+    row = _CachedRow([1, 2, 3], [batch[1:2, :, -3:]], [batch[2:3, :, -3:]], batch_view=True)
+    row.own_layer(0)
+    assert torch.equal(row.keys[0], batch[1:2, :, -3:]) and torch.equal(row.values[0], batch[2:3, :, -3:])
+    assert row.keys[0].untyped_storage().data_ptr() != batch.untyped_storage().data_ptr()
+    assert len(mappings) == 2 and all(ref() is not None for ref in mappings)
+    del row
+    gc.collect()
+    assert all(ref() is None for ref in mappings)
+
+
+def test_a_prefill_hands_the_heaps_free_pages_back(tiny_dir, monkeypatch):
+    from searchplay.llm import transformers_backend
+
+    engine = backend(tiny_dir, True)
+    trims = []
+    monkeypatch.setattr(transformers_backend, "return_free_heap", lambda: trims.append(1))
+    engine.generate([engine.tokenizer.encode("Paris is the capital of")], GREEDY)
+    assert trims == [1]
+
+
 @pytest.mark.parametrize("extends", [True, False])
 def test_a_join_frees_the_old_batch_before_the_rejoining_rows_are_prefilled(tiny_dir, monkeypatch, extends):
     """When rows rejoin, the old batch is gone (freed a layer at a time as the rows still writing are copied)

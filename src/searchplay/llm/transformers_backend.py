@@ -53,7 +53,7 @@ from typing import Any
 from searchplay.llm.attention import use_lean_attention
 from searchplay.llm.backend import Completion, SamplingParams
 from searchplay.precision import bf16_is_native
-from searchplay.runtime import large_blocks_mapped, zeros_paged_on_write
+from searchplay.runtime import large_blocks_mapped, return_free_heap, zeros_paged_on_write
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class _CachedRow:
     def own_layer(self, layer: int) -> None:
         """Copy layer ``layer``'s keys and values out of the batch cache they view; a no-op for a row of its own."""
         if self.batch_view:
-            self.keys[layer], self.values[layer] = self.keys[layer].clone(), self.values[layer].clone()
+            self.keys[layer], self.values[layer] = _own_copy(self.keys[layer]), _own_copy(self.values[layer])
 
     def prefixes(self, prompt: list[int]) -> bool:
         """Whether ``ids`` is a strict prefix of ``prompt`` (a prefill needs at least one new token)."""
@@ -419,7 +419,9 @@ class TransformersBackend:
         is prefilled). So a call never holds its rows beside the whole batch cache: in fp32 at 135M, 40 rows of
         1,400 tokens are 2.6 GB each way. On a CPU the buffers take memory only where written
         (``searchplay.runtime.zeros_paged_on_write``): the rows' left padding, read as zeros under the mask, and
-        the room no row reaches hold none. Returns the last position's logits of each prompt's row
+        the room no row reaches hold none. A rejoining row's copy out of the old batch is mapped too, and the
+        heap's free pages go back at the end (``return_free_heap``), so the freed copies and prefills are not kept
+        beside the batch they went into. Returns the last position's logits of each prompt's row
         [len(prompts), V], the cache and its mask [B, L].
         """
         import torch
@@ -457,6 +459,7 @@ class TransformersBackend:
         past = self._new_cache(room)
         for layer, (keys, values) in zip(past.layers, buffers, strict=True):
             layer.adopt(keys, values, used=length)
+        return_free_heap()  # each row's prefill ran on the heap, and its keys and values are in the batch now
         return torch.stack(logits), past, attention
 
     def _prefill_row(self, prompt: list[int], hit: _CachedRow | None) -> tuple[Any, _CachedRow]:
@@ -639,7 +642,7 @@ class _Running:
         keys = [layer.keys[slot:slot + 1, :, -len(ids):] for layer in self.past.layers]
         values = [layer.values[slot:slot + 1, :, -len(ids):] for layer in self.past.layers]
         if copy:
-            keys, values = [k.clone() for k in keys], [v.clone() for v in values]
+            keys, values = [_own_copy(k) for k in keys], [_own_copy(v) for v in values]
         return _CachedRow(ids, keys, values)
 
     def drop_finished(self, waiting: Sequence[_CachedRow] = ()) -> None:
@@ -674,6 +677,12 @@ def _usable_prefix(hit: _CachedRow | None, prompt: list[int]) -> _CachedRow | No
     continuation cut or re-encoded) is dropped here, with no name left holding it, so a view of the running batch
     does not keep that batch in memory through the join."""
     return hit if hit is not None and hit.prefixes(prompt) else None
+
+
+def _own_copy(tensor: Any) -> Any:
+    """A copy of ``tensor`` in a mapping of its own (``zeros_paged_on_write``): a row copied out of a batch cache
+    (about a megabyte a layer) goes back to the system when it is freed, where the heap would keep it."""
+    return zeros_paged_on_write(tuple(tensor.shape), tensor.dtype, tensor.device).copy_(tensor)
 
 
 def _rows_from(cache: Any, rows: list[int], starts: list[int], length: int) -> Any:
