@@ -148,9 +148,8 @@ def large_blocks_mapped(threshold: int = 4 << 20) -> Iterator[None]:
     if not _freed_memory_kept:
         yield
         return
-    libc = ctypes.CDLL(None)
-    libc.malloc_trim(0)
-    mallopt = libc.mallopt
+    return_free_heap()
+    mallopt = ctypes.CDLL(None).mallopt
     mallopt(M_MMAP_THRESHOLD, threshold)
     mallopt(M_MMAP_MAX, 1 << 16)
     try:
@@ -163,9 +162,9 @@ def return_free_heap() -> None:
     """Give the heap's free pages back to the system now (glibc's ``malloc_trim(0)``); a no-op where
     ``keep_freed_memory`` did not apply.
 
-    For memory that a phase frees in the middle of the heap and that what comes next cannot reuse: a batch
-    cache's rows copied out one by one (about a megabyte a layer, under ``large_blocks_mapped``'s threshold) go
-    into buffers that are mapped, so the heap would keep the freed copies beside them.
+    For memory freed in the middle of the heap that what comes next cannot reuse: the heap an update freed
+    before a generation's mapped caches (``large_blocks_mapped``), and each row a prefill runs on the heap
+    (about a megabyte a layer, under that threshold) once it is copied into the mapped batch cache.
     """
     if _freed_memory_kept:
         ctypes.CDLL(None).malloc_trim(0)
