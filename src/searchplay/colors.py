@@ -21,6 +21,7 @@ MODEL_COLORS = {
     "kg_wcr_gdcr": "#e377c2",
     "ssp_kg_answers": "#bcbd22",
     "kg_template": "#17becf",
+    "gdcr_template": "#7b4173",  # dark purple: gdcr's reward on the template questions
     "kg_draft": "#393b79",
 }
 PHASE_TINTS = {"eve_phase_a": "#c49c94"}  # light brown: eve's Phase A

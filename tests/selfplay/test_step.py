@@ -372,6 +372,32 @@ def test_gdcr_step_logs_step_credit_and_trains(params_factory, tokenizer, tmp_pa
     assert m["train/groups_nonzero_advantage"] >= 1 and m["train/weights_changed"] == 1.0
 
 
+def test_gdcr_on_template_questions_scores_its_steps_on_each_paths_graph(params_factory, tokenizer, tmp_path):
+    """'gdcr_template' (GDCR as its paper trains: fixed questions with their ER graphs) asks the template
+    questions with every KG answer as gold, and its groups carry GDCR step rewards on that path's subgraph."""
+    from searchplay.selfplay.step import judge_groups, score_groups, solve, template_slots
+
+    params, runtime, state = _gdcr_setup(params_factory, tokenizer, tmp_path)
+    variant = get_variant("gdcr_template")
+    assert variant.questions == "template" and variant.solver_reward == "gdcr" and variant.solver_advantage == "sapo"
+    slots = template_slots(state.cursor.next_batch(3))
+    assert len(slots) == 3 and all(slot.graph and slot.question.startswith("What is the") for slot in slots)
+    groups = solve(runtime, slots, params.selfplay.group_size)
+    correct, _ = judge_groups(runtime, slots, groups)
+    scored = score_groups(variant, params, slots, groups, correct)
+    assert len(scored.step_rewards) == sum(len(t.turns) for g in groups for t in g)
+    assert any(r > 0 for r in scored.step_rewards)  # searches retrieve the path's nodes
+
+
+@pytest.mark.slow
+def test_gdcr_on_template_questions_trains_the_solver_without_a_proposer(params_factory, tokenizer, tmp_path,
+                                                                          trainer):
+    params, runtime, state = _gdcr_setup(params_factory, tokenizer, tmp_path, trainer=trainer)
+    m = run_step(runtime, get_variant("gdcr_template"), params, state).metrics
+    assert m["proposer/proposals"] == 0 and m["train/samples_proposer"] == 0
+    assert m["gdcr/steps"] > 0 and m["batch/fresh"] == 3
+
+
 def _proposal(question: str, answers: list[str], reason: str | None = None):
     from searchplay.agent.trajectory import Trajectory
     from searchplay.selfplay.seeds import Seed

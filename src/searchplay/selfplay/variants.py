@@ -98,6 +98,11 @@ VARIANTS: dict[str, Variant] = {
     "kg_template": Variant("kg_template", seeds="kg", proposer_prompt="kg", solver_reward="wcr", questions="template",
                            description="control: kg_wcr's Solver on each path's template question, no Proposer "
                                        "(does the RL loop teach the Solver, apart from the Proposer's questions?)"),
+    "gdcr_template": Variant("gdcr_template", seeds="kg", proposer_prompt="kg", solver_reward="gdcr",
+                             solver_advantage="sapo", questions="template",
+                             description="GDCR as its paper trains: the Solver alone on fixed questions that "
+                                         "their graph answers (each path's template question, the subgraph as "
+                                         "its ER graph), GDCR step rewards with SAPO (GDCR paper §3, §4.1)"),
     "kg_draft": Variant("kg_draft", seeds="kg", proposer_prompt="kg_draft", solver_reward="binary",
                         description="control: the kg variant with each path's template question in the Proposer's "
                                     "input as a draft (do answerable Proposer questions let the loop teach?)"),
