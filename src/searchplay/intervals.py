@@ -1,11 +1,17 @@
-"""The Wilson score interval of a proportion: shared by evaluation (scores) and self-play (per-iteration accuracy).
+"""Proportions shared by evaluation and self-play: the Wilson score interval (scores, per-iteration accuracy),
+and the Solver's accuracy on fresh questions pooled over a run's iterations, with its first iterations tested
+against its last (the loop's ``trend/*`` metrics and the comparison report's "Self-play learning" table).
 
 A low-level module so that every stage may import it (the stage packages may not import each other,
-``tests/test_layers.py``). Pure function over counts.
+``tests/test_layers.py``). Pure functions over counts and history rows; the rows are those
+``searchplay.selfplay.metrics.fresh_accuracy`` writes (``solver/fresh_accuracy``, ``solver/fresh_rollouts``).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from math import sqrt
 
 Z_95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
@@ -36,3 +42,50 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, free of rounding
     high = 1.0 if successes == n else min(1.0, centre + half)
     return low, high
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Correct fresh rollouts ``hits`` of ``n``, pooled over some iterations."""
+
+    hits: int
+    n: int
+
+    @property
+    def rate(self) -> float:
+        return self.hits / self.n if self.n else math.nan
+
+
+def pooled_fresh_accuracy(rows: Sequence[dict[str, float]]) -> Pooled:
+    """The fresh rollouts of ``rows`` pooled; an iteration without a fresh rollout (NaN) adds nothing.
+
+    >>> pooled_fresh_accuracy([{"solver/fresh_accuracy": 0.2, "solver/fresh_rollouts": 15.0},
+    ...                        {"solver/fresh_accuracy": float("nan"), "solver/fresh_rollouts": 0.0}])
+    Pooled(hits=3, n=15)
+    """
+    counted = [r for r in rows if math.isfinite(r.get("solver/fresh_rollouts", math.nan))
+               and math.isfinite(r.get("solver/fresh_accuracy", math.nan))]
+    n = sum(int(r["solver/fresh_rollouts"]) for r in counted)
+    return Pooled(round(sum(r["solver/fresh_accuracy"] * r["solver/fresh_rollouts"] for r in counted)), n)
+
+
+def first_against_last(history: Sequence[dict[str, float]], part: int) -> tuple[Pooled, Pooled, float]:
+    """The first ``part`` iterations and the last ``part``, pooled, and the one-sided Fisher exact p that the
+    last are more often right (NaN when either has no fresh rollout). The rollouts of one question are not
+    independent, so the p is optimistic.
+
+    >>> rows = [{"solver/fresh_accuracy": a, "solver/fresh_rollouts": 20.0} for a in (0.1, 0.6)]
+    >>> first, last, p = first_against_last(rows, 1)
+    >>> first.rate, last.rate, round(p, 4)
+    (0.1, 0.6, 0.0011)
+    """
+    from scipy.stats import fisher_exact
+
+    if part < 1 or 2 * part > len(history):
+        raise ValueError(f"first_against_last: {part} iterations per part need at least {2 * part}, "
+                         f"got {len(history)}")
+    first, last = pooled_fresh_accuracy(history[:part]), pooled_fresh_accuracy(history[-part:])
+    if not (first.n and last.n):
+        return first, last, math.nan
+    _, p = fisher_exact([[last.hits, last.n - last.hits], [first.hits, first.n - first.hits]], alternative="greater")
+    return first, last, float(p)

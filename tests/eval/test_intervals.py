@@ -55,3 +55,19 @@ def test_agrees_with_scipy():
 def test_impossible_counts_are_errors(successes, n):
     with pytest.raises(ValueError, match="successes"):
         wilson_interval(successes, n)
+
+
+def test_fresh_accuracy_pools_iterations_and_tests_the_last_against_the_first():
+    import math
+
+    from searchplay.intervals import first_against_last, pooled_fresh_accuracy
+
+    rows = [{"solver/fresh_accuracy": a, "solver/fresh_rollouts": n} for a, n in ((0.0, 15.0), (0.2, 15.0))]
+    assert pooled_fresh_accuracy(rows).hits == 3 and pooled_fresh_accuracy(rows).n == 30
+    first, last, p = first_against_last(rows, 1)
+    assert (first.hits, first.n, last.hits, last.n) == (0, 15, 3, 15) and p == pytest.approx(0.1121, abs=1e-4)
+    assert math.isnan(pooled_fresh_accuracy([]).rate)
+    empty = [{"solver/fresh_accuracy": math.nan, "solver/fresh_rollouts": 0.0}, rows[1]]
+    assert math.isnan(first_against_last(empty, 1)[2])  # no fresh rollout in the first part: no test
+    with pytest.raises(ValueError, match="need at least 4"):
+        first_against_last(rows, 2)

@@ -328,19 +328,26 @@ def test_a_model_has_one_colour_in_every_chart_and_the_references_their_own():
     assert model_color("some_new_variant") == model_color("some_new_variant")  # stable for unknown names
 
 
-def test_the_learning_table_reads_the_loops_trend_test_and_the_gold_check_rate():
+def test_the_learning_table_pools_fresh_accuracy_and_tests_the_last_part_against_the_first():
     from searchplay.eval.report import learning_table
+    from searchplay.selfplay.metrics import fresh_accuracy_trend
 
-    histories = {"kg_wcr": [{"iteration": 1.0, "filter/gold_checked_rate": 0.5},
-                            {"iteration": 2.0, "filter/gold_checked_rate": float("nan")},
-                            {"iteration": 3.0, "filter/gold_checked_rate": 1.0}],
-                 "ssp": [{"iteration": 1.0}]}
-    summaries = {"kg_wcr": {"trend/fresh_accuracy_first_third": 0.1, "trend/fresh_accuracy_last_third": 0.3,
-                            "trend/fresh_accuracy_p": 0.0123}, "ssp": {"trend/fresh_accuracy_p": None}}
-    table = learning_table(histories, summaries)
-    assert table.rows[0] == ["kg_wcr", 3, "10.0%", "30.0%", "0.012", "75.0%"]
-    assert table.rows[1] == ["ssp", 1, None, None, None, None]
-    assert learning_table({}, {}) is None
+    def it(i, acc, n=20.0, **more):
+        return {"iteration": float(i), "solver/fresh_accuracy": acc, "solver/fresh_rollouts": n, **more}
+
+    histories = {"kg_wcr": [it(1, 0.1, **{"filter/gold_checked_rate": 0.5}),
+                            it(2, float("nan"), 0.0, **{"filter/gold_checked_rate": float("nan")}),
+                            it(3, 0.3, **{"filter/gold_checked_rate": 1.0})],
+                 "gdcr": [it(1, 0.0, 15.0), it(2, 0.2, 15.0)],
+                 "ssp": [it(1, 0.05)]}
+    rows = {row[0]: row for row in learning_table(histories).rows}
+    trend = fresh_accuracy_trend(histories["kg_wcr"])  # the loop's own test: the same thirds and p
+    assert rows["kg_wcr"][:5] == ["kg_wcr", 3, "20.0% [10.5, 34.8] (n = 40)", "10.0% (it. 1, n = 20)",
+                                  "30.0% (it. 3, n = 20)"]
+    assert rows["kg_wcr"][5] == f"{trend['trend/fresh_accuracy_p']:.3f}" and rows["kg_wcr"][6] == "75.0%"
+    assert rows["gdcr"][3:6] == ["0.0% (it. 1, n = 15)", "20.0% (it. 2, n = 15)", "0.112"]  # two iterations
+    assert rows["ssp"] == ["ssp", 1, "5.0% [0.9, 23.6] (n = 20)", None, None, None, None]
+    assert learning_table({}) is None
 
 
 def test_held_out_waypoint_coverage_is_paired_when_the_kg_pool_is_given(tmp_path):

@@ -61,6 +61,7 @@ from searchplay.eval.waypoints import (
     heldout_waypoints,
     read_coverage,
 )
+from searchplay.intervals import Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
 from searchplay.io import atomic_write, read_jsonl, write_json
 
 if TYPE_CHECKING:
@@ -639,44 +640,54 @@ def budget_table(budget: dict[str, dict[str, float | None]]) -> Table | None:
     return Table("Self-play budget", header, rows, notes=notes)
 
 
-def read_selfplay_summaries(selfplay_dir: str | Path | None) -> dict[str, dict[str, Any]]:
-    """``run -> metrics.json`` of every self-play run under ``selfplay_dir`` (the loop's last iteration and its
-    learning-curve test, ``trend/*``)."""
-    if selfplay_dir is None:
-        return {}
-    return {path.parent.name: json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted(Path(selfplay_dir).glob("*/metrics.json"))}
-
-
 def _mean_finite(rows: list[dict[str, float]], column: str) -> float | None:
     values = [row[column] for row in rows if column in row and math.isfinite(row[column])]
     return sum(values) / len(values) if values else None
 
 
-def learning_table(histories: dict[str, list[dict[str, float]]], summaries: dict[str, dict[str, Any]]) -> Table | None:
-    """"Self-play learning": per run, the Solver's fresh-question accuracy over the first and the last third of
-    its iterations with the one-sided Fisher p (the loop's ``trend/*``), and the mean share of its accepted KG
-    questions that pass the KG gold check. None without runs."""
-    runs = [run for run in histories if run in summaries]
-    if not runs:
+def _fresh_cell(pooled: Pooled, iterations: str) -> str | None:
+    return None if not pooled.n else f"{100 * pooled.rate:.1f}% ({iterations}, n = {pooled.n})"
+
+
+def _iterations_label(first: int, last: int) -> str:
+    return f"it. {first}" if first == last else f"it. {first}-{last}"
+
+
+def learning_table(histories: dict[str, list[dict[str, float]]]) -> Table | None:
+    """"Self-play learning": per run, the Solver's accuracy on the fresh questions of all its iterations (with
+    its Wilson interval), of its first and its last third (its first and last iteration in a two-iteration run)
+    with the one-sided Fisher p (``searchplay.intervals``, the loop's ``trend/*`` test), and the mean share
+    of its accepted KG questions that pass the KG gold check. None without runs."""
+    if not histories:
         return None
 
-    def share(value: Any) -> str | None:
-        return None if value is None or not math.isfinite(float(value)) else f"{100 * float(value):.1f}%"
+    def share(value: float | None) -> str | None:
+        return None if value is None or not math.isfinite(value) else f"{100 * value:.1f}%"
 
     rows = []
-    for run in runs:
-        trend = summaries[run]
-        p = trend.get("trend/fresh_accuracy_p")
-        rows.append([budget_label(run), len(histories[run]), share(trend.get("trend/fresh_accuracy_first_third")),
-                     share(trend.get("trend/fresh_accuracy_last_third")),
-                     None if p is None else f"{float(p):.3f}",
-                     share(_mean_finite(histories[run], "filter/gold_checked_rate"))])
-    header = ["self-play run", "iterations", "fresh accuracy, first third", "last third", "p (last > first)",
-              "accepted KG questions gold-checked"]
-    notes = ["Fresh accuracy: the share of correct Solver rollouts on the questions written in those iterations "
-             "(thirds of len // 3 iterations; none below 3 iterations). p: one-sided Fisher exact test on the "
-             "pooled rollouts; the rollouts of one question are not independent, so it is optimistic.",
+    for run, history in histories.items():
+        overall = pooled_fresh_accuracy(history)
+        low, high = wilson_interval(overall.hits, overall.n)
+        row: list[Any] = [budget_label(run), len(history),
+                          None if not overall.n else f"{100 * overall.rate:.1f}% [{100 * low:.1f}, {100 * high:.1f}] "
+                                                     f"(n = {overall.n})"]
+        part = len(history) // 3 if len(history) >= 3 else len(history) // 2
+        if part:
+            first, last, p = first_against_last(history, part)
+            row += [_fresh_cell(first, _iterations_label(1, part)),
+                    _fresh_cell(last, _iterations_label(len(history) - part + 1, len(history))),
+                    None if math.isnan(p) else f"{p:.3f}"]
+        else:
+            row += [None, None, None]
+        rows.append([*row, share(_mean_finite(history, "filter/gold_checked_rate"))])
+    header = ["self-play run", "iterations", "fresh accuracy, all iterations", "first part", "last part",
+              "p (last > first)", "accepted KG questions gold-checked"]
+    notes = ["Fresh accuracy: the share of correct Solver rollouts on the fresh questions of those iterations "
+             "(the Proposer's, or a template control's; replayed ones left out); [low, high]: Wilson 95% "
+             "interval; n: rollouts. First and last part: the first and the last third of the iterations (it.: "
+             "which), a run of two iterations its first and its second; one iteration has no parts. p: one-sided "
+             "Fisher exact test on the pooled rollouts; the rollouts of one question are not independent, so it "
+             "is optimistic.",
              "Gold-checked: the mean over iterations of filter/gold_checked_rate, the share of accepted questions "
              "that name their path's head entity and mention its last relation (docs/decisions/selfplay.md); "
              "–: not a KG Proposer, or no column in this run's history."]
@@ -790,7 +801,7 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
                  if kg_pool and Path(kg_pool).exists() else [])
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     budget = selfplay_budget(histories)
-    learning = learning_table(histories, read_selfplay_summaries(selfplay_dir))
+    learning = learning_table(histories)
     tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), behaviour_table(behaviours, correct),
                                         coverage_table(coverages), budget_table(budget), learning,
                                         hops_table(variants)) if table]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from searchplay.intervals import wilson_interval
+from searchplay.intervals import first_against_last, wilson_interval
 from searchplay.rewards.stats import (
     DEFAULT_COVERAGE_BINS,
     accuracy_by_coverage,
@@ -60,33 +60,23 @@ def fresh_accuracy(correct: Sequence[Sequence[bool]], sources: Sequence[str]) ->
 def fresh_accuracy_trend(history: Sequence[dict[str, float]]) -> dict[str, float]:
     """Does the Solver's fresh-question accuracy rise over the run? Its pooled accuracy over the first and the
     last third of the iterations (each ``len(history) // 3`` iterations, at least one) and the one-sided
-    Fisher exact p that the last third is higher. Rollouts of one question are not independent, so the p is
-    optimistic; NaN with fewer than 3 iterations or no fresh rollout in a third.
+    Fisher exact p that the last third is higher (``searchplay.intervals``). Rollouts of one question are
+    not independent, so the p is optimistic; NaN with fewer than 3 iterations or no fresh rollout in a third.
 
     >>> rows = [{"solver/fresh_accuracy": a, "solver/fresh_rollouts": 20.0} for a in (0.1, 0.1, 0.2, 0.6)]
     >>> trend = fresh_accuracy_trend(rows)
     >>> trend["trend/fresh_accuracy_first_third"], trend["trend/fresh_accuracy_last_third"]
     (0.1, 0.6)
     """
-    from scipy.stats import fisher_exact
-
     third = len(history) // 3
     out = {"trend/fresh_accuracy_first_third": NAN, "trend/fresh_accuracy_last_third": NAN,
            "trend/fresh_accuracy_p": NAN, "trend/iterations_per_third": float(third)}
     if third < 1:
         return out
-
-    def pooled(rows: Sequence[dict[str, float]]) -> tuple[int, int]:
-        counted = [r for r in rows if math.isfinite(r.get("solver/fresh_rollouts", NAN))
-                   and math.isfinite(r.get("solver/fresh_accuracy", NAN))]
-        n = sum(int(r["solver/fresh_rollouts"]) for r in counted)
-        return round(sum(r["solver/fresh_accuracy"] * r["solver/fresh_rollouts"] for r in counted)), n
-
-    (hits_a, n_a), (hits_b, n_b) = pooled(history[:third]), pooled(history[-third:])
-    if n_a and n_b:
-        _, p = fisher_exact([[hits_b, n_b - hits_b], [hits_a, n_a - hits_a]], alternative="greater")
-        out.update({"trend/fresh_accuracy_first_third": hits_a / n_a, "trend/fresh_accuracy_last_third": hits_b / n_b,
-                    "trend/fresh_accuracy_p": float(p)})
+    first, last, p = first_against_last(history, third)
+    if first.n and last.n:
+        out.update({"trend/fresh_accuracy_first_third": first.rate, "trend/fresh_accuracy_last_third": last.rate,
+                    "trend/fresh_accuracy_p": p})
     return out
 
 
