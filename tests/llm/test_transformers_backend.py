@@ -542,6 +542,18 @@ def test_rows_waiting_to_rejoin_are_copied_out_as_the_batch_drops_its_finished_r
     assert layers[0].keys.shape == (2, 1, 4, 2)
 
 
+def test_a_row_copied_off_the_cpu_is_a_plain_clone(monkeypatch):
+    """Off the CPU a copied row is cloned, not zero-filled and then written (a meta tensor stands for a GPU's)."""
+    import torch
+
+    import searchplay.llm.transformers_backend as backend
+
+    monkeypatch.setattr(backend, "zeros_paged_on_write", lambda *args: pytest.fail("zero-filled off the CPU"))
+    row = torch.empty(1, 2, 3, 4, device="meta")
+    copy = backend._own_copy(row)
+    assert copy.device.type == "meta" and copy.shape == row.shape and copy is not row
+
+
 def test_a_row_copied_out_of_the_batch_has_a_mapping_that_goes_when_it_does(monkeypatch):
     """A row copied out of a batch cache (``own_layer``) holds the same values in memory of its own, which goes
     back to the system once the row is dropped: the heap would keep it, beside the batch it was copied into."""

@@ -681,7 +681,10 @@ def _usable_prefix(hit: _CachedRow | None, prompt: list[int]) -> _CachedRow | No
 
 def _own_copy(tensor: Any) -> Any:
     """A copy of ``tensor`` in a mapping of its own (``zeros_paged_on_write``): a row copied out of a batch cache
-    (about a megabyte a layer) goes back to the system when it is freed, where the heap would keep it."""
+    (about a megabyte a layer) goes back to the system when it is freed, where the heap would keep it. Off the
+    CPU a plain clone: the device's allocator has no such heap, and zeros first would write the row twice."""
+    if tensor.device.type != "cpu":
+        return tensor.clone()
     return zeros_paged_on_write(tuple(tensor.shape), tensor.dtype, tensor.device).copy_(tensor)
 
 
