@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import sqrt
 
 Z_95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
 
@@ -38,7 +37,7 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     p = successes / n
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
-    half = z / denominator * sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    half = z / denominator * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     low = 0.0 if successes == 0 else max(0.0, centre - half)  # exact at the ends, free of rounding
     high = 1.0 if successes == n else min(1.0, centre + half)
     return low, high

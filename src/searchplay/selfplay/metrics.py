@@ -74,7 +74,7 @@ def fresh_accuracy_trend(history: Sequence[dict[str, float]]) -> dict[str, float
     if third < 1:
         return out
     first, last, p = first_against_last(history, third)
-    if first.n and last.n:
+    if not math.isnan(p):  # NaN: a third without a fresh rollout
         out.update({"trend/fresh_accuracy_first_third": first.rate, "trend/fresh_accuracy_last_third": last.rate,
                     "trend/fresh_accuracy_p": p})
     return out
