@@ -71,6 +71,14 @@ def test_pairs_need_both_models_evaluated():
     assert STARTED_FROM["eve"] == "warmstart_eve" and STARTED_FROM["kg_wcr"] == "warmstart"
 
 
+def test_extra_pairs_come_last_once_and_only_where_both_models_were_evaluated():
+    models = ["warmstart", "kg_wcr", "kg_wcr_seed1", "ssp"]
+    extra = [("kg_wcr_seed1", "kg_wcr"), ("kg_wcr", "ssp"), ("kg_wcr_seed1", "gdcr")]
+    assert comparison_pairs(models, extra) == [("ssp", "warmstart"), ("kg_wcr", "warmstart"),
+                                               ("kg_wcr_seed1", "warmstart"), ("kg_wcr", "ssp"),
+                                               ("kg_wcr_seed1", "kg_wcr")]
+
+
 def test_each_pair_is_compared_on_the_benchmark_and_pooled_and_an_empty_scope_is_left_out():
     warmstart = {("kg_heldout", "1"): False, ("kg_heldout", "2"): True, ("nq", "1"): False}
     kg_wcr = {("kg_heldout", "1"): True, ("kg_heldout", "2"): True, ("nq", "1"): True}

@@ -216,6 +216,38 @@ def test_what_training_changed_follows_the_paired_comparisons_with_answers_searc
     assert merged["behaviour.kg_wcr_vs_ssp.pooled.answers_changed"] == 8
 
 
+def test_a_pair_asked_for_gets_every_paired_table_and_its_metrics(tmp_path):
+    eval_dir = _paired_eval_dir(tmp_path)
+    compare_variants(eval_dir, tmp_path / "compare", pairs=[("kg_wcr", "gdcr")])
+    text = (tmp_path / "compare" / "compare.md").read_text()
+    assert "| kg_wcr vs gdcr | 10 | 1 / 0 (p = 1) | 10 / 0 (p = 0.002) |" in text.split("## Judge accuracy")[0]
+    paired = text.split("## Paired comparisons (exact McNemar)")[1].split("## EM")[0]
+    assert "| kg_wcr vs gdcr | KG held-out | 10 | 6 | 1 | 0 | 3 | 1 |" in paired
+    assert "| kg_wcr vs gdcr | KG held-out | 10 | 1 | 10 | 0 | 2.00 / 1.00 | 0.002 |" in paired
+    metrics = {"paired.kg_wcr_vs_gdcr.kg_heldout.only_a": 1, "behaviour.kg_wcr_vs_gdcr.kg_heldout.more_searches": 10}
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert {key: merged.get(key) for key in metrics} == metrics
+
+
+def test_a_pair_naming_a_model_not_evaluated_or_itself_is_an_error_not_a_silent_gap(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+
+    eval_dir = _paired_eval_dir(tmp_path)
+    with pytest.raises(ValueError, match=r"no kg_wcr_seed1/metrics\.json under"):
+        compare_variants(eval_dir, tmp_path / "compare", pairs=[("kg_wcr_seed1", "kg_wcr")])
+    with pytest.raises(ValueError, match="compares a model with itself"):
+        compare_variants(eval_dir, tmp_path / "compare", pairs=[("kg_wcr", "kg_wcr")])
+    assert not (tmp_path / "compare").exists()
+    args = ["report", "--eval-dir", str(eval_dir), "--out", str(tmp_path / "compare"), "--no-track"]
+    for pair in ("kg_wcr", "kg_wcr:", "kg_wcr:gdcr:ssp", "kg_wcr:nope"):
+        result = CliRunner().invoke(app, [*args, "--pair", pair])
+        assert result.exit_code == 2 and "--pair" in result.output, pair
+    assert CliRunner().invoke(app, [*args, "--pair", "kg_wcr:gdcr", "--pair", "gdcr:ssp"]).exit_code == 0
+    assert "| gdcr vs ssp |" in (tmp_path / "compare" / "compare.md").read_text()
+
+
 def test_the_eve_start_is_compared_once_it_is_evaluated(tmp_path):
     eval_dir = _paired_eval_dir(tmp_path)
     start = eval_dir / "warmstart_eve"

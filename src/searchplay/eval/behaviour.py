@@ -124,11 +124,12 @@ def compare_behaviour(model_a: str, answers_a: Mapping[Question, Answer], model_
         found_a=sum(a.found for a, _ in pairs), found_b=sum(b.found for _, b in pairs))
 
 
-def compare_behaviours(answers: Mapping[str, Mapping[Question, Answer]], benchmark: str) -> list[BehaviourComparison]:
-    """Each of ``comparison_pairs(answers)`` on ``benchmark`` alone, then on every benchmark pooled; a scope
-    with no question both models answered is left out."""
+def compare_behaviours(answers: Mapping[str, Mapping[Question, Answer]], benchmark: str,
+                       extra: Iterable[tuple[str, str]] = ()) -> list[BehaviourComparison]:
+    """Each of ``comparison_pairs(answers, extra)`` on ``benchmark`` alone, then on every benchmark pooled; a
+    scope with no question both models answered is left out."""
     comparisons = []
-    for model_a, model_b in comparison_pairs(answers):
+    for model_a, model_b in comparison_pairs(answers, extra):
         scoped = compare_behaviour(model_a, in_benchmark(answers[model_a], benchmark), model_b,
                                    in_benchmark(answers[model_b], benchmark), benchmark)
         pooled = compare_behaviour(model_a, answers[model_a], model_b, answers[model_b], POOLED)

@@ -104,16 +104,21 @@ def report_command(
                                  "(left out when missing)"),
     track: bool = typer.Option(True, "--track/--no-track", help="log the paired comparisons and self-play budgets "
                                "to MLflow"),
+    pair: list[str] = typer.Option([], "--pair", help="A:B, two model folders under --eval-dir to compare with "
+                                   "the paired tests too (e.g. two seeds); repeat for more"),
 ) -> None:
     """Compare every evaluated variant: tables, paired tests, self-play budgets and curves, a merged metrics file."""
     from searchplay.eval.report import compare_variants, log_comparison
 
     params = get_params(ctx) if track else None
     try:
-        written = compare_variants(eval_dir, out, selfplay_dir, kg_pool)
+        written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair])
     except FileNotFoundError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
+    except ValueError as exc:
+        console.print(f"[red]--pair: {exc}[/red]")
+        raise typer.Exit(2) from None
     if params is not None:
         log_comparison(params, out)
     console.print("\n".join(str(path) for path in written))
@@ -121,6 +126,18 @@ def report_command(
         from searchplay.tracking import chart_view_url
 
         console.print(f"MLflow chart view of the evaluations (under `mlflow ui`): {chart_view_url(params)}")
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """``"A:B"`` as the model pair (A, B); a ``ValueError`` saying the expected form otherwise.
+
+    >>> parse_pair("kg_wcr_seed1:kg_wcr_seed0")
+    ('kg_wcr_seed1', 'kg_wcr_seed0')
+    """
+    model_a, sep, model_b = text.partition(":")
+    if not sep or not model_a.strip() or not model_b.strip() or ":" in model_b:
+        raise ValueError(f"{text!r} is not A:B, two model folder names joined by one ':'")
+    return model_a.strip(), model_b.strip()
 
 
 def register(app: typer.Typer) -> None:

@@ -138,17 +138,22 @@ def shared_benchmarks(correct_a: Mapping[Question, bool], correct_b: Mapping[Que
     return sorted({benchmark for benchmark, _ in correct_a.keys() & correct_b.keys()})
 
 
-def comparison_pairs(models: Iterable[str]) -> list[tuple[str, str]]:
+def comparison_pairs(models: Iterable[str], extra: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
     """(A, B) pairs among ``models``: each trained model against its start (a model ``STARTED_FROM`` does not
-    name against ``DEFAULT_START``), then ``HEAD_TO_HEAD``; a pair is left out unless both models are present.
+    name against ``DEFAULT_START``), then ``HEAD_TO_HEAD``, then the ``extra`` pairs a user asked for (e.g. two
+    seeds of one variant); a pair is left out unless both models are present, and a pair is never repeated.
 
     >>> comparison_pairs(["base", "warmstart", "kg_wcr", "ssp", "eve", "kg_new"])
     [('warmstart', 'base'), ('ssp', 'warmstart'), ('kg_wcr', 'warmstart'), ('kg_new', 'warmstart'), ('kg_wcr', 'ssp')]
+    >>> comparison_pairs(["warmstart", "kg_wcr", "kg_new"], extra=[("kg_new", "kg_wcr"), ("kg_wcr", "warmstart")])
+    [('kg_wcr', 'warmstart'), ('kg_new', 'warmstart'), ('kg_new', 'kg_wcr')]
     """
     present = list(models)
     starts = {**STARTED_FROM, **{m: DEFAULT_START for m in present if m not in (*STARTED_FROM, "base")}}
     pairs = [(model, start) for model, start in starts.items() if model in present and start in present]
-    pairs += [pair for pair in HEAD_TO_HEAD if pair[0] in present and pair[1] in present and pair not in pairs]
+    for pair in (*HEAD_TO_HEAD, *extra):
+        if pair[0] in present and pair[1] in present and pair not in pairs:
+            pairs.append(pair)
     return pairs
 
 
@@ -183,16 +188,17 @@ def comparison_metrics(comparison: PairedComparison) -> dict[str, float]:
     return {f"{prefix}.{name}": value for name, value in fields.items()}
 
 
-def compare_models(correct: Mapping[str, Mapping[Question, bool]], benchmark: str) -> list[PairedComparison]:
-    """Each of ``comparison_pairs(correct)`` on ``benchmark`` alone, then on every benchmark pooled; a scope
-    with no question both models answered is left out.
+def compare_models(correct: Mapping[str, Mapping[Question, bool]], benchmark: str,
+                   extra: Iterable[tuple[str, str]] = ()) -> list[PairedComparison]:
+    """Each of ``comparison_pairs(correct, extra)`` on ``benchmark`` alone, then on every benchmark pooled; a
+    scope with no question both models answered is left out.
 
     >>> right, wrong = {("kg", "1"): True, ("nq", "1"): True}, {("kg", "1"): False, ("nq", "1"): True}
     >>> [(c.label, c.scope, c.n, c.only_a) for c in compare_models({"warmstart": wrong, "ssp": right}, "kg")]
     [('ssp vs warmstart', 'kg', 1, 1), ('ssp vs warmstart', 'pooled', 2, 1)]
     """
     comparisons = []
-    for model_a, model_b in comparison_pairs(correct):
+    for model_a, model_b in comparison_pairs(correct, extra):
         scoped = compare_paired(model_a, in_benchmark(correct[model_a], benchmark), model_b,
                                 in_benchmark(correct[model_b], benchmark), benchmark)
         pooled = compare_paired(model_a, correct[model_a], model_b, correct[model_b], POOLED)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -774,15 +774,16 @@ def glance_table(pairs: list[PairTests], scope: str) -> Table | None:
 
 
 def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None,
-                     kg_pool: str | Path | None = None) -> list[Path]:
+                     kg_pool: str | Path | None = None, pairs: Sequence[tuple[str, str]] = ()) -> list[Path]:
     """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``; with
     ``selfplay_dir``, also the variants' self-play curves (``selfplay.png``) and training budgets from their
     history.csv; with ``kg_pool`` (``subgraphs.jsonl``), the held-out waypoint coverage. Right after the
     judge-accuracy table come the paired comparisons (exact McNemar on each model's predictions) and the
-    self-play budget."""
+    self-play budget. ``pairs`` adds (A, B) comparisons to each model's against its start (e.g. two seeds)."""
     variants = read_variant_metrics(eval_dir)
     if not variants:
         raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
+    check_pairs(pairs, variants, eval_dir)
     out = Path(out)
     judges = {name: _judge_of(Path(eval_dir) / name) for name in variants}
     benchmarks = [b for b in PAPER_BENCHMARKS if any(f"{b}.judge_acc" in m for m in variants.values())]
@@ -795,9 +796,9 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     tables = score_tables(variants, columns, baseline, answer)
     tables[0].notes += [f"{name}: judge {judge}" for name, judge in judges.items()]
     correct = read_correctness(eval_dir, variants)
-    comparisons = compare_models(correct, KG_HELDOUT)
-    behaviours = compare_behaviours(read_answers(eval_dir, variants), KG_HELDOUT)
-    coverages = (compare_coverages(read_coverage(eval_dir, variants, heldout_waypoints(kg_pool)))
+    comparisons = compare_models(correct, KG_HELDOUT, pairs)
+    behaviours = compare_behaviours(read_answers(eval_dir, variants), KG_HELDOUT, pairs)
+    coverages = (compare_coverages(read_coverage(eval_dir, variants, heldout_waypoints(kg_pool)), pairs)
                  if kg_pool and Path(kg_pool).exists() else [])
     histories = read_histories(selfplay_dir) if selfplay_dir else {}
     budget = selfplay_budget(histories)
@@ -831,6 +832,18 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     merged |= {key: value for coverage in coverages for key, value in coverage_metrics(coverage).items()}
     write_json(out / "metrics.json", merged | budget_metrics(budget))
     return [out / "compare.md", out / "compare.html", out / "metrics.json", *charts]
+
+
+def check_pairs(pairs: Sequence[tuple[str, str]], variants: Mapping[str, object], eval_dir: str | Path) -> None:
+    """A ``ValueError`` naming the first pair that compares a model with itself or names one not evaluated
+    under ``eval_dir``, so a typo is not a comparison silently left out."""
+    for model_a, model_b in pairs:
+        if model_a == model_b:
+            raise ValueError(f"pair {model_a}:{model_b} compares a model with itself")
+        for model in (model_a, model_b):
+            if model not in variants:
+                raise ValueError(f"pair {model_a}:{model_b}: no {model}/metrics.json under {eval_dir} "
+                                 f"(evaluated: {', '.join(variants)})")
 
 
 def _run_of(variant_dir: Path) -> dict[str, Any]:

@@ -124,10 +124,11 @@ def compare_coverage(model_a: str, coverage_a: Mapping[str, Coverage], model_b: 
         fewer_bridges=sum(a.bridges_named < b.bridges_named for a, b in pairs))
 
 
-def compare_coverages(coverage: Mapping[str, Mapping[str, Coverage]]) -> list[CoverageComparison]:
-    """Each of ``comparison_pairs`` (every trained model against its start, and the head-to-head pairs) that
-    shares a question."""
-    comparisons = [compare_coverage(a, coverage[a], b, coverage[b]) for a, b in comparison_pairs(coverage)]
+def compare_coverages(coverage: Mapping[str, Mapping[str, Coverage]],
+                      extra: Iterable[tuple[str, str]] = ()) -> list[CoverageComparison]:
+    """Each of ``comparison_pairs(coverage, extra)`` (every trained model against its start, the head-to-head
+    pairs and the ``extra`` ones) that shares a question."""
+    comparisons = [compare_coverage(a, coverage[a], b, coverage[b]) for a, b in comparison_pairs(coverage, extra)]
     return [comparison for comparison in comparisons if comparison.n]
 
 
