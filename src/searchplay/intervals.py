@@ -55,23 +55,35 @@ class Pooled:
         return self.hits / self.n if self.n else math.nan
 
 
-def pooled_fresh_accuracy(rows: Sequence[dict[str, float]]) -> Pooled:
-    """The fresh rollouts of ``rows`` pooled; an iteration without a fresh rollout (NaN) adds nothing.
+FRESH_ACCURACY = ("solver/fresh_accuracy", "solver/fresh_rollouts")  # (rate, count) history columns
+RULE_VALID = ("filter/valid_rate_rule", "proposer/proposals")  # the Proposer's questions passing the rule filter
 
-    >>> pooled_fresh_accuracy([{"solver/fresh_accuracy": 0.2, "solver/fresh_rollouts": 15.0},
-    ...                        {"solver/fresh_accuracy": float("nan"), "solver/fresh_rollouts": 0.0}])
+
+def pooled_share(rows: Sequence[dict[str, float]], columns: tuple[str, str] = FRESH_ACCURACY) -> Pooled:
+    """The rate column of ``rows`` pooled over its count column; an iteration whose rate is NaN (no fresh
+    rollout, no proposal) adds nothing.
+
+    >>> pooled_share([{"solver/fresh_accuracy": 0.2, "solver/fresh_rollouts": 15.0},
+    ...               {"solver/fresh_accuracy": float("nan"), "solver/fresh_rollouts": 0.0}])
     Pooled(hits=3, n=15)
+    >>> pooled_share([{"filter/valid_rate_rule": 0.25, "proposer/proposals": 8.0}], RULE_VALID)
+    Pooled(hits=2, n=8)
     """
-    counted = [r for r in rows if math.isfinite(r.get("solver/fresh_rollouts", math.nan))
-               and math.isfinite(r.get("solver/fresh_accuracy", math.nan))]
-    n = sum(int(r["solver/fresh_rollouts"]) for r in counted)
-    return Pooled(round(sum(r["solver/fresh_accuracy"] * r["solver/fresh_rollouts"] for r in counted)), n)
+    rate, count = columns
+    counted = [r for r in rows if math.isfinite(r.get(count, math.nan)) and math.isfinite(r.get(rate, math.nan))]
+    return Pooled(round(sum(r[rate] * r[count] for r in counted)), sum(int(r[count]) for r in counted))
 
 
-def first_against_last(history: Sequence[dict[str, float]], part: int) -> tuple[Pooled, Pooled, float]:
-    """The first ``part`` iterations and the last ``part``, pooled, and the one-sided Fisher exact p that the
-    last are more often right (NaN when either has no fresh rollout). The rollouts of one question are not
-    independent, so the p is optimistic.
+def pooled_fresh_accuracy(rows: Sequence[dict[str, float]]) -> Pooled:
+    """The fresh rollouts of ``rows`` pooled (``pooled_share`` of the Solver's fresh accuracy)."""
+    return pooled_share(rows, FRESH_ACCURACY)
+
+
+def first_against_last(history: Sequence[dict[str, float]], part: int,
+                       columns: tuple[str, str] = FRESH_ACCURACY) -> tuple[Pooled, Pooled, float]:
+    """The first ``part`` iterations and the last ``part``, pooled (``pooled_share`` of ``columns``: by default
+    the Solver's fresh accuracy), and the one-sided Fisher exact p that the last part's share is higher (NaN
+    when either part counts nothing). The rollouts of one question are not independent, so the p is optimistic.
 
     >>> rows = [{"solver/fresh_accuracy": a, "solver/fresh_rollouts": 20.0} for a in (0.1, 0.6)]
     >>> first, last, p = first_against_last(rows, 1)
@@ -83,7 +95,7 @@ def first_against_last(history: Sequence[dict[str, float]], part: int) -> tuple[
     if part < 1 or 2 * part > len(history):
         raise ValueError(f"first_against_last: {part} iterations per part need at least {2 * part}, "
                          f"got {len(history)}")
-    first, last = pooled_fresh_accuracy(history[:part]), pooled_fresh_accuracy(history[-part:])
+    first, last = pooled_share(history[:part], columns), pooled_share(history[-part:], columns)
     if not (first.n and last.n):
         return first, last, math.nan
     _, p = fisher_exact([[last.hits, last.n - last.hits], [first.hits, first.n - first.hits]], alternative="greater")

@@ -370,15 +370,18 @@ def test_the_learning_table_pools_fresh_accuracy_and_tests_the_last_part_against
     histories = {"kg_wcr": [it(1, 0.1, **{"filter/gold_checked_rate": 0.5}),
                             it(2, float("nan"), 0.0, **{"filter/gold_checked_rate": float("nan")}),
                             it(3, 0.3, **{"filter/gold_checked_rate": 1.0})],
-                 "gdcr": [it(1, 0.0, 15.0), it(2, 0.2, 15.0)],
+                 "gdcr": [it(1, 0.0, 15.0, **{"filter/valid_rate_rule": 0.1, "proposer/proposals": 20.0}),
+                          it(2, 0.2, 15.0, **{"filter/valid_rate_rule": 0.6, "proposer/proposals": 10.0})],
                  "ssp": [it(1, 0.05)]}
     rows = {row[0]: row for row in learning_table(histories).rows}
     trend = fresh_accuracy_trend(histories["kg_wcr"])  # the loop's own test: the same thirds and p
     assert rows["kg_wcr"][:5] == ["kg_wcr", 3, "20.0% [10.5, 34.8] (n = 40)", "10.0% (it. 1, n = 20)",
                                   "30.0% (it. 3, n = 20)"]
-    assert rows["kg_wcr"][5] == f"{trend['trend/fresh_accuracy_p']:.3f}" and rows["kg_wcr"][6] == "75.0%"
+    assert rows["kg_wcr"][5] == f"{trend['trend/fresh_accuracy_p']:.3f}" and rows["kg_wcr"][6:] == [None, "75.0%"]
     assert rows["gdcr"][3:6] == ["0.0% (it. 1, n = 15)", "20.0% (it. 2, n = 15)", "0.112"]  # two iterations
-    assert rows["ssp"] == ["ssp", 1, "5.0% [0.9, 23.6] (n = 20)", None, None, None, None]
+    # the Proposer's rule filter: 2 of 20 questions passed, then 6 of 10 (one-sided Fisher p = 0.0072)
+    assert rows["gdcr"][6] == "10.0% (n = 20) → 60.0% (n = 10), p = 0.007"
+    assert rows["ssp"] == ["ssp", 1, "5.0% [0.9, 23.6] (n = 20)", None, None, None, None, None]
     assert learning_table({}) is None
 
 

@@ -61,7 +61,7 @@ from searchplay.eval.waypoints import (
     heldout_waypoints,
     read_coverage,
 )
-from searchplay.intervals import Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
+from searchplay.intervals import RULE_VALID, Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
 from searchplay.io import atomic_write, read_jsonl, write_json
 
 if TYPE_CHECKING:
@@ -653,11 +653,19 @@ def _iterations_label(first: int, last: int) -> str:
     return f"it. {first}" if first == last else f"it. {first}-{last}"
 
 
+def _proposer_trend_cell(first: Pooled, last: Pooled, p: float) -> str | None:
+    if not (first.n and last.n):
+        return None
+    return (f"{100 * first.rate:.1f}% (n = {first.n}) → {100 * last.rate:.1f}% (n = {last.n}), "
+            f"p = {p:.3f}")
+
+
 def learning_table(histories: dict[str, list[dict[str, float]]]) -> Table | None:
     """"Self-play learning": per run, the Solver's accuracy on the fresh questions of all its iterations (with
     its Wilson interval), of its first and its last third (its first and last iteration in a two-iteration run)
-    with the one-sided Fisher p (``searchplay.intervals``, the loop's ``trend/*`` test), and the mean share
-    of its accepted KG questions that pass the KG gold check. None without runs."""
+    with the one-sided Fisher p (``searchplay.intervals``, the loop's ``trend/*`` test); the Proposer's share of
+    questions passing the rule filter in the same two parts, with the same test; and the mean share of its
+    accepted KG questions that pass the KG gold check. None without runs."""
     if not histories:
         return None
 
@@ -676,18 +684,24 @@ def learning_table(histories: dict[str, list[dict[str, float]]]) -> Table | None
             first, last, p = first_against_last(history, part)
             row += [_fresh_cell(first, _iterations_label(1, part)),
                     _fresh_cell(last, _iterations_label(len(history) - part + 1, len(history))),
-                    None if math.isnan(p) else f"{p:.3f}"]
+                    None if math.isnan(p) else f"{p:.3f}", _proposer_trend_cell(*first_against_last(history, part,
+                                                                                                   RULE_VALID))]
         else:
-            row += [None, None, None]
+            row += [None, None, None, None]
         rows.append([*row, share(_mean_finite(history, "filter/gold_checked_rate"))])
     header = ["self-play run", "iterations", "fresh accuracy, all iterations", "first part", "last part",
-              "p (last > first)", "accepted KG questions gold-checked"]
+              "p (last > first)", "Proposer questions passing the rule filter: first → last part (p)",
+              "accepted KG questions gold-checked"]
     notes = ["Fresh accuracy: the share of correct Solver rollouts on the fresh questions of those iterations "
              "(the Proposer's, or a template control's; replayed ones left out); [low, high]: Wilson 95% "
              "interval; n: rollouts. First and last part: the first and the last third of the iterations (it.: "
              "which), a run of two iterations its first and its second; one iteration has no parts. p: one-sided "
              "Fisher exact test on the pooled rollouts; the rollouts of one question are not independent, so it "
              "is optimistic.",
+             "Proposer questions passing the rule filter: the share of the Proposer's questions in the same two "
+             "parts that passed SSP's rule filter (filter/valid_rate_rule over proposer/proposals, resampled ones "
+             "included), with the same one-sided Fisher test: what the Proposer's reward pays for first, since a "
+             "rejected question earns 0; –: one iteration, or a Proposer without the rule filter.",
              "Gold-checked: the mean over iterations of filter/gold_checked_rate, the share of accepted questions "
              "that name their path's head entity and mention its last relation (docs/decisions/selfplay.md); "
              "–: not a KG Proposer, or no column in this run's history."]
