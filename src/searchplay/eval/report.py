@@ -682,10 +682,10 @@ def learning_table(histories: dict[str, list[dict[str, float]]]) -> Table | None
         part = len(history) // 3 if len(history) >= 3 else len(history) // 2
         if part:
             first, last, p = first_against_last(history, part)
+            proposer = first_against_last(history, part, RULE_VALID)
             row += [_fresh_cell(first, _iterations_label(1, part)),
                     _fresh_cell(last, _iterations_label(len(history) - part + 1, len(history))),
-                    None if math.isnan(p) else f"{p:.3f}", _proposer_trend_cell(*first_against_last(history, part,
-                                                                                                   RULE_VALID))]
+                    None if math.isnan(p) else f"{p:.3f}", _proposer_trend_cell(*proposer)]
         else:
             row += [None, None, None, None]
         rows.append([*row, share(_mean_finite(history, "filter/gold_checked_rate"))])
