@@ -2,9 +2,9 @@
 
 One module-scoped fixture runs `dvc repro` once (every stage: KG, corpus, index, self-play and
 evaluation for every variant, report); the tests then check the outputs, that a second `dvc repro`
-does nothing, that changing `wcr.alpha` in temporary and queued `dvc exp run` copies re-runs
-only kg_wcr's downstream stages (the copies check the other outputs out of the DVC cache) and that
-`dvc exp apply` brings a point back, and that a Prefect server + process worker runs the
+does nothing, that changing `wcr.alpha` in a queued `dvc exp run` (run in a temporary copy, as `--temp`
+runs) re-runs only kg_wcr's downstream stages (the copy checks the other outputs out of the DVC cache)
+and that `dvc exp apply` brings the point back, and that a Prefect server + process worker runs the
 `retrain/weekly` deployment to completion.
 """
 
@@ -147,36 +147,36 @@ def experiment_params(repo: Path, env: dict[str, str]) -> dict[str, float]:
 KG_WCR_DOWNSTREAM = {"selfplay@kg_wcr", "evaluate@kg_wcr"}
 
 
-def test_temporary_and_queued_experiments_rerun_only_kg_wcr_downstream(quick_repo, pipeline_env):
-    """`dvc exp run --temp` / `--queue`: the copy checks out unchanged stages' outputs from the DVC cache."""
+def test_a_queued_experiment_reruns_only_kg_wcr_downstream(quick_repo, pipeline_env):
+    """`dvc exp run --queue` then `--run-all`: the run happens in a temporary copy (the executor `--temp`
+    uses too), which checks out unchanged stages' outputs from the DVC cache. One experiment, not a
+    `--temp` one beside it: each re-runs kg_wcr's self-play, the costliest part of this file after the
+    first `dvc repro`."""
     import mlflow
 
     repo, _ = quick_repo
     dvc = str(BIN / "dvc")
     commit_all(repo, pipeline_env, "quick run")
     params_before = (repo / "params.yaml").read_text()
-    output = run([dvc, "exp", "run", "--temp", "--name", "alpha-04", "-S", "wcr.alpha=0.4"], repo,
-                 pipeline_env)
-    assert stages_that_ran(output) - {"report"} == KG_WCR_DOWNSTREAM, output
     run([dvc, "exp", "run", "--queue", "--name", "alpha-05", "-S", "wcr.alpha=0.5"], repo, pipeline_env)
     run([dvc, "exp", "run", "--run-all"], repo, pipeline_env)
     logs = run([dvc, "queue", "logs", "alpha-05"], repo, pipeline_env)
     assert stages_that_ran(logs) - {"report"} == KG_WCR_DOWNSTREAM, logs
-    assert experiment_params(repo, pipeline_env) == {"alpha-04": 0.4, "alpha-05": 0.5}
+    assert experiment_params(repo, pipeline_env) == {"alpha-05": 0.5}
     assert (repo / "params.yaml").read_text() == params_before  # the workspace is left alone
     assert stages_that_ran(run([dvc, "repro", "--dry"], repo, pipeline_env)) == set()
     client = mlflow.MlflowClient(f"sqlite:///{repo}/mlflow.db")  # the copies' runs land in the project's store
     tagged = {run_.data.tags.get("dvc.exp_name") for run_ in client.search_runs(
         [e.experiment_id for e in client.search_experiments()], max_results=1000)}
-    assert {"alpha-04", "alpha-05"} <= tagged
+    assert "alpha-05" in tagged
 
 
 def test_applying_an_experiment_brings_its_outputs_back_from_the_cache(quick_repo, pipeline_env):
     """`dvc exp apply`: the point's params, reports and checkpoint in the workspace, nothing left to run."""
     repo, _ = quick_repo
     dvc = str(BIN / "dvc")
-    run([dvc, "exp", "apply", "alpha-04"], repo, pipeline_env)
-    assert yaml.safe_load((repo / "params.yaml").read_text())["wcr"]["alpha"] == 0.4
+    run([dvc, "exp", "apply", "alpha-05"], repo, pipeline_env)
+    assert yaml.safe_load((repo / "params.yaml").read_text())["wcr"]["alpha"] == 0.5
     assert (repo / "checkpoints/kg_wcr/latest").is_file()
     assert stages_that_ran(run([dvc, "repro", "--dry"], repo, pipeline_env)) == set()
 
