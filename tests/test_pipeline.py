@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-# The quick pipeline takes ~12-15 min on an idle 2-core machine and more than 30 under load (measured: a
-# suite run beside other work timed out at pytest's default 1800 s); the margin keeps CI from failing on speed.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
+# The first `dvc repro` (the fixture, timed with the first test) took 43 min on an idle 2-core fp32 machine
+# and its time varies by 1.5x across CI machines; the limits stop a hang, not a slow machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(4800)]
 
 BIN = Path(sys.executable).parent
 
 
-def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 3300) -> str:
+def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 4500) -> str:
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{output[-6000:]}"
