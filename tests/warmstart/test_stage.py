@@ -13,7 +13,7 @@ from searchplay.timings import split_timings
 from searchplay.warmstart.stage import WarmstartError, run_warmstart, warmstart_records
 from tests.selfplay.selfplay_fakes import TitleEmbedder, subgraph_record
 
-pytestmark = pytest.mark.slow  # loads SmolLM2 and trains it for a few steps (6 min on 2 fp32 cores)
+pytestmark = pytest.mark.slow  # loads SmolLM2 and trains it for a few steps (5.4 min on 2 fp32 cores)
 
 
 def write_pool(folder, splits):
