@@ -193,6 +193,9 @@ class ServeConfig(Section):
 
 class AgentConfig(Section):
     backend: Literal["transformers", "vllm", "ctranslate2"] = Field("transformers")
+    vllm_memory_share: float = Field(0.6, gt=0, le=0.95, description="agent.backend=vllm: the fraction of one "
+                                     "device that all of a process's engines take together (the policy's, and a "
+                                     "frozen verifier's or Solver's, in equal parts); the trainer has the rest")
     max_turns: int = Field(10, ge=1, description="interaction rounds per rollout (papers: 10)")
     max_prompt_tokens: int = Field(4096, ge=16, description="prompt budget (papers: 4096)")
     max_response_tokens: int = Field(8192, ge=16, description="whole-trajectory budget (papers: 8192)")

@@ -256,3 +256,18 @@ def test_frozen_backends_read_their_weights_per_call_where_the_reference_does(se
     params.selfplay.reference_on_disk = setting
     params.agent.backend = backend
     assert frozen_backend_kwargs(params, device) == ({"weights_on_disk": True} if on_disk else {})
+
+
+@pytest.mark.parametrize(("variant", "verifier", "engines"), [
+    ("kg_wcr", "policy", 1), ("kg_wcr", "frozen", 2), ("eve", "policy", 2), ("eve", "frozen", 2)])
+def test_vllm_engines_of_a_process_share_one_device(variant, verifier, engines):
+    """A frozen verifier or Solver gets an engine of its own, and all of them together take agent.vllm_memory_share."""
+    from searchplay.config import Params
+    from searchplay.selfplay.loop import engine_count, engine_share
+    from searchplay.selfplay.variants import get_variant
+
+    params = Params.model_validate({"agent": {"backend": "vllm", "vllm_memory_share": 0.6},
+                                    "selfplay": {"verifier": verifier}})
+    assert engine_count(params, get_variant(variant)) == engines
+    assert engine_share(params, get_variant(variant))["memory_share"] * engines == pytest.approx(0.6)
+    assert engine_share(params.model_copy(update={"agent": Params().agent}), get_variant(variant)) == {}

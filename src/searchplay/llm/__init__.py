@@ -35,6 +35,8 @@ def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> Pol
     if kind == "vllm":
         from searchplay.llm.vllm_backend import VllmBackend
 
+        kwargs.setdefault("memory_share", params.agent.vllm_memory_share)
+        kwargs.setdefault("seed", params.agent.seed or 0)
         return VllmBackend(model, dtype=params.models.dtype, **kwargs)
     raise ValueError(f"agent.backend: {kind!r} is not available in this build (choose 'transformers' or 'vllm'; "
                      "see docs/decisions/agent.md on ctranslate2)")

@@ -136,10 +136,11 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     log.info("self-play starts from %s", start)
     trainer = PolicyTrainer(start, params)
     processes = Processes.from_accelerator(trainer.accelerator)  # several under `accelerate launch`
-    backend = sharded(load_backend(start, params), processes)
+    share = engine_share(params, variant)
+    backend = sharded(load_backend(start, params, **share), processes)
     backend.update_weights(trainer.model)
     # 'policy': the learning policy answers (SSP §3.2); 'frozen': a copy of the initial weights (SSP code).
-    frozen_kwargs = frozen_backend_kwargs(params, trainer.accelerator.device.type)
+    frozen_kwargs = frozen_backend_kwargs(params, trainer.accelerator.device.type) | share
     verifier = backend if params.selfplay.verifier == "policy" else sharded(load_backend(start, params,
                                                                                          **frozen_kwargs), processes)
     judge = sharded_judge(make_judge(params.judge, backend=backend if params.judge.backend == "local" else None),
@@ -169,6 +170,24 @@ def build_runtime(params: Params, variant: Variant | None = None) -> Runtime:
     if phased is not None and phased.prepare is not None:
         phased.prepare(runtime, params, start, variant)  # e.g. a hand-off's hooks, in runtime.recipe
     return runtime
+
+
+def engine_count(params: Params, variant: Variant | None) -> int:
+    """Generation engines one process builds: the policy's, a frozen verifier's, and a frozen Solver's or fixed
+    opponent's (which shares the frozen verifier's engine when there is one)."""
+    frozen_verifier = params.selfplay.verifier != "policy"
+    frozen_player = variant is not None and (variant.frozen_solver or fixed_role(params.selfplay.trained_roles)
+                                             is not None)
+    return 1 + int(frozen_verifier or frozen_player)
+
+
+def engine_share(params: Params, variant: Variant | None) -> dict[str, Any]:
+    """vLLM: each engine of this process gets an equal part of ``agent.vllm_memory_share``, so that together
+    they never ask for more than that fraction of one device (a frozen copy needs its own weights, and vLLM
+    holds them in an engine of its own)."""
+    if params.agent.backend != "vllm":
+        return {}
+    return {"memory_share": params.agent.vllm_memory_share / engine_count(params, variant)}
 
 
 def frozen_backend_kwargs(params: Params, device: str) -> dict[str, Any]:
