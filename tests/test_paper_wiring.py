@@ -102,10 +102,11 @@ def test_a_solver_rollout_runs_on_vllm_and_the_retrieval_server(cluster, smollm2
     from searchplay.llm.tokenizer import encode_prompt
 
     params = on_cluster(cluster)
-    assert (params.models.policy, params.models.dtype) == ("Qwen/Qwen2.5-7B-Instruct", "bfloat16")
+    assert (params.models.policy, params.models.dtype) == ("Qwen/Qwen2.5-7B-Instruct", "float32")
     params = params.model_copy(update={
         "models": params.models.model_copy(update={"policy": str(smollm2_path), "dtype": "float32"}),
-        "agent": params.agent.model_copy(update={"temperature": 0.0, "max_turns": 2, "max_turn_tokens": 48})})
+        "agent": params.agent.model_copy(update={"temperature": 0.0, "max_turns": 2, "max_turn_tokens": 48,
+                                                 "rollout_dtype": "model"})})
     backend = load_backend(params.models.policy, params, max_model_len=4096)
     search_tool = load_search_tool(params)
     assert isinstance(backend, VllmBackend) and isinstance(search_tool, RetrieverClient)

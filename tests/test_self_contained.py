@@ -46,3 +46,26 @@ def test_the_rule_sees_each_kind_of_outside_citation():
         assert outside_citations(text), text
     for text in ("Table 4, SSP §3.3", "docs/decisions/eve.md", "colour #945dd6", "step 12 of 36"):
         assert not outside_citations(text), text
+
+
+CITED_FILE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.md)\b")
+# Files of other repositories, named as such where they are cited (a data set's provenance).
+UPSTREAM = {"data/benchmarks/README.md": {"nq_open/README.md"}}
+
+
+def test_every_cited_document_is_in_the_repository():
+    """Any ``name.md`` a tracked file cites exists in the repository, so no citation points outside it, whatever
+    its name (a digest, a probe, a planning note)."""
+    files = [path.relative_to(ROOT).as_posix() for path in tracked_text_files()]
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                                 check=True).stdout.split())
+    missing = {}
+    for name in files:
+        if name == Path(__file__).relative_to(ROOT).as_posix():
+            continue
+        for match in CITED_FILE.finditer((ROOT / name).read_text(encoding="utf-8", errors="replace")):
+            cited = match.group(1)
+            if cited in UPSTREAM.get(name, ()) or any(t == cited or t.endswith("/" + cited) for t in tracked):
+                continue
+            missing.setdefault(name, []).append(cited)
+    assert not missing, f"these files cite documents that are not in the repository: {missing}"

@@ -66,7 +66,10 @@ class ModelsConfig(Section):
     e5_prefixes: bool = Field(False, description="prepend 'query: '/'passage: ' (set true for e5-base-v2)")
     embedder_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="embedder dtype for passages and queries alike; 'auto': bf16 where native, else fp32")
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field("float32", description="policy dtype")
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
+        "float32", description="the policy's weights as loaded. Training needs float32 (its master weights: the "
+        "trainer refuses bf16/fp16 and 'auto' trains in float32; bf16 compute is selfplay.autocast_bf16); "
+        "generation runs in agent.rollout_dtype")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where models run")
 
 

@@ -55,8 +55,12 @@ def test_ann_index_is_built_above_the_threshold_and_searched(tmp_path, hashing_e
     indices = lancedb.connect(str(tmp_path / "idx")).open_table("passages").list_indices()
     assert [i.index_type for i in indices] == ["IvfSq"]
     tool = LanceSearchTool(tmp_path / "idx", "passages", hashing_embedder)
-    (docs,) = tool.search(["item 42 colour 9 shape 3"], top_k=3)
-    assert docs[0].id == "42"
+    # Recall over many queries, not one query's top-1: the index's k-means start and quantization decide near
+    # ties (passage 113 shares five of passage 42's six words), which one exact rank would turn into a flaky test.
+    targets = range(0, 600, 12)
+    found = tool.search([f"item {i} colour {i % 11} shape {i % 13}" for i in targets], top_k=3)
+    recall = sum(str(i) in [d.id for d in docs] for i, docs in zip(targets, found, strict=True)) / len(targets)
+    assert recall >= 0.9
     with pytest.raises(RetrievalIndexError, match="full-text index"):
         LanceSearchTool(tmp_path / "idx", "passages", hashing_embedder, mode="fts")
 

@@ -118,4 +118,4 @@ def test_evaluation_dtype_follows_the_rollout_setting():
     assert evaluation_dtype(_params("bfloat16"), "cpu", torch.float32) == torch.bfloat16
     assert evaluation_dtype(_params("model"), "cpu", torch.float32) == torch.float32
     vllm = Params.model_validate({"agent": {"backend": "vllm", "rollout_dtype": "bfloat16"}})
-    assert evaluation_dtype(vllm, "cuda", torch.float16) == torch.float16  # vLLM serves models.dtype
+    assert evaluation_dtype(vllm, "cuda", torch.float32) == torch.bfloat16  # the engine is built in it

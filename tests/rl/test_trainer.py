@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from searchplay.config import Params
 from searchplay.rl import PolicyTrainer, TrainingSample
 from searchplay.rl.trainer import combine_stats
 from tests.rl.conftest import tiny_params
@@ -499,3 +500,34 @@ def test_the_weight_fingerprint_sees_one_element_move_in_any_chunk(monkeypatch):
         weight = model[0].weight.view(-1)
         weight[23] = torch.nextafter(weight[23], torch.tensor(10.0))
     assert trainer._fingerprint(model) != before
+
+
+def test_training_refuses_bf16_weights_in_one_line(tiny_model_path):
+    """An optimizer over bf16 weights would lose every update under bf16's spacing: refused, with the fix."""
+    from searchplay.config import ConfigError
+
+    params = Params.model_validate({"models": {"device": "cpu", "dtype": "bfloat16"}})
+    with pytest.raises(ConfigError, match=r"models.dtype=bfloat16.*models.dtype: float32.*autocast_bf16") as info:
+        PolicyTrainer(tiny_model_path, params)
+    assert "\n" not in str(info.value)
+
+
+def test_a_step_at_lr_1e6_with_bf16_compute_moves_the_fp32_masters(tiny_model_path):
+    """The paper's lr 1e-6 under bf16 autocast: the masters stay float32 and move (in bf16 they mostly could not)."""
+    import torch
+
+    params = Params.model_validate({"models": {"device": "cpu", "dtype": "auto"},
+                                    "selfplay": {"lr": 1e-6, "warmup_steps": 0, "kl_beta": 0.0,
+                                                 "autocast_bf16": True, "micro_batch_size": 2}})
+    trainer = PolicyTrainer(tiny_model_path, params)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    assert {p.dtype for p in before} == {torch.float32}
+    samples = [TrainingSample([1, 5, 6, 7], [8, 9, 10], [1, 1, 1], [1.0, 1.0, 1.0]),
+               TrainingSample([1, 5, 6, 7], [11, 12], [1, 1], [-1.0, -1.0])]
+    trainer.step(samples)
+    after = list(trainer.model.parameters())
+    changed = sum(int((a != b).sum()) for a, b in zip(after, before, strict=True))
+    in_bf16 = sum(int((a.bfloat16() != b.bfloat16()).sum()) for a, b in zip(after, before, strict=True))
+    assert {p.dtype for p in after} == {torch.float32}
+    assert changed > 0.5 * sum(b.numel() for b in before)  # the fp32 masters moved almost everywhere
+    assert in_bf16 < 0.05 * changed  # the same step would have been lost on bf16 weights

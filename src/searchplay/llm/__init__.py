@@ -37,6 +37,15 @@ def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> Pol
 
         kwargs.setdefault("memory_share", params.agent.vllm_memory_share)
         kwargs.setdefault("seed", params.agent.seed or 0)
-        return VllmBackend(model, dtype=params.models.dtype, **kwargs)
+        return VllmBackend(model, dtype=engine_dtype(params), **kwargs)
     raise ValueError(f"agent.backend: {kind!r} is not available in this build (choose 'transformers' or 'vllm'; "
                      "see docs/decisions/agent.md on ctranslate2)")
+
+
+def engine_dtype(params: Params) -> str:
+    """The dtype a vLLM engine serves: ``agent.rollout_dtype`` ('auto': bf16 where native, else ``models.dtype``),
+    as the transformers backend generates, so the trainer's fp32 masters reach a bf16 engine on a GPU."""
+    from searchplay.llm.transformers_backend import pick_device, pick_rollout_dtype
+
+    chosen = pick_rollout_dtype(params.agent.rollout_dtype, pick_device(params.models.device))
+    return str(chosen).removeprefix("torch.") if chosen is not None else params.models.dtype

@@ -19,11 +19,8 @@ CHUNK_ELEMENTS = 1 << 22  # elements cast at once: 8 MB per side in bf16 (SmolLM
 
 
 def evaluation_dtype(params: Params, device_type: str, model_dtype: Any) -> Any:
-    """The torch dtype rollouts and evaluation see the policy in: ``agent.rollout_dtype`` with the transformers
-    backend ('auto': bf16 where native, else the model's), the model's own dtype otherwise (vLLM serves
-    ``models.dtype``)."""
-    if params.agent.backend != "transformers":
-        return model_dtype
+    """The torch dtype rollouts and evaluation see the policy in: ``agent.rollout_dtype`` ('auto': bf16 where
+    native, else the model's), on either backend (vLLM's engine is built in it)."""
     from searchplay.llm.transformers_backend import pick_rollout_dtype
 
     return pick_rollout_dtype(params.agent.rollout_dtype, device_type) or model_dtype

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from searchplay.config import ConfigError
 from searchplay.io import follow_umask
 from searchplay.llm.weights import weights_stamp
 from searchplay.moments import MomentsOnDisk, memory_saver_enabled
@@ -108,6 +109,7 @@ class PolicyTrainer:
         dtype = _torch_dtype(params.models.dtype, self.accelerator.device.type)
         model = load_causal_lm(self.model_path, dtype=dtype)
         model.config.use_cache = False
+        require_fp32_masters(model.parameters(), params.models.dtype)
         use_lean_attention(model)  # the backward recomputes attention instead of keeping its inputs' copies
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -609,11 +611,23 @@ def _fingerprint(model: Any) -> tuple[float, ...]:
     return tuple(sums)
 
 
+def require_fp32_masters(parameters: Any, setting: str) -> None:
+    """Refuse an optimizer over bf16/fp16 weights: AdamW would step them directly, and an update under the format's
+    spacing is lost (lr 1e-6 moves a weight of 0.02 by under 1% of bf16's spacing there)."""
+    import torch
+
+    low = sorted({str(p.dtype) for p in parameters if p.requires_grad and p.dtype in (torch.bfloat16, torch.float16)})
+    if low:
+        raise ConfigError(f"models.dtype={setting}: the optimizer would step {', '.join(low)} weights, where small "
+                          "updates are lost; train fp32 master weights: models.dtype: float32 with "
+                          "selfplay.autocast_bf16: true (bf16 compute), or accelerate's FSDP mixed precision")
+
+
 def _torch_dtype(name: str, device_type: str) -> Any:
     import torch
 
-    if name == "auto":
-        return torch.bfloat16 if device_type == "cuda" else torch.float32
+    if name == "auto":  # fp32 master weights; bf16 compute is selfplay.autocast_bf16's
+        return torch.float32
     return getattr(torch, name)
 
 
