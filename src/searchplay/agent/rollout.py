@@ -7,7 +7,8 @@ others keep writing. Otherwise turn by turn: every unfinished rollout generates 
 ``backend.generate`` call and the turn's searches go to the search tool in one batch. Either way the
 environment's reply (``<information>`` block or Search-R1's corrective message) is encoded on its own
 and appended as ids with loss mask 0. Generated ids
-are kept exactly as sampled, so the history is never re-tokenized (SSP App. A.2, B.1). Choices where the papers are silent: docs/decisions/agent.md.
+are kept exactly as sampled, so the history is never re-tokenized (SSP App. A.2, B.1). Choices where the
+papers are silent: docs/decisions/agent.md.
 """
 
 from __future__ import annotations
