@@ -6,6 +6,7 @@ checkpoints, a docstring): otherwise re-run the stages (`dvc repro`). Run from t
     .venv/bin/python scripts/lock_code_hashes.py
 """
 from dvc.repo import Repo
+
 repo = Repo(".")
 with repo.lock:
     for stage in repo.index.stages:
