@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-# The first `dvc repro` (the fixture, timed with the first test) took 40 min on an idle 2-core fp32 machine
+# The first `dvc repro` (the fixture, timed with the first test) took 29 min on a 2-core fp32 machine
 # and its time varies by 1.5x across CI machines; the limits stop a hang, not a slow machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(4800)]
 
