@@ -36,16 +36,24 @@ LOSS_TOLERANCE = 0.05  # relative: bf16 autocast on the GPU against fp32 on the 
 
 def tiny_llama(folder: Path, tokenizer_dir: Path) -> Path:
     """A 4-layer, 256-wide Llama with the tokenizer's vocabulary, random weights (seed 0), saved with it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return random_model(folder, tokenizer_dir, LlamaConfig, LlamaForCausalLM, hidden_size=256,
+                        intermediate_size=512, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                        max_position_embeddings=4096, tie_word_embeddings=True)
+
+
+def random_model(folder: Path, tokenizer_dir: Path, config_class, model_class, **shape) -> Path:
+    """``model_class`` of ``config_class(**shape)`` with the tokenizer's vocabulary and special tokens, random
+    weights (seed 0), saved with the tokenizer."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                         tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    config = config_class(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                          eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shape)
+    model_class(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

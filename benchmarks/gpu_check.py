@@ -35,18 +35,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 
 def tiny_qwen2(folder: Path, tokenizer_dir: Path) -> Path:
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    from cuda_check import random_model  # this folder's GPU check of the single-device paths
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=512, intermediate_size=1024, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=2048,
-                         tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    Qwen2ForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return random_model(folder, tokenizer_dir, Qwen2Config, Qwen2ForCausalLM, hidden_size=512,
+                        intermediate_size=1024, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                        max_position_embeddings=2048, tie_word_embeddings=False)
 
 
 def accelerator_for(device: str):

