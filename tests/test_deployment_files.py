@@ -139,6 +139,19 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
     assert dvc_command(False, repo_root / "params.quick.yaml", [])[1:] == ["repro"]
 
 
+def test_stage_clock_times_each_stage_from_dvc_output():
+    from searchplay.pipeline import StageClock
+
+    ticks = iter([0.0, 75.4, 80.0, 200.0])
+    clock = StageClock(now=lambda: next(ticks))
+    for line in ["Running stage 'kg':", "> searchplay kg extract", "Updating lock file 'dvc.lock'",
+                 "Stage 'corpus' didn't change, skipping", "Running stage 'index':", "Updating lock file 'dvc.lock'"]:
+        clock.see(line)
+    assert clock.seconds == {"kg": 75.4, "index": 120.0}
+    assert clock.table() == ["stage times (wall clock):", "  index  2:00", "  kg     1:15", "  total  3:15"]
+    assert StageClock().table() == []
+
+
 def test_flow_overrides_apply_to_the_run_only(repo_root, tmp_path):
     """`prefect deployment run 'retrain/weekly' -p quick=true` must not leave the quick profile in params.yaml
    : during the run the file has it, afterwards it is byte-identical, even after a failure."""

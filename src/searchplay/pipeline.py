@@ -20,6 +20,8 @@ import yaml
 from searchplay.config import _flatten
 
 STAGE_LINE_PREFIXES = ("Running stage", "Stage '", "Updating lock file", "ERROR")
+STAGE_START = "Running stage '"
+STAGE_END = "Updating lock file"
 
 
 def stage_environment() -> dict[str, str]:
@@ -67,10 +69,59 @@ def stream(command: list[str], cwd: Path, env: dict[str, str]) -> Iterator[str]:
         raise subprocess.CalledProcessError(process.returncode, command)
 
 
+class StageClock:
+    """Wall-clock seconds of each stage DVC runs, read from its output: a stage starts at its
+    ``Running stage '<name>':`` line and ends at the next ``Updating lock file`` line (or the next stage)."""
+
+    def __init__(self, now: Any = time.monotonic) -> None:
+        self.now = now
+        self.seconds: dict[str, float] = {}
+        self._stage: str | None = None
+        self._started = 0.0
+
+    def see(self, line: str) -> None:
+        if line.startswith(STAGE_START):
+            self.stop()
+            self._stage, self._started = line.split("'")[1], self.now()
+        elif line.startswith(STAGE_END):
+            self.stop()
+
+    def stop(self) -> None:
+        if self._stage is not None:
+            self.seconds[self._stage] = self.now() - self._started
+            self._stage = None
+
+    def table(self) -> list[str]:
+        """One line a stage, slowest first, and the total; empty when no stage ran."""
+        if not self.seconds:
+            return []
+        width = max(len(name) for name in self.seconds)
+        rows = sorted(self.seconds.items(), key=lambda item: -item[1])
+        total = sum(self.seconds.values())
+        return ["stage times (wall clock):",
+                *(f"  {name:<{width}}  {minutes(seconds)}" for name, seconds in rows),
+                f"  {'total':<{width}}  {minutes(total)}"]
+
+
+def minutes(seconds: float) -> str:
+    """``m:ss``, e.g. ``minutes(75.4) == '1:15'``."""
+    whole = round(seconds)
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
 def run(root: Path, quick: bool = False, quick_file: str = "params.quick.yaml", targets: list[str] | None = None,
-        force: bool = False, echo: Any = print) -> None:
+        force: bool = False, echo: Any = print) -> dict[str, float]:
+    """Run the pipeline, echoing DVC's output, then each stage's time; returns the seconds by stage."""
     ensure_dvc_repository(root)
     command = dvc_command(quick, root / quick_file, targets or [], force=force)
     echo("$ " + " ".join(command))
-    for line in stream(command, root, stage_environment()):
-        echo(line)
+    clock = StageClock()
+    try:
+        for line in stream(command, root, stage_environment()):
+            clock.see(line)
+            echo(line)
+    finally:
+        clock.stop()
+        for line in clock.table():
+            echo(line)
+    return clock.seconds

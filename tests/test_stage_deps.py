@@ -1,0 +1,57 @@
+"""scripts/stage_deps.py: every stage's code deps in dvc.yaml are the import closure of its command."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def load_script():
+    spec = importlib.util.spec_from_file_location("stage_deps", ROOT / "scripts/stage_deps.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dvc_yaml_lists_the_import_closure_of_every_stage_command():
+    stage_deps = load_script()
+    found = stage_deps.differences(yaml.safe_load((ROOT / "dvc.yaml").read_text()))
+    assert not found, ("dvc.yaml's code deps differ from the import closure of the stage commands; run "
+                       f"`.venv/bin/python scripts/stage_deps.py --write`, then scripts/lock_code_hashes.py: {found}")
+
+
+def test_the_closure_follows_imports_inside_functions_and_leaves_other_verbs_out():
+    stage_deps = load_script()
+    selfplay = {str(p) for p in stage_deps.command_files("searchplay selfplay --variant kg_wcr")}
+    # the <information> text the Solver reads, and the template questions: both imported inside functions
+    assert {"src/searchplay/retrieval/search.py", "src/searchplay/templates.py", "src/searchplay/config.py",
+            "src/searchplay/recipes/eve/phases.py"} <= selfplay
+    kg = {str(p) for p in stage_deps.command_files("searchplay kg extract")}
+    assert "src/searchplay/kg/extract.py" in kg
+    assert not any(p.startswith(("src/searchplay/rl/", "src/searchplay/recipes/", "src/searchplay/selfplay/step"))
+                   for p in kg), sorted(kg)
+
+
+def test_compress_lists_a_folder_only_where_all_of_its_code_is_reached():
+    stage_deps = load_script()
+    rl = {p.relative_to(ROOT) for p in (ROOT / "src/searchplay/rl").rglob("*.py") if p.stat().st_size}
+    some = set(sorted(rl)[:1])
+    assert stage_deps.compress(rl) == ["src/searchplay/rl"]
+    assert stage_deps.compress(some) == [str(p) for p in sorted(some)]
+
+
+def test_write_puts_a_missing_dep_back_and_keeps_the_comments(tmp_path):
+    stage_deps = load_script()
+    copy = tmp_path / "dvc.yaml"
+    text = (ROOT / "dvc.yaml").read_text()
+    assert "      - src/searchplay/templates.py\n" in text
+    copy.write_text(text.replace("      - src/searchplay/templates.py\n", "", 1))
+    assert stage_deps.differences(yaml.safe_load(copy.read_text()))
+    assert stage_deps.write(copy)
+    assert copy.read_text() == text
