@@ -116,14 +116,20 @@ def variant_prerequisites(root: Path, variant: str, done: set[str]) -> list[str]
 
 @flow(name="retrain", log_prints=True)
 def retrain(variants: list[str] | None = None, iterations: int | None = None, quick: bool = False,
-            root: str = str(REPO_ROOT)) -> dict[str, list[str]]:
+            root: str = str(REPO_ROOT), processes: int | None = None,
+            launch_config: str | None = None) -> dict[str, list[str]]:
     """KG -> corpus -> index -> warm-start (+ base and warm-start scores) -> self-play and evaluation per
-    variant -> comparison report."""
+    variant -> comparison report. ``processes`` and ``launch_config``: ``pipeline.launch`` for this run (e.g. 8
+    and accelerate_configs/fsdp.yaml on an 8-GPU worker; searchplay.launch)."""
     logger = get_run_logger()
     repo = Path(root)
     overrides = quick_profile(repo) if quick else {}
     if iterations is not None:
         overrides["selfplay.iterations"] = iterations
+    if processes is not None:
+        overrides["pipeline.launch.processes"] = processes
+    if launch_config is not None:
+        overrides["pipeline.launch.config"] = launch_config
     with run_scoped_overrides(repo, overrides):
         chosen = selected_variants(repo, variants)
         logger.info("retraining variants %s with overrides %s (this run only)", chosen, overrides)

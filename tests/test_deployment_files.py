@@ -103,7 +103,7 @@ def test_flows_expose_their_parameters():
 
     from flows.retrain import retrain
 
-    assert "iterations" in inspect.signature(retrain.fn).parameters
+    assert {"iterations", "processes", "launch_config"} <= set(inspect.signature(retrain.fn).parameters)
     assert "flows.retrain" in sys.modules
 
 
@@ -247,3 +247,20 @@ def test_stages_that_read_the_index_depend_on_its_content_fingerprint(repo_root)
     on_folder = {name for name, stage in stages.items() if "data/index" in stage.get("do", stage).get("deps", [])}
     assert stages["index"]["outs"] == [fingerprint]  # the folder is rebuilt where missing (rebuild_if_stale)
     assert on_folder == set() and {"warmstart", "warmstart_eve", "eve_phase_a", "selfplay", "evaluate"} <= readers
+
+
+def test_the_outputs_a_killed_stage_resumes_from_are_kept_between_runs(repo_root):
+    """DVC deletes an output before it runs its stage unless it is ``persist``; the checkpoints and warm-start
+    folders hold what a killed run continues from, and the self-play stages are told to resume only their own."""
+    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
+
+    def persisted(name: str) -> set[str]:
+        outs = stages[name].get("do", stages[name])["outs"]
+        return {next(iter(out)) for out in outs if isinstance(out, dict) and next(iter(out.values())).get("persist")}
+
+    assert persisted("warmstart") == {"checkpoints/warmstart"}
+    assert persisted("warmstart_eve") == {"checkpoints/warmstart_eve"}
+    assert persisted("eve_phase_a") == {"checkpoints/eve_phase_a", "reports/selfplay/eve_phase_a/questions.jsonl"}
+    assert persisted("selfplay") == {"checkpoints/${key}", "reports/selfplay/${key}/questions.jsonl"}
+    for name in ("eve_phase_a", "selfplay"):
+        assert stages[name].get("do", stages[name])["cmd"].endswith("--resume-if-unchanged")

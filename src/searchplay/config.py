@@ -524,7 +524,16 @@ def _variant(first: str, second: str) -> PipelineVariant:
     return PipelineVariant(params=[first, second], start="checkpoints/warmstart", phase="all")
 
 
+class LaunchConfig(Section):
+    processes: int = Field(1, ge=1, description="processes a self-play stage trains on, one per device (1: the "
+                           "stage's plain command; more: it starts itself under the launcher, searchplay.launch)")
+    config: str | None = Field(None, description="accelerate config for processes > 1, e.g. "
+                               "accelerate_configs/fsdp.yaml (`accelerate launch`); null: torchrun (DDP; gloo on CPU)")
+
+
 class PipelineConfig(Section):
+    launch: LaunchConfig = Field(default_factory=LaunchConfig, description="how many processes a self-play stage "
+                                 "trains on, and with which accelerate config")
     variants: dict[str, PipelineVariant] = Field(
         default_factory=lambda: {"ssp": _variant("ssp", "ssp"), "kg_wcr": _variant("wcr", "wcr")},
         description="variants `dvc repro` trains and evaluates, each with the params keys only it reads, the "

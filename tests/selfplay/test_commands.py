@@ -1,13 +1,16 @@
-"""``searchplay selfplay`` as a real process: killed mid-iteration with SIGKILL, then ``--resume`` finishes
-the same number of iterations with no lost checkpoint. A tiny random-init model is ``models.policy`` and a
+"""``searchplay selfplay`` as a real process under ``dvc repro``: killed mid-iteration with SIGKILL, then a
+second ``dvc repro`` finishes the same number of iterations from the last complete checkpoint, with no lost
+checkpoint and the final weights of an uninterrupted run. A tiny random-init model is ``models.policy`` and a
 tiny real LanceDB index is the search tool: nothing is faked inside the process."""
 
 import csv
+import hashlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,12 +24,42 @@ ITERATIONS = 3
 STARTUP_TIMEOUT_S = 600
 
 
-def selfplay_cli(tmp_path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "searchplay", "--params", str(tmp_path / "params.yaml"), "selfplay",
-               "--variant", "kg_wcr", "--iterations", str(ITERATIONS), *extra]
-    return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "DVC_NO_ANALYTICS": "1",
+       "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+SELFPLAY = ["searchplay", "--params", "params.yaml", "selfplay", "--variant", "kg_wcr", "--iterations",
+            str(ITERATIONS)]
+STAGE = {"stages": {"selfplay": {"cmd": " ".join([*SELFPLAY, "--resume-if-unchanged"]), "deps": ["params.yaml"],
+                                 "outs": [{"checkpoints/kg_wcr": {"persist": True}}]}}}
+
+
+def dvc_repro(folder) -> subprocess.Popen:
+    """``dvc repro`` in its own process group, so a SIGKILL reaches DVC and the stage it runs."""
+    return subprocess.Popen([str(BIN / "dvc"), "repro"], cwd=folder, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def write_project(folder, tiny_model_dir, kg_dir, index) -> None:
+    """A git+DVC project whose one stage is a self-play run on the tiny model."""
+    folder.mkdir()
+    (folder / "params.yaml").write_text(yaml.safe_dump({
+        "models": {"policy": str(tiny_model_dir), "device": "cpu"},
+        "kg": {"out_dir": str(kg_dir)},
+        "index": {"dir": str(index)},
+        "search": {"mode": "fts"},
+        "agent": {"max_turns": 2, "max_turn_tokens": 16, "max_response_tokens": 256},
+        "selfplay": {"batch_size": 2, "group_size": 2, "micro_batch_size": 1, "keep_checkpoints": ITERATIONS,
+                     "checkpoint_dir": "checkpoints", "reports_dir": "reports"},
+        "warmstart": {"enabled": False},
+        "tracking": {"uri": f"sqlite:///{folder / 'mlflow.db'}"},
+    }))
+    (folder / "dvc.yaml").write_text(yaml.safe_dump(STAGE))
+    for command in (["git", "init", "-q"], [str(BIN / "dvc"), "init", "-q"]):
+        subprocess.run(command, cwd=folder, env=ENV, check=True)
+
+
+def weights_digest(checkpoint) -> str:
+    return hashlib.sha256((checkpoint / "model" / "model.safetensors").read_bytes()).hexdigest()
 
 
 def read_until(process: subprocess.Popen, marker: str) -> list[str]:
@@ -40,35 +73,33 @@ def read_until(process: subprocess.Popen, marker: str) -> list[str]:
     return lines
 
 
-def test_a_run_killed_mid_iteration_resumes_to_the_same_iteration_count(tmp_path, tokenizer, tiny_model_dir):
+def test_dvc_repro_after_a_kill_resumes_to_the_weights_of_an_unbroken_run(tmp_path, tokenizer, tiny_model_dir):
     records = write_kg_pool(tmp_path / "kg", 6)
     index = write_tiny_index(tmp_path / "retrieval", records)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({
-        "models": {"policy": str(tiny_model_dir), "device": "cpu"},
-        "kg": {"out_dir": str(tmp_path / "kg")},
-        "index": {"dir": str(index)},
-        "search": {"mode": "fts"},
-        "agent": {"max_turns": 2, "max_turn_tokens": 16, "max_response_tokens": 256},
-        "selfplay": {"batch_size": 2, "group_size": 2, "micro_batch_size": 1, "keep_checkpoints": ITERATIONS,
-                     "checkpoint_dir": str(tmp_path / "checkpoints"), "reports_dir": str(tmp_path / "reports")},
-        "warmstart": {"enabled": False},
-        "tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
-    }))
-    manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr", keep=ITERATIONS)
+    unbroken, project = tmp_path / "unbroken", tmp_path / "project"
+    for folder in (unbroken, project):
+        write_project(folder, tiny_model_dir, tmp_path / "kg", index)
+    reference = subprocess.run(SELFPLAY, cwd=unbroken, env=ENV, capture_output=True, text=True,
+                               timeout=STARTUP_TIMEOUT_S)
+    assert reference.returncode == 0, (reference.stdout + reference.stderr)[-3000:]
+    manager = CheckpointManager(project / "checkpoints" / "kg_wcr", keep=ITERATIONS)
 
-    first = selfplay_cli(tmp_path)
+    first = dvc_repro(project)
     read_until(first, f"selfplay iteration 1/{ITERATIONS}")  # checkpoint 1 is complete; iteration 2 runs
     assert first.poll() is None, "the run finished before it could be killed"
-    first.send_signal(signal.SIGKILL)
+    os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=60)
     assert first.returncode == -signal.SIGKILL
     done_before = [i for i, _ in manager.complete()]
     assert done_before[0] == 1 and done_before[-1] < ITERATIONS
 
-    second = selfplay_cli(tmp_path, "--resume")
+    second = dvc_repro(project)
     output, _ = second.communicate(timeout=STARTUP_TIMEOUT_S)
     assert second.returncode == 0, output[-3000:]
+    assert "holds checkpoints of this run" in output and "resumed kg_wcr" in output
     assert f"selfplay iteration {ITERATIONS}/{ITERATIONS}" in output and "selfplay iteration 1/" not in output
+    last = f"iter_{ITERATIONS:06d}"
+    assert weights_digest(manager.root / last) == weights_digest(unbroken / "checkpoints" / "kg_wcr" / last)
 
     assert [i for i, _ in manager.complete()] == list(range(1, ITERATIONS + 1))
     assert not list(manager.root.glob("*.partial")) and manager.latest().name == f"iter_{ITERATIONS:06d}"
@@ -79,12 +110,37 @@ def test_a_run_killed_mid_iteration_resumes_to_the_same_iteration_count(tmp_path
         assert state["iteration"] == iteration and len(state["history"]) == iteration
         assert state["cursor"] == 2 * iteration  # the curriculum continued where the kill left it
         AutoModelForCausalLM.from_pretrained(folder / "model")  # every checkpoint loads
-    with (tmp_path / "reports" / "kg_wcr" / "history.csv").open() as handle:
+    with (project / "reports" / "kg_wcr" / "history.csv").open() as handle:
         assert [row["iteration"] for row in csv.DictReader(handle)] == ["1.0", "2.0", "3.0"]
     from mlflow import MlflowClient  # the SIGKILLed run is continued, not left RUNNING
 
-    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(f"sqlite:///{project / 'mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("searchplay-selfplay").experiment_id])
     assert [run.info.status for run in runs] == ["FINISHED"]
     steps = [m.step for m in client.get_metric_history(runs[0].info.run_id, "metrics/undefined")]
     assert sorted(steps) == list(range(1, ITERATIONS + 1))
+
+
+def test_the_stage_command_with_two_processes_trains_both_ranks_to_a_checkpoint(tmp_path, tiny_model_dir):
+    """``pipeline.launch.processes: 2``: the command dvc.yaml runs for ``selfplay@kg_wcr`` starts itself again under
+    torchrun (gloo on CPU); both ranks train the iteration and the main one writes the checkpoint."""
+    import shlex
+
+    records = write_kg_pool(tmp_path / "kg", 6)
+    index = write_tiny_index(tmp_path / "retrieval", records)
+    project = tmp_path / "project"
+    write_project(project, tiny_model_dir, tmp_path / "kg", index)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["selfplay"]["iterations"] = 1
+    params["pipeline"] = {"launch": {"processes": 2}}
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    stage = yaml.safe_load((Path(__file__).resolve().parents[2] / "dvc.yaml").read_text())["stages"]["selfplay"]
+    command = stage["do"]["cmd"].replace("${key}", "kg_wcr").replace("${item.phase}", "all")
+    result = subprocess.run(shlex.split(command), cwd=project, env=ENV, capture_output=True, text=True,
+                            timeout=STARTUP_TIMEOUT_S)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "torchrun --standalone --nproc_per_node 2 -m searchplay selfplay --variant kg_wcr" in output
+    assert "self-play process 0 of 2" in output and "self-play process 1 of 2" in output
+    manager = CheckpointManager(project / "checkpoints" / "kg_wcr")
+    assert [i for i, _ in manager.complete()] == [1] and not list(manager.root.glob("*.partial"))

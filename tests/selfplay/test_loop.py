@@ -112,6 +112,15 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     again = run_selfplay(params, "kg_wcr", 3, resume=True, runtime=runtime)  # nothing left to do
     assert [row["solver/reward_mean"] for row in again] == [row["solver/reward_mean"] for row in history]
     assert trainer.global_step == resumed_steps
+    same = run_selfplay(params, "kg_wcr", 3, resume_if_unchanged=True, runtime=runtime)  # the DVC stage's mode
+    assert len(same) == 3 and trainer.global_step == resumed_steps
+
+    changed = make_params(tmp_path, tiny_model_dir, batch_size=2, keep_checkpoints=2, clip_high=0.3)
+    (manager.root / "solver_set.jsonl").write_text("{}\n")  # a file of the old run beside its checkpoints
+    fresh = run_selfplay(changed, "kg_wcr", 1, resume_if_unchanged=True, runtime=runtime)
+    assert [row["iteration"] for row in fresh] == [1.0]  # other params: the old checkpoints went, it started over
+    assert [i for i, _ in manager.complete()] == [1] and not (manager.root / "solver_set.jsonl").exists()
+    assert {row["iteration"] for row in map(json.loads, (reports / "questions.jsonl").read_text().splitlines())} == {1}
 
 
 def test_undefined_metrics_are_skipped_counted_and_named_never_logged_as_nan():

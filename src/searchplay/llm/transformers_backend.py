@@ -215,7 +215,11 @@ class TransformersBackend:
         self.continuous_batching = True  # ``generate_continuous`` is available (agent.continuous_batching uses it)
 
     def update_weights(self, model: Any) -> None:
-        """Generate with ``model`` from now on: shared in-process, or copied once when the rollout dtype differs."""
+        """Generate with ``model`` from now on: shared in-process, or copied once when the rollout dtype differs.
+        A DDP-wrapped trainer model (several processes) generates through the module it wraps."""
+        from accelerate.utils import extract_model_from_parallel
+
+        model = extract_model_from_parallel(model, keep_torch_compile=False)
         if model is not self.source:
             self._copy = None  # another module (e.g. LoRA merged into a new one): copy it afresh
             self._weights_folder = None  # its weights are in memory: none wait on disk any more

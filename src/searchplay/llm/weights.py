@@ -8,16 +8,37 @@ resident memory beside whatever its allocator holds free.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}  # header -> torch
+MODEL_PATTERNS = ("*.safetensors", "*.json")  # the weights and configs of an HF folder; not optimizer states
 
 
 class ModelLoadError(RuntimeError):
     """The weights at a path cannot be loaded; the message names the path, the cause and the fix."""
+
+
+def files_digest(root: Path, paths: Iterable[Path]) -> str:
+    """sha256 over each file's path (relative to ``root``) and bytes, in path order."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with path.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def model_digest(model: str | Path) -> str:
+    """A model's identity: its weights and configs where it is a local folder, else its name (a hub id)."""
+    folder = Path(model)
+    if not folder.is_dir():
+        return str(model)
+    return files_digest(folder, {p for pattern in MODEL_PATTERNS for p in folder.rglob(pattern) if p.is_file()})
 
 
 def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:

@@ -133,6 +133,16 @@ class CheckpointManager:
                 removed.append(path)
         return removed
 
+    def clear(self) -> list[Path]:
+        """Delete everything under ``root`` (the checkpoints of another run); returns what was removed."""
+        removed = sorted(self.root.iterdir()) if self.root.is_dir() else []
+        for path in removed:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        return removed
+
     def save(self, iteration: int, state: dict[str, Any], write: Callable[[Path], None]) -> Path:
         """Write a checkpoint for ``iteration``: ``write(folder)`` stores the model and trainer files, then
         ``state`` goes to state.json, then the folder is renamed into place and ``latest`` updated."""

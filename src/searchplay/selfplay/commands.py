@@ -22,6 +22,31 @@ def phase_help() -> str:
         f" ({'; '.join(phased)})" if phased else "")
 
 
+def _launched_elsewhere(params, variant) -> bool:
+    """With ``pipeline.launch.processes`` > 1: run this same command under the launcher and wait for it (True),
+    unless this process is one the launcher started, or the variant trains on one process only (False)."""
+    import subprocess
+    import sys
+
+    from searchplay.cliutil import console
+    from searchplay.launch import launch_command, needs_launch
+    from searchplay.selfplay import phases
+
+    launch = params.pipeline.launch
+    if not needs_launch(launch):
+        return False
+    if phases.one_process(variant):
+        console.print(f"{variant.name} trains on one process (its phases hand off files one process writes): "
+                      f"pipeline.launch.processes={launch.processes} does not apply to it")
+        return False
+    command = launch_command(launch, sys.argv[1:])
+    console.print("$ " + " ".join(command), markup=False, highlight=False, soft_wrap=True)
+    code = subprocess.call(command)
+    if code != 0:
+        raise typer.Exit(code)
+    return True
+
+
 def register(app: typer.Typer) -> None:
     """Add this stage's verbs to the root app."""
 
@@ -31,6 +56,9 @@ def register(app: typer.Typer) -> None:
         variant: str = typer.Option(None, "--variant", help=variant_help()),
         iterations: int = typer.Option(None, "--iterations", min=1, help="total self-play steps (default: params)"),
         resume: bool = typer.Option(False, "--resume", help="continue from the newest checkpoint of this variant"),
+        resume_if_unchanged: bool = typer.Option(
+            False, "--resume-if-unchanged", help="continue where the checkpoints come from the same params, start "
+            "model and code, else remove them and start over (the DVC stages' mode: a killed `dvc repro` resumes)"),
         phase: str = typer.Option("all", "--phase", help=phase_help()),
     ) -> None:
         """Search self-play training (SSP Alg. 1 with the KG Proposer / WCR), one checkpoint per iteration."""
@@ -53,6 +81,8 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(2) from None
+        if _launched_elsewhere(params, VARIANTS[name]):
+            return
         if iterations is None:
             total = phases.phase_iterations(params, VARIANTS[name], phase)
         run = phases.run_name(VARIANTS[name], phase)
@@ -64,7 +94,8 @@ def register(app: typer.Typer) -> None:
                 progress.update(task, completed=iteration)  # run_selfplay prints the iteration's line
 
             try:
-                history = run_selfplay(params, name, total, resume=resume, on_iteration=report, phase=phase)
+                history = run_selfplay(params, name, total, resume=resume, on_iteration=report, phase=phase,
+                                       resume_if_unchanged=resume_if_unchanged)
             except (SelfplayError, SeedError, CheckpointError, phases.PhaseError) as exc:
                 console.print(f"[red]selfplay error:[/red] {exc}")
                 raise typer.Exit(1) from None

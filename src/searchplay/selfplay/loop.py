@@ -35,6 +35,7 @@ from searchplay.selfplay import phases
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
+from searchplay.selfplay.inputs import INPUTS_FILE, changed_inputs, run_inputs, write_inputs
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeding import seed_sampling
 from searchplay.selfplay.seeds import (
@@ -310,11 +311,13 @@ def restore_question_rows(path: Path, iteration: int, questions: list[dict[str, 
 def run_selfplay(params: Params, variant_name: str, iterations: int, resume: bool = False,
                  runtime: Runtime | None = None,
                  on_iteration: Callable[[int, dict[str, float]], None] | None = None,
-                 phase: str = "all") -> list[dict[str, float]]:
+                 phase: str = "all", resume_if_unchanged: bool = False) -> list[dict[str, float]]:
     """Train ``iterations`` self-play steps in total (a resumed run continues up to the same total).
 
     ``phase``: 'all' trains every phase the variant has in one run; a phased variant (``searchplay.selfplay.phases``)
     can train one phase (each a DVC stage), with its own checkpoints, reports and MLflow run.
+    ``resume_if_unchanged`` (the DVC stage's mode): resume where the checkpoints were made from the same inputs
+    (``searchplay.selfplay.inputs``), else remove them and start over.
     """
     from searchplay.tracking import start_run
 
@@ -327,16 +330,16 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         raise SelfplayError(str(exc)) from None
     run_name = phases.run_name(variant, phase)
     manager = CheckpointManager(Path(cfg.checkpoint_dir) / run_name, cfg.keep_checkpoints)
-    latest = manager.latest()
-    if latest is not None and not resume:
-        raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
-                            "continue, or move the folder away to start over")
     pinned = phases.pinned_state(params, variant, phase)  # first: a phase without its hand-off set fails at once
+    inputs = _run_inputs(params, variant, pinned)
+    resume, stale = _what_to_resume(manager, inputs, resume, resume_if_unchanged)
     state = LoopState(0, SeedCursor(load_seeds(params, variant)), ReplayBuffer(), random.Random(cfg.seed))
     state.extra.update(pinned)
     owned = runtime is None  # built here, so no caller reuses it after this run: its last act may free memory
     runtime = runtime or build_runtime(params, variant)
-    processes = _share_checkpoints(runtime, variant, manager)
+    processes = _share_checkpoints(runtime, variant, manager, inputs, clear=stale)
+    if processes.world > 1:
+        log.info("self-play process %d of %d", processes.rank, processes.world)
     if not processes.is_main:
         return _follow(runtime, variant, params, state, manager, iterations, resume)
     reports = Path(cfg.reports_dir) / run_name
@@ -390,17 +393,58 @@ def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: Loop
         finish(runtime, variant, params, state, root, reports)
 
 
-def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointManager) -> Processes:
-    """The processes of this run (several under accelerate), told to ``manager``; a killed save's leftovers
-    removed by the main one."""
+def _run_inputs(params: Params, variant: Variant, pinned: dict[str, Any]) -> dict[str, str]:
+    """``searchplay.selfplay.inputs.run_inputs`` of this run. Without a start model on disk (a caller's runtime,
+    as in tests; ``build_runtime`` would fail on it first) the start is recorded as unresolved."""
+    from searchplay.policy import PolicyError
+
+    try:
+        start = initial_policy(params, variant.warmstart)
+    except PolicyError:
+        start = "unresolved"
+    return run_inputs(params.digest(), start, pinned)
+
+
+def _what_to_resume(manager: CheckpointManager, inputs: dict[str, str], resume: bool,
+                    resume_if_unchanged: bool) -> tuple[bool, bool]:
+    """(resume, the old checkpoints are stale and go): ``--resume`` continues whatever is there,
+    ``--resume-if-unchanged`` only a run of the same inputs; without either, checkpoints are refused."""
+    latest = manager.latest()
+    stale = resume_if_unchanged and latest is not None and _stale_checkpoints(manager, inputs)
+    resume = resume or (resume_if_unchanged and not stale)
+    if latest is not None and not resume and not stale:
+        raise SelfplayError(f"{manager.root} already holds checkpoints (newest: {latest.name}); pass --resume to "
+                            "continue, or move the folder away to start over")
+    return resume, stale
+
+
+def _stale_checkpoints(manager: CheckpointManager, inputs: dict[str, str]) -> bool:
+    """Whether the checkpoints under ``manager.root`` were made from other inputs (logged, with which)."""
+    changed = changed_inputs(manager.root, inputs)
+    if changed:
+        log.warning("%s holds checkpoints of another run (%s changed, or unknown: no %s); removing them and "
+                    "starting from iteration 1", manager.root, ", ".join(changed), INPUTS_FILE)
+    else:
+        log.info("%s holds checkpoints of this run (same params, start, phase state and code); resuming",
+                 manager.root)
+    return bool(changed)
+
+
+def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointManager, inputs: dict[str, str],
+                       clear: bool = False) -> Processes:
+    """The processes of this run (several under accelerate), told to ``manager``. The main one removes a killed
+    save's leftovers (with ``clear``, every old checkpoint) and records the run's inputs."""
     processes = Processes.from_accelerator(getattr(runtime.trainer, "accelerator", None))
     if processes.world > 1 and phases.one_process(variant):
         raise SelfplayError(f"{variant.name!r} runs on one process only (its phases hand off files one process "
                             "writes); launch it without accelerate")
     manager.processes = processes
     if processes.is_main:
+        if clear:
+            manager.clear()
         for path in manager.remove_partials():
             log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
+        write_inputs(manager.root, inputs)
     processes.barrier()
     return processes
 

@@ -137,20 +137,22 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
     demos, dropped = _build_demos(params, demo_records, check_records, records, rng, tokenizer, search_tool, fmt)
     per_role = Counter(d.role for d in demos)
 
-    model = load_policy(resolve(params.models.policy), params)
+    start = resolve(params.models.policy)
+    model = load_policy(start, params)
     backend = policy_backend(model, tokenizer, params)
     tic = time.perf_counter()
     base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
     check_seconds = time.perf_counter() - tic
 
     backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
-    history, train_seconds = train(model, demos, params, progress)
+    history, train_seconds = train(model, demos, params, progress, start=start)
     model = finalize(model, params)
     backend.update_weights(model)
     tic = time.perf_counter()
     rates, samples = check_validity(backend, search_tool, check_records, params, fmt, "warm-start")
     check_seconds += time.perf_counter() - tic
     save_model(model, tokenizer, warmstart_model_dir(params))
+    drop_stale_outputs(Path(cfg.out_dir), written_outputs(params))
 
     metrics: dict[str, Any] = {
         "enabled": True, "method": cfg.method, "steps": cfg.steps, "lr": cfg.lr,
@@ -211,7 +213,7 @@ def write_disabled(params: Params) -> dict[str, Any]:
     note = "warmstart.enabled is false: self-play starts from models.policy (the papers' setting)"
     reports = Path(params.warmstart.reports_dir)
     out = Path(params.warmstart.out_dir)
-    shutil.rmtree(out / "model", ignore_errors=True)
+    drop_stale_outputs(out, {"DISABLED"})
     out.mkdir(parents=True, exist_ok=True)
     (out / "DISABLED").write_text(note + "\n")
     metrics = {"enabled": False, "note": note}
@@ -269,6 +271,21 @@ def policy_backend(model: Any, tokenizer: Any, params: Params) -> Any:
     return TransformersBackend(model, tokenizer, rollout_dtype=params.agent.rollout_dtype)
 
 
+def written_outputs(params: Params) -> set[str]:
+    """What a finished warm-start leaves in ``warmstart.out_dir``: the model, and the LoRA adapter if kept."""
+    cfg = params.warmstart
+    return {"model"} | ({"adapter"} if cfg.method == "lora" and cfg.lora_save_adapter else set())
+
+
+def drop_stale_outputs(out: Path, keep: set[str]) -> None:
+    """Remove from ``out`` what an earlier run left and this one did not write. DVC keeps the folder between
+    runs (``persist``, so that a killed warm-start resumes), where it would otherwise start empty."""
+    for path in (out.iterdir() if out.is_dir() else []):
+        if path.name not in keep:
+            shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+            log.info("removed %s, left by an earlier run", path)
+
+
 def save_model(model: Any, tokenizer: Any, folder: Path) -> None:
     """Write the HF folder into ``<folder>.partial`` and rename it into place (a kill leaves no half model)."""
     partial = folder.with_name(folder.name + ".partial")
@@ -284,13 +301,16 @@ def save_model(model: Any, tokenizer: Any, folder: Path) -> None:
 # --- training ---------------------------------------------------------------------------------------------
 
 
-def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tuple[list[dict[str, float]], float]:
+def train(model: Any, demos: list[Demo], params: Params, progress: bool,
+          start: str = "") -> tuple[list[dict[str, float]], float]:
     """``warmstart.steps`` optimizer steps on the schedule; returns the per-step history and the seconds.
 
     Every ``warmstart.save_every`` steps the training state goes to ``<out_dir>/resume/``; a run killed after
-    a save continues from it (``searchplay.warmstart.resume``) and ends with the same weights."""
+    a save continues from it (``searchplay.warmstart.resume``) and ends with the same weights. ``start``: the
+    model it trains from, whose digest joins the resume state's fingerprint."""
     from tqdm.auto import tqdm
 
+    from searchplay.llm.weights import model_digest
     from searchplay.warmstart import resume
     from searchplay.warmstart.sft import SFTTrainer
 
@@ -303,7 +323,8 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool) -> tupl
                          segmented=cfg.segmented_forward, autocast=autocast,
                          moments_dir=cfg.out_dir if memory_saver_enabled(cfg.moments_on_disk, device) else None)
     folder = Path(cfg.out_dir) / "resume"
-    key = resume.fingerprint(demos, cfg.model_dump(exclude={"save_every", "threads", "moments_on_disk"}))
+    settings = cfg.model_dump(exclude={"save_every", "threads", "moments_on_disk"})
+    key = resume.fingerprint(demos, {**settings, "start": model_digest(start) if start else ""})
     done, history = resume.load(folder, trainer, key) or (0, [])
     if done:
         log.info("warm-start: resuming after step %d of %d (%s)", done, cfg.steps, folder)

@@ -33,6 +33,7 @@ from searchplay.warmstart.stage import (
     WarmstartError,
     decoded_demos,
     demo_builder,
+    drop_stale_outputs,
     finalize,
     load_policy,
     log_to_mlflow,
@@ -43,6 +44,7 @@ from searchplay.warmstart.stage import (
     train,
     warmstart_records,
     write_reports,
+    written_outputs,
 )
 
 log = logging.getLogger(__name__)
@@ -99,12 +101,13 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     tic = time.perf_counter()
     before, before_samples = eve_format_validity(backend, search_tool, check_records, ours, cfg.seed)
     backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
-    history, train_seconds = train(model, demos, ours, progress)
+    history, train_seconds = train(model, demos, ours, progress, start=str(start))
     model = finalize(model, ours)
     backend.update_weights(model)
     after, samples = eve_format_validity(backend, search_tool, check_records, ours, cfg.seed)
     check_seconds = time.perf_counter() - tic - train_seconds
     save_model(model, tokenizer, warmstart_model_dir(ours))
+    drop_stale_outputs(Path(ours.warmstart.out_dir), written_outputs(ours))
     log.info("EVE format rates, warm-start -> EVE warm-start: %s",
              {k: (round(before.get(k, float("nan")), 2), round(v, 2)) for k, v in after.items()})
 

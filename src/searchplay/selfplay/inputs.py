@@ -1,0 +1,52 @@
+"""What a self-play run started from, so that ``dvc repro`` after a kill continues only the same run.
+
+The DVC stage runs ``searchplay selfplay --resume-if-unchanged`` and keeps its checkpoints between runs
+(``persist: true``). The run's inputs go to ``<checkpoints>/<run>/resume_inputs.json`` before its first
+iteration: the params digest (``Params.digest``), the start model's weights and configuration, the state that
+pins a phase (EVE's hand-off set) and the package's code. A later run with the same inputs continues from
+the newest complete checkpoint; one whose inputs differ, or that finds no inputs file, removes the old
+checkpoints and starts at iteration 1, which is what DVC does to an output that is not persisted.
+``.dvcignore`` lists the file, so a checkpoint folder's DVC hash does not depend on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import searchplay
+from searchplay.io import write_json
+from searchplay.llm.weights import files_digest, model_digest
+
+INPUTS_FILE = "resume_inputs.json"
+
+
+def code_digest() -> str:
+    """The package's Python source, so a run never continues on other code than it started with."""
+    package = Path(searchplay.__file__).parent
+    return files_digest(package, package.rglob("*.py"))
+
+
+def run_inputs(params_digest: str, start: str, pinned: dict[str, Any]) -> dict[str, str]:
+    """The inputs ``resume_inputs.json`` records: what shapes the run besides its seed."""
+    pinned_blob = json.dumps(pinned, sort_keys=True, default=str).encode()
+    return {"params": params_digest, "start": model_digest(start),
+            "pinned": hashlib.sha256(pinned_blob).hexdigest()[:16], "code": code_digest()}
+
+
+def changed_inputs(root: Path, inputs: dict[str, str]) -> list[str]:
+    """The inputs that differ from those the checkpoints under ``root`` recorded (all, where none are)."""
+    try:
+        saved = json.loads((root / INPUTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        saved = None  # none written (a folder from before this file, or checked out by DVC), or torn
+    if not isinstance(saved, dict):
+        return sorted(inputs)
+    return sorted(key for key in inputs if saved.get(key) != inputs[key])
+
+
+def write_inputs(root: Path, inputs: dict[str, str]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    write_json(root / INPUTS_FILE, inputs)

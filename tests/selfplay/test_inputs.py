@@ -1,0 +1,33 @@
+"""searchplay.selfplay.inputs: what a resume under ``dvc repro`` compares before it continues a run."""
+
+from searchplay.llm.weights import model_digest
+from searchplay.selfplay.inputs import INPUTS_FILE, changed_inputs, code_digest, run_inputs, write_inputs
+
+
+def test_changed_inputs_names_what_differs_and_everything_without_a_record(tmp_path):
+    inputs = {"params": "a", "start": "b", "pinned": "c", "code": "d"}
+    assert changed_inputs(tmp_path, inputs) == ["code", "params", "pinned", "start"]  # no file: unknown
+    write_inputs(tmp_path, inputs)
+    assert changed_inputs(tmp_path, inputs) == []
+    assert changed_inputs(tmp_path, {**inputs, "start": "e"}) == ["start"]
+    (tmp_path / INPUTS_FILE).write_text("{torn")
+    assert changed_inputs(tmp_path, inputs) == sorted(inputs)
+
+
+def test_the_model_digest_follows_weights_and_configs_not_optimizer_states(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "config.json").write_text("{}")
+    before = model_digest(str(model))
+    (model / "optimizer.bin").write_bytes(b"moments")
+    assert model_digest(str(model)) == before
+    (model / "model.safetensors").write_bytes(b"other weights")
+    assert model_digest(str(model)) != before
+    assert model_digest("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+
+def test_run_inputs_record_params_start_phase_state_and_code(tmp_path):
+    inputs = run_inputs("p1", "a/hub/name", {"phase": "b", "solver_set": [{"q": 1}]})
+    assert inputs["params"] == "p1" and inputs["start"] == "a/hub/name" and inputs["code"] == code_digest()
+    assert run_inputs("p1", "a/hub/name", {"phase": "b", "solver_set": [{"q": 2}]})["pinned"] != inputs["pinned"]
