@@ -1,5 +1,5 @@
-"""Refresh dvc.lock's hashes of code dependencies (``src/``), its commands and params keys a stage newly
-depends on (never a changed value) in place, leaving every output's hash as it is.
+"""Refresh dvc.lock's hashes of code dependencies (``src/``), its commands and params keys that are new to a
+stage (never a changed value) in place, leaving every output's hash as it is.
 
 Only for a change that is known not to change any stage's outputs (a refactor checked to give the same
 checkpoints, a docstring): otherwise re-run the stages (`dvc repro`). Run from the repository root:
@@ -10,6 +10,14 @@ from pathlib import Path
 
 import yaml
 from dvc.repo import Repo
+
+
+def only_added(old: object, new: object) -> bool:
+    """Whether ``new`` is ``old`` with keys added (at any depth) and no value changed."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return all(key in new and only_added(value, new[key]) for key, value in old.items())
+    return old == new
+
 
 locked = yaml.safe_load(Path("dvc.lock").read_text())["stages"]
 repo = Repo(".")
@@ -24,10 +32,12 @@ with repo.lock:
                 dep.save()
                 changed |= dep.hash_info != old
             elif dep.def_path == "params.yaml" and dep.workspace_status():
-                states = set(dep.workspace_status()["params.yaml"].values())
-                if states == {"new"}:  # a key the stage did not read before: its default changed nothing
-                    dep.save()
+                old = dict(dep.hash_info.value or {})
+                dep.save()
+                if only_added(old, dict(dep.hash_info.value or {})):  # new keys: their defaults changed nothing
                     changed = True
+                else:
+                    dep.hash_info = type(dep.hash_info)(dep.hash_info.name, old)  # a changed value: re-run it
         if changed:
             stage.dump(update_pipeline=False)
             print("refreshed", stage.addressing)

@@ -294,6 +294,12 @@ class SelfplayConfig(Section):
         "backward and the sequence's keys and values kept once, instead of its activations and a copy of the cache "
         "per scored run (the same training to the bit; about 0.5 GiB less at the update's peak at 135M in fp32, "
         "one more forward of the scored runs; searchplay.rl.segments). 'auto': on a CPU, off on CUDA")
+    gradient_checkpointing: bool = Field(False, description="the update's full forward keeps only each decoder "
+                                         "layer's input and recomputes the layer in the backward (transformers' "
+                                         "gradient checkpointing; the same training to the bit on CPU): the "
+                                         "activations of a 7B policy drop from about 14 GB to about 1 GB per 4k-token "
+                                         "sequence (docs/scale.md, memory plan). With segmented_forward, "
+                                         "recompute_layers does this instead")
     dynamic_sampling: bool = Field(False, description="DAPO dynamic sampling (SSP App. B.2 cites it): Solver groups "
                                    "whose rewards are all equal leave the update, and more seeds are proposed and "
                                    "solved until dynamic_sampling_min_groups groups carry a signal")
@@ -549,7 +555,7 @@ class TrackingConfig(Section):
 
 
 # knobs that leave every output the same to the bit (tested), left out of Params.digest
-RESULT_NEUTRAL = {"selfplay": {"moments_on_disk", "reference_on_disk", "recompute_layers"},
+RESULT_NEUTRAL = {"selfplay": {"moments_on_disk", "reference_on_disk", "recompute_layers", "gradient_checkpointing"},
                   "warmstart": {"moments_on_disk"}}
 
 

@@ -531,3 +531,29 @@ def test_a_step_at_lr_1e6_with_bf16_compute_moves_the_fp32_masters(tiny_model_pa
     assert {p.dtype for p in after} == {torch.float32}
     assert changed > 0.5 * sum(b.numel() for b in before)  # the fp32 masters moved almost everywhere
     assert in_bf16 < 0.05 * changed  # the same step would have been lost on bf16 weights
+
+
+def test_gradient_checkpointing_recomputes_each_layer_and_trains_the_same_to_the_bit(tiny_model_path):
+    """selfplay.gradient_checkpointing: the full forward's decoder layers run again in the backward (their MLP is
+    entered twice a step), the statistics and weights after two steps equal a trainer that keeps every activation,
+    and the model is back in eval mode after the step (generation through it keeps its cache)."""
+    from searchplay.config import ConfigError
+
+    samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0), _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5)]
+    trainers = [PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=False, gradient_checkpointing=choice,
+                                                           micro_batch_size=2))
+                for choice in (True, False)]
+    calls = []
+    for trainer in trainers:  # a pre-hook: the recomputation stops once the backward has what it needs
+        mlp = trainer.unwrapped_model.model.layers[0].mlp
+        mlp.register_forward_pre_hook(lambda module, args, trainer=trainer: calls.append(trainer))
+    for _ in range(2):
+        checkpointed, plain = (trainer.step(samples) for trainer in trainers)
+        assert {k: v for k, v in checkpointed.items() if "second" not in k and "per_s" not in k} == \
+               {k: v for k, v in plain.items() if "second" not in k and "per_s" not in k}
+    assert calls.count(trainers[0]) == 2 * calls.count(trainers[1]) > 0
+    for mine, theirs in zip(*(t.model.parameters() for t in trainers), strict=True):
+        assert torch.equal(mine, theirs)
+    assert not any(module.training for module in trainers[0].model.modules())
+    with pytest.raises(ConfigError, match="segmented_forward=false"):
+        PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True, gradient_checkpointing=True))

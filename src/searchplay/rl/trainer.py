@@ -33,7 +33,8 @@ import logging
 import math
 import shutil
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,35 @@ class _MicroBatch:
     old_logprobs: Any | None  # [B, W] or None
 
 
+def enable_gradient_checkpointing(model: Any, cfg: Any) -> None:
+    """``selfplay.gradient_checkpointing``: transformers' recomputation of each decoder layer in the backward of the
+    full forward. The segmented forward has its own (``recompute_layers``), so the two are not combined."""
+    if not cfg.gradient_checkpointing:
+        return
+    if cfg.segmented_forward:
+        raise ConfigError("selfplay.gradient_checkpointing needs selfplay.segmented_forward=false (the segmented "
+                          "forward recomputes its layers with selfplay.recompute_layers instead)")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    log.info("gradient checkpointing: each decoder layer recomputed in the backward (selfplay.gradient_checkpointing)")
+
+
+@contextmanager
+def checkpointed_layers(model: Any, enabled: bool) -> Iterator[None]:
+    """While the block runs, the decoder layers that ``enable_gradient_checkpointing`` marked recompute in the
+    backward. transformers checkpoints a layer only in training mode; the trainer keeps the model in eval mode (no
+    dropout, so on-policy ratios start at 1), so only the layers' own flag is set, not their children's (their
+    dropouts stay off), and only for the update's forward (generation through the same model keeps its cache)."""
+    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True] if enabled else []
+    modes = [layer.training for layer in layers]
+    for layer in layers:
+        layer.training = True
+    try:
+        yield
+    finally:
+        for layer, mode in zip(layers, modes, strict=True):
+            layer.training = mode
+
+
 class PolicyTrainer:
     """GRPO/REINFORCE update with a clipped ratio, low-variance KL to a frozen reference, AdamW + warm-up."""
 
@@ -110,6 +140,7 @@ class PolicyTrainer:
         model = load_causal_lm(self.model_path, dtype=dtype)
         model.config.use_cache = False
         require_fp32_masters(model.parameters(), params.models.dtype)
+        enable_gradient_checkpointing(model, self.cfg)
         use_lean_attention(model)  # the backward recomputes attention instead of keeping its inputs' copies
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -228,7 +259,8 @@ class PolicyTrainer:
                     with self._autocast():  # one context for the micro-batch: bf16 weight copies made once
                         logprobs, entropy = self._segmented_logprobs(batch_samples, batch, store)
                 else:
-                    logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
+                    with checkpointed_layers(self.model, cfg.gradient_checkpointing):
+                        logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
                 # One optimizer step per call and no dropout: the weights that sampled the batch are the
                 # weights now, so pi_old is this forward's value (ratio 1, as TRL's GRPO with one iteration).
                 old = batch.old_logprobs if batch.old_logprobs is not None else logprobs.detach()
