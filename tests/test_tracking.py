@@ -66,17 +66,10 @@ def test_register_model_records_variant_and_scores(tmp_path, monkeypatch):
     assert version.source == str(model_dir.resolve())
 
 
-def test_dvc_stage_hash_tags_are_valid_mlflow_keys(tmp_path):
-    from mlflow.utils.validation import _validate_tag_name
-
-    from searchplay.tracking import dvc_stage_hashes
-
-    lock = tmp_path / "dvc.lock"
-    lock.write_text("schema: '2.0'\nstages:\n  selfplay@kg_wcr:\n    cmd: searchplay selfplay --variant kg_wcr\n")
-    tags = dvc_stage_hashes(lock)
-    assert list(tags) == ["dvc.stage.selfplay/kg_wcr"]
-    for key in tags:
-        _validate_tag_name(key)
+def test_flat_params_keep_only_the_stage_params_when_named():
+    flat = flat_params(Params(), only=["models.policy", "agent"])
+    assert flat and all(key == "models.policy" or key.startswith("agent.") for key in flat)
+    assert "agent.max_turns" in flat and not any(key.startswith("selfplay.") for key in flat)
 
 
 @pytest.mark.slow

@@ -130,28 +130,18 @@ def git_commit(cwd: str | Path = ".") -> str:
     return f"{commit}-dirty" if dirty else commit
 
 
-def dvc_stage_hashes(lock_file: str | Path = "dvc.lock") -> dict[str, str]:
-    """``dvc.stage.<name>`` -> md5 of the stage's recorded command+deps, from dvc.lock (if any)."""
-    import hashlib
-    import json
-
-    import yaml
-
-    path = Path(lock_file)
-    if not path.exists():
-        return {}
-    stages = (yaml.safe_load(path.read_text()) or {}).get("stages", {})
-    # MLflow tag keys allow letters, digits, '_-./ ' only: selfplay@kg_wcr -> dvc.stage.selfplay/kg_wcr
-    return {f"dvc.stage.{name.replace('@', '/')}":
-            hashlib.md5(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
-            for name, body in stages.items()}
-
-
-def flat_params(params: Params, skip_sections: Collection[str] = ()) -> dict[str, str]:
+def flat_params(params: Params, skip_sections: Collection[str] = (), only: Collection[str] | None = None
+                ) -> dict[str, str]:
     """Every param as a string for MLflow, cut to its length limit, with credentials in URLs redacted;
-    ``skip_sections`` leaves out the params of work the run did not do (self-play's, for a base model)."""
+    ``skip_sections`` leaves out the params of work the run did not do (self-play's, for a base model), and
+    ``only`` keeps the keys under those names (a DVC stage's params: ``agent``, ``models.policy``)."""
+    def kept(key: str) -> bool:
+        if only is not None:
+            return any(key == name or key.startswith(f"{name}.") for name in only)
+        return key.split(".", 1)[0] not in skip_sections
+
     return {key: redact_credentials(str(value))[:MAX_PARAM_LENGTH] for key, value in params.flat().items()
-            if key.split(".", 1)[0] not in skip_sections}
+            if kept(key)}
 
 
 def in_pipeline() -> bool:
@@ -186,7 +176,8 @@ class Terminated(SystemExit):
 @contextmanager
 def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | None = None,
               nested: bool = False, run_id: str | None = None, skip_sections: Collection[str] = ()) -> Iterator[Any]:
-    """Open an MLflow run in experiment ``<prefix>-<stage>`` with params, provenance and process tags.
+    """Open an MLflow run in experiment ``<prefix>-<stage>`` with params, provenance and process tags; as a DVC
+    stage, only that stage's params and its lock entry's hash (``searchplay.dvc_stage``).
 
     ``run_id`` continues that run instead (a resumed training; ``resumable_run`` says whether it can be).
     The block ending by an exception ends the run FAILED, by Ctrl-C or SIGTERM KILLED. Before a new run
@@ -194,6 +185,9 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
     """
     import mlflow
 
+    from searchplay.dvc_stage import running_stage, stage_params, stage_tags
+
+    dvc_stage = running_stage() if in_pipeline() and not nested else None
     use_store(tracking_uri(params))
     experiment = _set_experiment(experiment_name(params, stage))
     if not nested:
@@ -202,11 +196,12 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
     with _sigterm_raises(), mlflow.start_run(run_id=run_id, run_name=run_name, nested=nested) as run:
         try:
             if not nested and run_id is None:  # a continued run has these params already (resumable_run)
-                mlflow.log_params(flat_params(params, skip_sections))
+                only = stage_params(dvc_stage) if dvc_stage is not None else None  # the stage's own params
+                mlflow.log_params(flat_params(params, skip_sections, only))
             mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
                              HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                              RUN_COLOR_TAG: model_color(run_name),
-                             **dvc_stage_hashes(), **dvc_experiment_tags(), **(tags or {})})
+                             **stage_tags(dvc_stage), **dvc_experiment_tags(), **(tags or {})})
             yield run
         except (KeyboardInterrupt, Terminated):
             mlflow.end_run(KILLED)  # MLflow's own exit would record FAILED

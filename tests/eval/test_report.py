@@ -302,21 +302,25 @@ def test_the_selfplay_budget_sums_each_history_and_reads_missing_columns_as_a_da
 
 
 def test_report_logs_to_mlflow_unless_told_not_to(tmp_path, monkeypatch):
+    import mlflow
     from typer.testing import CliRunner
 
     import searchplay.eval.report as report
     from searchplay.cli import app
 
-    logged = []
-    monkeypatch.setattr(report, "log_comparison", lambda params, out: logged.append((params.tracking.uri, out)))
+    logged, compared = [], []
+    monkeypatch.setattr(report, "log_comparison", lambda out: logged.append((mlflow.get_tracking_uri(), out)))
+    compare = report.compare_variants  # the run is open while the comparison runs: it spans the work
+    monkeypatch.setattr(report, "compare_variants", lambda *a: compared.append(mlflow.active_run()) or compare(*a))
     eval_dir = _paired_eval_dir(tmp_path)
     params_file = tmp_path / "params.yaml"
     params_file.write_text(f"tracking:\n  uri: sqlite:///{tmp_path / 'mlflow.db'}\n")
     args = ["--params", str(params_file), "report", "--eval-dir", str(eval_dir), "--out", str(tmp_path / "compare"),
             "--selfplay-dir", str(tmp_path / "none")]
-    assert CliRunner().invoke(app, [*args, "--no-track"]).exit_code == 0 and logged == []
+    assert CliRunner().invoke(app, [*args, "--no-track"]).exit_code == 0 and logged == [] and compared == [None]
     assert CliRunner().invoke(app, args).exit_code == 0
     assert logged == [(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "compare")]
+    assert compared[-1] is not None and compared[-1].info.run_name == "compare"
 
 
 @pytest.mark.slow
@@ -325,13 +329,15 @@ def test_the_paired_numbers_and_budgets_are_mlflow_metrics_of_a_report_run(tmp_p
 
     from searchplay.config import Params
     from searchplay.eval.report import log_comparison
+    from searchplay.tracking import start_run
 
     monkeypatch.chdir(tmp_path)
     eval_dir = _paired_eval_dir(tmp_path)
     _budget_history(tmp_path / "selfplay" / "ssp", ["iteration", "train/tokens"], [["1", "909"]])
     compare_variants(eval_dir, tmp_path / "compare", tmp_path / "selfplay")
     params = Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}})
-    log_comparison(params, tmp_path / "compare")
+    with start_run(params, "report", "compare"):
+        log_comparison(tmp_path / "compare")
     experiment = mlflow.get_experiment_by_name("searchplay-report")
     [run] = mlflow.search_runs([experiment.experiment_id], output_format="list")
     assert run.data.metrics["paired.kg_wcr_vs_ssp.kg_heldout.only_a"] == 7

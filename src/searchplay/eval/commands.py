@@ -108,19 +108,23 @@ def report_command(
                                    "the paired tests too (e.g. two seeds); repeat for more"),
 ) -> None:
     """Compare every evaluated variant: tables, paired tests, self-play budgets and curves, a merged metrics file."""
+    from contextlib import nullcontext
+
     from searchplay.eval.report import compare_variants, log_comparison
+    from searchplay.tracking import start_run
 
     params = get_params(ctx) if track else None
-    try:
-        written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair])
-    except FileNotFoundError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(1) from None
-    except ValueError as exc:
-        console.print(f"[red]--pair: {exc}[/red]")
-        raise typer.Exit(2) from None
-    if params is not None:
-        log_comparison(params, out)
+    with start_run(params, "report", "compare") if params is not None else nullcontext():  # the run spans the work
+        try:
+            written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair])
+        except FileNotFoundError as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(1) from None
+        except ValueError as exc:
+            console.print(f"[red]--pair: {exc}[/red]")
+            raise typer.Exit(2) from None
+        if params is not None:
+            log_comparison(out)
     console.print("\n".join(str(path) for path in written))
     if params is not None:
         from searchplay.tracking import chart_view_url

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from searchplay.colors import model_color
 from searchplay.eval.behaviour import (
@@ -63,9 +63,6 @@ from searchplay.eval.waypoints import (
 )
 from searchplay.intervals import RULE_VALID, Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
 from searchplay.io import atomic_write, read_jsonl, write_json
-
-if TYPE_CHECKING:
-    from searchplay.config import Params
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
 GROUP_COLUMNS = (("general_qa", "GeneralQA"), ("multihop_qa", "Multi-HopQA"), ("avg", "Avg"))
@@ -730,19 +727,16 @@ def budget_metrics(budget: dict[str, dict[str, float | None]]) -> dict[str, floa
             for name, value in totals.items() if value is not None}
 
 
-def log_comparison(params: Params, out: str | Path) -> None:
-    """Log the paired comparisons and budgets of ``<out>/metrics.json`` as metrics of an MLflow run (experiment
-    ``<prefix>-report``), with the report files as artifacts."""
+def log_comparison(out: str | Path) -> None:
+    """Log the paired comparisons and budgets of ``<out>/metrics.json`` as metrics of the active MLflow run (the
+    report's, which spans the comparison: ``searchplay report``), with the report files as artifacts."""
     import mlflow
-
-    from searchplay.tracking import start_run
 
     merged = json.loads((Path(out) / "metrics.json").read_text(encoding="utf-8"))
     logged = ("paired.", "behaviour.", "coverage.", "budget.")
     metrics = {key: value for key, value in merged.items() if key.startswith(logged)}
-    with start_run(params, "report", "compare"):
-        mlflow.log_metrics(metrics)
-        mlflow.log_artifacts(str(out), artifact_path="compare")
+    mlflow.log_metrics(metrics)
+    mlflow.log_artifacts(str(out), artifact_path="compare")
 
 
 def score_tables(variants: dict[str, dict[str, float]], columns: list[str], baseline: float | None,
