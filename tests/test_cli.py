@@ -87,11 +87,13 @@ def test_a_missing_params_file_or_a_bad_set_exits_2_with_the_cause(tmp_path):
 
 
 def report_args(tmp_path, out) -> list[str]:
-    """``searchplay report`` over one evaluated model, writing to ``out``."""
+    """``searchplay report`` over one evaluated model, writing to ``out`` (without MLflow: the errors under test
+    are the report's own writes, and a patched ``fsync`` or ``mkstemp`` would break MLflow's store first)."""
     evaluated = tmp_path / "eval" / "base"
     evaluated.mkdir(parents=True)
     (evaluated / "metrics.json").write_text('{"nq.judge_acc": 10.0, "nq.em": 10.0, "nq.n": 5}')
-    return ["report", "--eval-dir", str(tmp_path / "eval"), "--out", str(out), "--selfplay-dir", str(tmp_path / "no")]
+    return ["report", "--eval-dir", str(tmp_path / "eval"), "--out", str(out), "--selfplay-dir", str(tmp_path / "no"),
+            "--no-track"]
 
 
 def one_line_error(args: list[str], kind: str, *words: str) -> None:
@@ -137,7 +139,7 @@ def test_an_output_path_that_is_a_file_exits_2_with_one_line(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("not a folder")
     one_line_error(report_args(tmp_path, taken), "file system error", str(taken), "is a file", "move it away")
-    one_line_error(["report", "--eval-dir", str(tmp_path / "eval"), "--out", str(taken / "compare")],
+    one_line_error(["report", "--eval-dir", str(tmp_path / "eval"), "--out", str(taken / "compare"), "--no-track"],
                    "file system error", "is a file, not a folder")
 
 
