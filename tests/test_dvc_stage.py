@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from searchplay.dvc_stage import entry_hash, running_stage, tag_name
+from searchplay.dvc_stage import entry_hash, read_lock, running_stage, tag_name
 
 BIN = Path(sys.executable).parent
 PROBE = """
@@ -48,7 +48,7 @@ def test_a_stage_finds_itself_its_params_and_the_hash_dvc_then_writes(tmp_path):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "DVC_NO_ANALYTICS": "1"}
     (tmp_path / "probe.py").write_text(PROBE)
     (tmp_path / "data.txt").write_text("data\n")
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"a": 1, "b": {"c": 2}, "unread": 3}))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"a": 1e-05, "b": {"c": 2}, "unread": 3}))  # 1e-05: YAML 1.2
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
         "first": {"cmd": "python probe.py first out.txt", "deps": ["data.txt", "probe.py"], "params": ["a", "b"],
                   "outs": ["out.txt"]},
@@ -58,12 +58,12 @@ def test_a_stage_finds_itself_its_params_and_the_hash_dvc_then_writes(tmp_path):
     for command in (["git", "init", "-q"], [str(BIN / "dvc"), "init", "-q"], [str(BIN / "dvc"), "repro", "first"]):
         subprocess.run(command, cwd=tmp_path, env=env, check=True, capture_output=True)
     seen = json.loads((tmp_path / "seen.json").read_text())
-    lock = yaml.safe_load((tmp_path / "dvc.lock").read_text())["stages"]
+    lock = read_lock(tmp_path / "dvc.lock")["stages"]
     assert seen["stage"] == "first" and seen["params"] == ["a", "b"]
     assert seen["tags"] == {"dvc.stage.first": entry_hash(lock["first"]), "dvc.stage": "first"}
     subprocess.run([str(BIN / "dvc"), "repro", "second"], cwd=tmp_path, env=env, check=True, capture_output=True)
     seen = json.loads((tmp_path / "seen.json").read_text())
-    lock = yaml.safe_load((tmp_path / "dvc.lock").read_text())["stages"]
+    lock = read_lock(tmp_path / "dvc.lock")["stages"]
     assert seen["params"] == ["b"] and seen["tags"] == {
         "dvc.stage.first": entry_hash(lock["first"]), "dvc.stage.second": entry_hash(lock["second"]),
         "dvc.stage": "second"}

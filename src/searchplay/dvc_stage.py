@@ -70,12 +70,17 @@ def workspace_entry(stage: Any) -> dict[str, Any]:
     return to_single_stage_lockfile(stage)
 
 
+def read_lock(path: str | Path) -> dict[str, Any]:
+    """dvc.lock as DVC reads it (YAML 1.2: PyYAML's 1.1 would read ``lr: 1e-05`` as a string, another hash)."""
+    from dvc.utils.serialize import load_yaml
+
+    return dict(load_yaml(path) or {})
+
+
 def stage_tags(stage: Any | None, lock_file: str | Path = "dvc.lock") -> dict[str, str]:
     """``dvc.stage.<name>`` -> ``entry_hash`` for every stage of ``dvc.lock``, the running one from the workspace."""
-    import yaml
-
     path = Path(lock_file)
-    entries = (yaml.safe_load(path.read_text()) or {}).get("stages", {}) if path.exists() else {}
+    entries = read_lock(path).get("stages", {}) if path.exists() else {}
     tags = {tag_name(name): entry_hash(entry) for name, entry in entries.items()}
     if stage is not None:
         try:
