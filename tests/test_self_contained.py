@@ -12,6 +12,7 @@ TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".html", ".json", ".csv
 OUTSIDE = re.compile(
     r"(?<![/\w])(notes/)?(ssp|kg_wcr|eve|gdcr_sapo)\.md|\bnotes §"  # the paper digests
     r"|\b(DESIGN|STYLE)\.md"  # the planning documents
+    r"|\b(anchors|offline_resources|stack_probe|vllm_cpu_probe)(\.md|\s*§)"  # the research notes
     r"|\.\./sha[r]ed/"  # the planning folder beside a checkout
     r"|\bissues? #?\d+\b|#\d{2,3}\b(?=[):,. ])",  # an issue tracker's numbers
     re.IGNORECASE)
@@ -42,7 +43,7 @@ def test_no_tracked_file_cites_a_document_outside_the_repository():
 def test_the_rule_sees_each_kind_of_outside_citation():
     planning, folder, tracker = "DESIGN" + ".md", "../" + "shared/", "iss" + "ue 41"  # not cited here either
     for text in ("see notes/ssp.md §3.8", f"as {planning} says", f"({tracker})", "fixed in #" + "44.",
-                 folder + "notes/eve.md", "notes §8.3"):
+                 folder + "notes/eve.md", "notes §8.3", "stack" + "_probe §5", "anch" + "ors.md §1.15"):
         assert outside_citations(text), text
     for text in ("Table 4, SSP §3.3", "docs/decisions/eve.md", "colour #945dd6", "step 12 of 36"):
         assert not outside_citations(text), text
