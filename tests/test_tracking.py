@@ -41,7 +41,9 @@ def test_run_logs_params_and_provenance_tags(tmp_path, monkeypatch):
     assert stored.data.params["wcr.alpha"] == "0.3"
     assert stored.data.tags["params_hash"] == params.digest()
     assert "git_commit" in stored.data.tags
-    assert mlflow.get_experiment(run.info.experiment_id).name == "searchplay-selfplay"
+    experiment = mlflow.get_experiment(run.info.experiment_id)
+    assert experiment.name == "searchplay-selfplay"
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI's classic view of runs
     assert stored.data.tags["mlflow.runColor"] == model_color("kg_wcr")  # as in every chart the project draws
 
 

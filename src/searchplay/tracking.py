@@ -97,7 +97,8 @@ def use_store(uri: str) -> None:
 
 
 def _set_experiment(name: str) -> Any:
-    """``mlflow.set_experiment``; a new experiment of the default store keeps its artifacts beside the store.
+    """``mlflow.set_experiment``; a new experiment of the default store keeps its artifacts beside the store, and
+    every experiment opens in the MLflow UI's classic view of runs (``EXPERIMENT_KIND``).
 
     MLflow's default artifact folder is ``./mlruns`` of the process creating the experiment, which for a
     stage of a temporary DVC experiment is a copy about to be deleted.
@@ -109,7 +110,14 @@ def _set_experiment(name: str) -> Any:
     if artifacts and mlflow.get_tracking_uri() == uri and mlflow.get_experiment_by_name(name) is None:
         with contextlib.suppress(MlflowException):  # created meanwhile by another stage
             mlflow.create_experiment(name, artifact_location=artifacts)
-    return mlflow.set_experiment(name)
+    experiment = mlflow.set_experiment(name)
+    if experiment.tags.get(EXPERIMENT_KIND[0]) != EXPERIMENT_KIND[1]:
+        mlflow.MlflowClient().set_experiment_tag(experiment.experiment_id, *EXPERIMENT_KIND)
+    return experiment
+
+
+# MLflow 3's UI opens an experiment by this tag: training and evaluation runs, not GenAI traces and judges
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 
 def dvc_experiment_tags() -> dict[str, str]:
