@@ -166,7 +166,7 @@ def pipeline_command(
 
     from searchplay import pipeline
     from searchplay.cliutil import get_params
-    from searchplay.tracking import chart_view_url
+    from searchplay.tracking import chart_view_url, experiment_name
 
     params = get_params(ctx)
     root = Path.cwd()
@@ -180,7 +180,8 @@ def pipeline_command(
                   f"(HTML beside it); per-variant reports under {root / params.evaluate.out_dir}.\n"
                   "Compare the variants in MLflow: `.venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db "
                   f"--host 127.0.0.1 --port 5000` and open {chart_view_url(params) or 'http://127.0.0.1:5000'} "
-                  "(its first section, headline, holds the numbers to compare by)")
+                  "(its first section, headline, holds the numbers to compare by); glance.png and the paired tests "
+                  f"of those numbers: {chart_view_url(params, 'report') or experiment_name(params, 'report')}")
 
 
 @app.command("status")

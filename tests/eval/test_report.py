@@ -306,10 +306,11 @@ def test_report_logs_to_mlflow_unless_told_not_to(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     import searchplay.eval.report as report
+    import searchplay.eval.report_tracking as report_tracking
     from searchplay.cli import app
 
     logged, compared = [], []
-    monkeypatch.setattr(report, "log_comparison", lambda out: logged.append((mlflow.get_tracking_uri(), out)))
+    monkeypatch.setattr(report_tracking, "log_comparison", lambda out: logged.append((mlflow.get_tracking_uri(), out)))
     compare = report.compare_variants  # the run is open while the comparison runs: it spans the work
     monkeypatch.setattr(report, "compare_variants", lambda *a: compared.append(mlflow.active_run()) or compare(*a))
     eval_dir = _paired_eval_dir(tmp_path)
@@ -318,31 +319,11 @@ def test_report_logs_to_mlflow_unless_told_not_to(tmp_path, monkeypatch):
     args = ["--params", str(params_file), "report", "--eval-dir", str(eval_dir), "--out", str(tmp_path / "compare"),
             "--selfplay-dir", str(tmp_path / "none")]
     assert CliRunner().invoke(app, [*args, "--no-track"]).exit_code == 0 and logged == [] and compared == [None]
-    assert CliRunner().invoke(app, args).exit_code == 0
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0 and "chart view of the comparison, glance.png" in result.output
+    assert "compareRunsMode=CHART" in result.output.split("glance.png")[-1]  # the report experiment's own view
     assert logged == [(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "compare")]
     assert compared[-1] is not None and compared[-1].info.run_name == "compare"
-
-
-@pytest.mark.slow
-def test_the_paired_numbers_and_budgets_are_mlflow_metrics_of_a_report_run(tmp_path, monkeypatch):
-    import mlflow
-
-    from searchplay.config import Params
-    from searchplay.eval.report import log_comparison
-    from searchplay.tracking import start_run
-
-    monkeypatch.chdir(tmp_path)
-    eval_dir = _paired_eval_dir(tmp_path)
-    _budget_history(tmp_path / "selfplay" / "ssp", ["iteration", "train/tokens"], [["1", "909"]])
-    compare_variants(eval_dir, tmp_path / "compare", tmp_path / "selfplay")
-    params = Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}})
-    with start_run(params, "report", "compare"):
-        log_comparison(tmp_path / "compare")
-    experiment = mlflow.get_experiment_by_name("searchplay-report")
-    [run] = mlflow.search_runs([experiment.experiment_id], output_format="list")
-    assert run.data.metrics["paired.kg_wcr_vs_ssp.kg_heldout.only_a"] == 7
-    assert run.data.metrics["behaviour.kg_wcr_vs_warmstart.kg_heldout.more_searches"] == 10
-    assert run.data.metrics["budget.ssp.tokens"] == 909 and "base.nq.n" not in run.data.metrics
 
 
 def test_kg_heldout_accuracy_by_hop_count_is_a_table_with_n_per_column():

@@ -110,7 +110,8 @@ def report_command(
     """Compare every evaluated variant: tables, paired tests, self-play budgets and curves, a merged metrics file."""
     from contextlib import nullcontext
 
-    from searchplay.eval.report import compare_variants, log_comparison
+    from searchplay.eval.report import compare_variants
+    from searchplay.eval.report_tracking import log_comparison
     from searchplay.tracking import start_run
 
     params = get_params(ctx) if track else None
@@ -130,6 +131,8 @@ def report_command(
         from searchplay.tracking import chart_view_url
 
         console.print(f"MLflow chart view of the evaluations (under `mlflow ui`): {chart_view_url(params)}")
+        console.print(f"MLflow chart view of the comparison, glance.png and its paired tests: "
+                      f"{chart_view_url(params, 'report')}")
 
 
 def parse_pair(text: str) -> tuple[str, str]:

@@ -727,18 +727,6 @@ def budget_metrics(budget: dict[str, dict[str, float | None]]) -> dict[str, floa
             for name, value in totals.items() if value is not None}
 
 
-def log_comparison(out: str | Path) -> None:
-    """Log the paired comparisons and budgets of ``<out>/metrics.json`` as metrics of the active MLflow run (the
-    report's, which spans the comparison: ``searchplay report``), with the report files as artifacts."""
-    import mlflow
-
-    merged = json.loads((Path(out) / "metrics.json").read_text(encoding="utf-8"))
-    logged = ("paired.", "behaviour.", "coverage.", "budget.")
-    metrics = {key: value for key, value in merged.items() if key.startswith(logged)}
-    mlflow.log_metrics(metrics)
-    mlflow.log_artifacts(str(out), artifact_path="compare")
-
-
 def score_tables(variants: dict[str, dict[str, float]], columns: list[str], baseline: float | None,
                  answer: str | None) -> list[Table]:
     """One table per score (judge accuracy first), each model a row with its intervals and reading notes."""
