@@ -1,7 +1,7 @@
 """The embedded defaults that docs/decisions quote are the ones params.yaml sets.
 
 Read from the decisions: every bold bullet that opens with a quoted setting (``- **`selfplay.lr: 1e-5`**``)
-and every setting quoted in the "Embedded-default scale (params.yaml)" section of selfplay.md.
+and every setting quoted in the "Embedded-default scale (params.yaml)" section of docs/decisions/selfplay.md.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from searchplay.config import load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DECISIONS = ROOT / "docs" / "decisions"
+SELFPLAY = ROOT / "docs/decisions/selfplay.md"  # its scale section quotes the defaults too
 SETTING = re.compile(r"`([a-z_]+)\.([a-z_0-9]+): ([^`]+)`")
 
 
@@ -24,7 +25,7 @@ def quoted_defaults() -> list[tuple[str, str, str, str]]:
     for path in sorted(DECISIONS.glob("*.md")):
         text = path.read_text(encoding="utf-8")
         lines = [line for line in text.splitlines() if line.startswith("- **`")]
-        if path.name == "selfplay.md":
+        if path == SELFPLAY:
             scale = text.split("## Embedded-default scale (params.yaml)", 1)[1].split("\n## ", 1)[0]
             lines.append(scale.split("\n- ", 2)[1])
         for line in lines:

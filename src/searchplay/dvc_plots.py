@@ -60,7 +60,7 @@ def template_html() -> str:
 
 
 def write_template(root: Path) -> bool:
-    """Write ``root/.dvc/plots-offline.html``; False when it is already up to date."""
+    """Write ``<root>/.dvc/plots-offline.html``; False when it is already up to date."""
     path = root / TEMPLATE
     html = template_html()
     if path.is_file() and path.read_text(encoding="utf-8") == html:

@@ -94,7 +94,8 @@ VARIANTS: dict[str, Variant] = {
                     description="KG Proposer + GDCR step rewards with SAPO step advantages (GDCR paper §3.2-3.4)"),
     "kg_wcr_gdcr": Variant("kg_wcr_gdcr", seeds="kg", proposer_prompt="kg", solver_reward="wcr_gdcr",
                            solver_advantage="sapo", heldout_analysis=True,
-                           description="WCR outcome reward as SAPO's A_o, plus GDCR step rewards (decisions: rl.md)"),
+                           description="WCR outcome reward as SAPO's A_o, plus GDCR step rewards "
+                                       "(docs/decisions/rl.md)"),
     "kg_template": Variant("kg_template", seeds="kg", proposer_prompt="kg", solver_reward="wcr", questions="template",
                            description="control: kg_wcr's Solver on each path's template question, no Proposer "
                                        "(does the RL loop teach the Solver, apart from the Proposer's questions?)"),
