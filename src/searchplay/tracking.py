@@ -183,9 +183,11 @@ class Terminated(SystemExit):
 
 @contextmanager
 def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | None = None,
-              nested: bool = False, run_id: str | None = None, skip_sections: Collection[str] = ()) -> Iterator[Any]:
+              nested: bool = False, run_id: str | None = None, skip_sections: Collection[str] = (),
+              only: Collection[str] | None = None) -> Iterator[Any]:
     """Open an MLflow run in experiment ``<prefix>-<stage>`` with params, provenance and process tags; as a DVC
-    stage, only that stage's params and its lock entry's hash (``searchplay.dvc_stage``).
+    stage, only that stage's params and its lock entry's hash (``searchplay.dvc_stage``). Outside DVC, ``only``
+    names the params the work depends on (as ``flat_params``; None: every param).
 
     ``run_id`` continues that run instead (a resumed training; ``resumable_run`` says whether it can be).
     The block ending by an exception ends the run FAILED, by Ctrl-C or SIGTERM KILLED. Before a new run
@@ -204,8 +206,8 @@ def start_run(params: Params, stage: str, run_name: str, tags: dict[str, Any] | 
     with _sigterm_raises(), mlflow.start_run(run_id=run_id, run_name=run_name, nested=nested) as run:
         try:
             if not nested and run_id is None:  # a continued run has these params already (resumable_run)
-                only = stage_params(dvc_stage) if dvc_stage is not None else None  # the stage's own params
-                mlflow.log_params(flat_params(params, skip_sections, only))
+                kept = stage_params(dvc_stage) if dvc_stage is not None else only  # the stage's own params
+                mlflow.log_params(flat_params(params, skip_sections, kept))
             mlflow.set_tags({"git_commit": git_commit(), "params_hash": params.digest(), "stage": stage,
                              HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid()),
                              RUN_COLOR_TAG: model_color(run_name),

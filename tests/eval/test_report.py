@@ -324,6 +324,8 @@ def test_report_logs_to_mlflow_unless_told_not_to(tmp_path, monkeypatch):
     assert "compareRunsMode=CHART" in result.output.split("glance.png")[-1]  # the report experiment's own view
     assert logged == [(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "compare")]
     assert compared[-1] is not None and compared[-1].info.run_name == "compare"
+    run = mlflow.MlflowClient().get_run(compared[-1].info.run_id)
+    assert run.data.params == {}  # as its DVC stage, which depends on no param: the image cards show charts
 
 
 def test_kg_heldout_accuracy_by_hop_count_is_a_table_with_n_per_column():

@@ -115,7 +115,9 @@ def report_command(
     from searchplay.tracking import start_run
 
     params = get_params(ctx) if track else None
-    with start_run(params, "report", "compare") if params is not None else nullcontext():  # the run spans the work
+    # the run spans the work; it logs no params, as its DVC stage depends on none (it reads only files), so the
+    # MLflow UI's image cards show the charts rather than hundreds of params above them
+    with start_run(params, "report", "compare", only=()) if params is not None else nullcontext():
         try:
             written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair])
         except FileNotFoundError as exc:

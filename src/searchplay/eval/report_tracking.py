@@ -1,8 +1,9 @@
 """The comparison report in MLflow: its figures as images, its paired tests and budgets as two tables.
 
 ``searchplay report`` runs inside run ``compare`` of ``<prefix>-report``. That run gets the report's charts as
-images (``glance.png`` first: the "At a glance" comparison with its four paired tests per model pair), which the
-MLflow UI shows in the run's chart view, and the numbers behind them as tables (``mlflow.log_table``), which its
+images, which the MLflow UI shows in the experiment's chart view: section ``glance`` first (``glance.png``, the
+"At a glance" comparison with its four paired tests per model pair), then section ``report``; and the numbers
+behind them as tables (``mlflow.log_table``), which its
 artifact view shows as tables: ``paired_tests.json``, one row per model pair and scope, and
 ``selfplay_budget.json``, one row per self-play run. The run logs no scalar metrics: one run's scalars are
 single-bar charts, hundreds of them; the same numbers stay in ``metrics.json`` (a DVC metrics file) and the
@@ -15,7 +16,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-IMAGES = ("glance", "behaviour", "compare", "retrieval", "selfplay")  # the report's charts, in the order they show
+# the report's charts by MLflow image key: the part before "/" names the chart view's section, "glance" first
+IMAGES = {"glance": "glance/paired_tests", "behaviour": "report/behaviour", "compare": "report/compare",
+          "retrieval": "report/retrieval", "selfplay": "report/selfplay"}
 TEST_FAMILIES = ("paired", "behaviour", "coverage")  # metrics.json prefixes of the paired tests
 PAIRED_TESTS_TABLE = "paired_tests.json"
 BUDGET_TABLE = "selfplay_budget.json"
@@ -23,11 +26,12 @@ BUDGET_TABLE = "selfplay_budget.json"
 
 def paired_test_rows(metrics: dict[str, float]) -> list[dict[str, Any]]:
     """One row per model pair and scope from ``metrics.json``'s ``<family>.<A>_vs_<B>.<scope>.<field>`` keys, with
-    a ``<family>.<field>`` column per test field (None where that test was not run for the pair), in the order of
-    the report's tables.
+    a ``<family>/<field>`` column per test field (None where that test was not run for the pair), in the order of
+    the report's tables. Not a dot: MLflow's table view reads a dotted column name as a path into the row and
+    shows its cells empty.
 
     >>> paired_test_rows({"paired.a_vs_b.pooled.p": 0.5, "behaviour.a_vs_b.pooled.n": 3, "a.nq.em": 1.0})
-    [{'comparison': 'a vs b', 'scope': 'pooled', 'paired.p': 0.5, 'behaviour.n': 3}]
+    [{'comparison': 'a vs b', 'scope': 'pooled', 'paired/p': 0.5, 'behaviour/n': 3}]
     """
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for key, value in metrics.items():
@@ -37,7 +41,7 @@ def paired_test_rows(metrics: dict[str, float]) -> list[dict[str, Any]]:
         family, *pair, scope, name = parts
         label = ".".join(pair).replace("_vs_", " vs ", 1)
         row = rows.setdefault((label, scope), {"comparison": label, "scope": scope})
-        row[f"{family}.{name}"] = value
+        row[f"{family}/{name}"] = value
     return list(rows.values())
 
 
@@ -69,9 +73,9 @@ def log_comparison(out: str | Path) -> None:
 
     out = Path(out)
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    for name in IMAGES:
+    for name, key in IMAGES.items():
         if (out / f"{name}.png").is_file():
-            mlflow.log_image(mlflow.Image(str(out / f"{name}.png")), key=name)
+            mlflow.log_image(mlflow.Image(str(out / f"{name}.png")), key=key)
     for rows, artifact in ((paired_test_rows(metrics), PAIRED_TESTS_TABLE), (budget_rows(metrics), BUDGET_TABLE)):
         if rows:
             mlflow.log_table(columns(rows), artifact_file=artifact)
