@@ -52,3 +52,23 @@ def test_each_rank_saves_its_shard_and_a_resume_reads_them_to_the_unbroken_weigh
         assert torch.equal(resumed["weights"][name], weight), name
     moved = max((unbroken["weights"][n] - full[n]).abs().max().item() for n in full)
     assert moved > 1e-3  # the three steps really trained (the comparison is not between two copies of the start)
+
+
+def test_a_failed_write_raises_the_os_error_not_dcps_base_exception(tmp_path, monkeypatch):
+    """DCP wraps a failed write in ``CheckpointException``, a ``BaseException``: the checkpoint manager, which turns
+    an ``OSError`` on a full disk into one line and removes the unfinished folder, gets the ``OSError`` itself."""
+    import errno
+
+    import torch
+    from torch.distributed.checkpoint import filesystem
+
+    from searchplay.rl.resume_state import save_resume_state
+
+    def full_disk(self, plan, planner):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(filesystem.FileSystemWriter, "write_data", full_disk)
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(OSError) as raised:
+        save_resume_state(tmp_path, model, torch.optim.AdamW(model.parameters()))
+    assert raised.value.errno == errno.ENOSPC

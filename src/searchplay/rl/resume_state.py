@@ -26,6 +26,7 @@ def save_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
     keep, and is left out: asking torch for it would take a zero step that starts AdamW's step count."""
     import torch
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
 
     if optimizer.state:
@@ -33,7 +34,10 @@ def save_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
         state = {MODEL_KEY: model_state, OPTIMIZER_KEY: optimizer_state}
     else:
         state = {MODEL_KEY: get_model_state_dict(model)}
-    dcp.save(state, checkpoint_id=str(Path(folder) / WEIGHTS_DIR), no_dist=_one_process())
+    try:
+        dcp.save(state, checkpoint_id=str(Path(folder) / WEIGHTS_DIR), no_dist=_one_process())
+    except CheckpointException as exc:  # a BaseException: a caller catching OSError (a full disk) would miss it
+        raise _first_failure(exc) from exc
     torch.save(_rng_states(), Path(folder) / RNG_FILE.format(rank=rank))
 
 
@@ -67,6 +71,14 @@ def load_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
 def shard_files(folder: str | Path) -> list[Path]:
     """The DCP data files in a resume state (one per process that wrote tensors)."""
     return sorted((Path(folder) / WEIGHTS_DIR).glob("*.distcp"))
+
+
+def _first_failure(exc: Any) -> Exception:
+    """The error of the first process whose write failed, as it was raised (an ``OSError`` keeps its errno)."""
+    for failure, _ in exc.failures.values():
+        if isinstance(failure, Exception):
+            return failure
+    return RuntimeError(str(exc))
 
 
 def _one_process() -> bool:

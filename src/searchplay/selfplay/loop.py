@@ -365,8 +365,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             with start_run(params, "selfplay", run_name, tags, run_id=continued):
                 for row in unlogged:
                     _log_iteration(row, int(row["iteration"]))
-        export_model(runtime, run_dir)  # again: a kill may have come between the last checkpoint and the export
-        finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)
+        finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # exports, after a kill
         return state.history
     with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
         for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
@@ -374,7 +373,6 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         _train_iterations(runtime, variant, params, state, manager, reports, iterations, run.info.run_id,
                           on_iteration)
         _heldout_analysis(runtime, variant, params, reports, processes)
-        log.info("exported the final model to %s", export_model(runtime, run_dir))
         finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # in its run
     return state.history
 
@@ -393,9 +391,11 @@ def check_trained_roles(variant: Variant, trained_roles: str) -> None:
 
 def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path, reports: Path,
                  phase: str, release: bool = False) -> None:
-    """The phase's last act after its last iteration, if it has one (e.g. writing the hand-off set). With
-    ``release`` (a runtime no caller reuses), the trainer's moments and reference are freed first: nothing
-    trains after it, the last checkpoint is written, and the act's generations reuse that memory."""
+    """The run's end: the final model exported to ``<root>/model``, then the phase's last act after its last
+    iteration, if it has one (e.g. writing the hand-off set). With ``release`` (a runtime no caller reuses), the
+    trainer's moments and reference are freed first: nothing trains after it, the last checkpoint is written, and
+    the act's generations reuse that memory."""
+    log.info("exported the final model to %s", export_model(runtime, root))
     finish = phases.finisher(variant, phase)
     if finish is not None:
         if release:
