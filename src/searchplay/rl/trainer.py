@@ -303,11 +303,7 @@ class PolicyTrainer:
 
         self._check_not_released("save")
         acc = self.accelerator
-        final = Path(directory)
-        partial = final.with_name(final.name + ".partial")
-        if acc.is_main_process and partial.exists():
-            shutil.rmtree(partial)
-        acc.wait_for_everyone()
+        final, partial = self._fresh_partial(directory)
         if acc.is_main_process:
             partial.mkdir(parents=True)
         acc.wait_for_everyone()
@@ -342,11 +338,7 @@ class PolicyTrainer:
         atomically by the main process; collective (under FSDP the shards are gathered here, one full copy on the
         main process's CPU). For where something reads the model: a run's end, not every checkpoint."""
         acc = self.accelerator
-        final = Path(directory)
-        partial = final.with_name(final.name + ".partial")
-        if acc.is_main_process and partial.exists():
-            shutil.rmtree(partial)
-        acc.wait_for_everyone()
+        final, partial = self._fresh_partial(directory)
         state_dict = None
         if self._sharded:
             from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -359,6 +351,16 @@ class PolicyTrainer:
             _replace(partial, final)
         acc.wait_for_everyone()
         return final
+
+    def _fresh_partial(self, directory: str | Path) -> tuple[Path, Path]:
+        """(``directory``, its ``.partial`` sibling), the latter removed by the main process (a killed write's) before
+        every process goes on."""
+        final = Path(directory)
+        partial = final.with_name(final.name + ".partial")
+        if self.accelerator.is_main_process and partial.exists():
+            shutil.rmtree(partial)
+        self.accelerator.wait_for_everyone()
+        return final, partial
 
     def start_change_share(self) -> float:
         """Share of all parameter elements whose value cast to ``eval_dtype`` (the dtype rollouts and evaluation
