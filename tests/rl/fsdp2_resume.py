@@ -49,9 +49,8 @@ def train(model, optimizer, steps: range, rank: int) -> None:
 def main(mode: str, model_dir: str, work: str) -> None:
     import torch
     import torch.distributed as dist
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-    from searchplay.rl.resume_state import load_resume_state, save_resume_state
+    from searchplay.rl.resume_state import gathered_weights, load_resume_state, save_resume_state
 
     dist.init_process_group("gloo")
     rank = int(os.environ["RANK"])
@@ -70,7 +69,7 @@ def main(mode: str, model_dir: str, work: str) -> None:
         load_resume_state(state, model, optimizer, rank)
         draw = torch.rand(4)
         train(model, optimizer, range(SAVED_AFTER, STEPS), rank)
-    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    full = gathered_weights(model)  # what PolicyTrainer.export writes under FSDP
     local = {name: tuple(p.to_local().shape) for name, p in model.named_parameters()}
     if rank == 0:
         torch.save({"weights": full, "draw": draw, "local_shapes": local, "world": dist.get_world_size()},

@@ -68,6 +68,14 @@ def load_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
         _set_rng_states(torch.load(rng, weights_only=False))  # our own file, written by save_resume_state
 
 
+def gathered_weights(model: Any) -> dict[str, Any]:
+    """A sharded model's whole state dict, gathered onto the main process's CPU (the others get an empty dict);
+    collective. What an export of an FSDP model writes."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
 def shard_files(folder: str | Path) -> list[Path]:
     """The DCP data files in a resume state (one per process that wrote tensors)."""
     return sorted((Path(folder) / WEIGHTS_DIR).glob("*.distcp"))

@@ -341,10 +341,9 @@ class PolicyTrainer:
         final, partial = self._fresh_partial(directory)
         state_dict = None
         if self._sharded:
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+            from searchplay.rl.resume_state import gathered_weights
 
-            state_dict = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True,
-                                                                                    cpu_offload=True))
+            state_dict = gathered_weights(self.model)
         if acc.is_main_process:
             self.unwrapped_model.save_pretrained(partial, state_dict=state_dict)
             _copy_tokenizer(self.model_path, partial)
