@@ -10,7 +10,7 @@ autocast in the update where the GPU has it, bf16 rollouts) and on the CPU in fp
 - ``trainer``: two PolicyTrainer steps on a group sharing a long prompt (the shared-prefix forward) and a
   prompt of its own: the losses agree with the CPU's within the bf16 tolerance, the weights move, nothing
   is NaN; the time per step.
-- ``checkpoint``: the CUDA trainer's checkpoint reloads (on the CPU) to the same weights.
+- ``checkpoint``: the CUDA trainer's exported model reloads (on the CPU) to the same weights.
 - ``rollouts``: greedy ``run_rollouts`` over 16 prompts (continuous batching, KV-cache reuse) on both devices;
   each row's length and the share of generated tokens that agree with the CPU's (bf16 vs fp32 greedy can part
   ways after a near tie); generated tokens/s after a warm-up call.
@@ -95,7 +95,7 @@ def trainer_steps(model_dir: Path, device: str, checkpoint: Path | None = None) 
             torch.cuda.synchronize()
         seconds.append(time.perf_counter() - tic)
     if checkpoint is not None:
-        trainer.save(checkpoint)
+        trainer.export(checkpoint)  # the HF folder a run exports at its end
     weights = {k: v.detach().float().cpu() for k, v in trainer.unwrapped_model.state_dict().items()}
     return {"stats": stats, "seconds": seconds, "device": str(next(trainer.unwrapped_model.parameters()).device),
             "weights": weights}

@@ -11,9 +11,9 @@ forward, fp32 reductions, fp32 masters). Rows:
 
 - ``masters``: the optimizer's parameters are float32 under bf16 compute;
 - ``updates``: two PolicyTrainer steps with ``kl_beta`` 0.01 at lr 1e-6 are finite and change the masters;
-- ``checkpoint``: after a third step, loading the saved checkpoint restores its weights exactly;
+- ``checkpoint``: after a third step, loading the saved checkpoint (DCP, a shard per process) restores its weights;
 - ``sync``: after ``update_weights`` the transformers backend's greedy tokens equal those of a backend built
-  fresh from the trainer's gathered weights.
+  fresh from the trainer's export (``PolicyTrainer.export``: the shards gathered into an HF folder).
 
 vLLM cannot travel to a lent machine, so the backend here is the transformers one; CI runs the vLLM path on
 its CPU build (tests/llm/test_vllm_backend.py). Exits 0 when every row holds; without CUDA, says so.
@@ -116,8 +116,7 @@ def main() -> int:
         backend = TransformersBackend(str(model_dir), device=args.device, reuse_cache=False)
         backend.update_weights(trainer.model)
         fresh_dir = work / "fresh"
-        trainer.unwrapped_model.save_pretrained(fresh_dir, state_dict=state)
-        trainer.accelerator.wait_for_everyone()
+        trainer.export(fresh_dir)  # collective: the loaded checkpoint's weights, gathered, as an HF folder
         fresh = TransformersBackend(str(fresh_dir), tokenizer=backend.tokenizer, device=args.device,
                                     reuse_cache=False)
         prompts = [list(range(3, 40)), [1, 9, 8, 7, 6, 5]]

@@ -250,17 +250,34 @@ def test_stages_that_read_the_index_depend_on_its_content_fingerprint(repo_root)
 
 
 def test_the_outputs_a_killed_stage_resumes_from_are_kept_between_runs(repo_root):
-    """DVC deletes an output before it runs its stage unless it is ``persist``; the checkpoints and warm-start
-    folders hold what a killed run continues from, and the self-play stages are told to resume only their own."""
+    """DVC deletes an output before it runs its stage unless it is ``persist``; the warm-start folders hold what a
+    killed run continues from, and the self-play stages are told to resume only their own. A self-play run's resume
+    state is no output at all: DVC neither hashes, caches nor deletes it, and a clone without it is not out of date.
+    What DVC caches is what a later stage reads: the exported final model, and EVE's hand-off set."""
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
 
+    def outs(name: str) -> dict[str, dict]:
+        entries = stages[name].get("do", stages[name])["outs"]
+        return {next(iter(o)) if isinstance(o, dict) else o: next(iter(o.values())) if isinstance(o, dict) else {}
+                for o in entries}
+
     def persisted(name: str) -> set[str]:
-        outs = stages[name].get("do", stages[name])["outs"]
-        return {next(iter(out)) for out in outs if isinstance(out, dict) and next(iter(out.values())).get("persist")}
+        return {path for path, options in outs(name).items() if options.get("persist")}
+
+    def cached(name: str) -> set[str]:
+        return {path for path, options in outs(name).items() if options.get("cache", True)}
 
     assert persisted("warmstart") == {"checkpoints/warmstart"}
     assert persisted("warmstart_eve") == {"checkpoints/warmstart_eve"}
-    assert persisted("eve_phase_a") == {"checkpoints/eve_phase_a", "reports/selfplay/eve_phase_a/questions.jsonl"}
-    assert persisted("selfplay") == {"checkpoints/${key}", "reports/selfplay/${key}/questions.jsonl"}
+    assert persisted("eve_phase_a") == {"reports/selfplay/eve_phase_a/questions.jsonl"}
+    assert persisted("selfplay") == {"reports/selfplay/${key}/questions.jsonl"}
+    assert cached("selfplay") == {"checkpoints/${key}/model"}
+    assert cached("eve_phase_a") == {"checkpoints/eve_phase_a/solver_set.jsonl"}
+    every_out = [path for name in stages for path in outs(name)]
+    assert not [path for path in every_out if "resume" in path or path.rstrip("/") in (
+        "checkpoints/${key}", "checkpoints/eve_phase_a")]  # no output holds a resume state
+    assert "checkpoints/${key}/model" in stages["evaluate"]["do"]["deps"]
+    assert yaml.safe_load((repo_root / "params.yaml").read_text())["pipeline"]["variants"]["eve"]["start"] == (
+        "checkpoints/eve_phase_a/solver_set.jsonl")
     for name in ("eve_phase_a", "selfplay"):
         assert stages[name].get("do", stages[name])["cmd"].endswith("--resume-if-unchanged")

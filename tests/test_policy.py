@@ -1,33 +1,34 @@
-"""Model resolution below the stages: the newest complete self-play checkpoint, or None."""
+"""Model resolution below the stages: a variant's final model, its complete self-play checkpoints."""
 
 from __future__ import annotations
 
-from searchplay.policy import complete_checkpoints, latest_model_dir
+from searchplay.policy import complete_checkpoints, final_model_dir, resume_dir
 
 
-def make_checkpoint(root, iteration: int, state: bool = True, model: bool = True, suffix: str = ""):
-    folder = root / "kg_wcr" / f"iter_{iteration:06d}{suffix}"
-    (folder / "model").mkdir(parents=True)
-    if model:
-        (folder / "model" / "config.json").write_text("{}")
+def make_checkpoint(root, iteration: int, state: bool = True, suffix: str = ""):
+    folder = resume_dir(root, "kg_wcr") / f"iter_{iteration:06d}{suffix}"
+    (folder / "trainer").mkdir(parents=True)
     if state:
         (folder / "state.json").write_text("{}")
     return folder
 
 
-def test_latest_model_dir_is_the_newest_complete_checkpoint(tmp_path):
-    assert latest_model_dir(tmp_path, "kg_wcr") is None
+def test_complete_checkpoints_are_the_renamed_ones_with_a_state_file(tmp_path):
+    assert complete_checkpoints(resume_dir(tmp_path, "kg_wcr")) == []
     make_checkpoint(tmp_path, 1)
-    newest = make_checkpoint(tmp_path, 2)
+    make_checkpoint(tmp_path, 2)
     make_checkpoint(tmp_path, 3, state=False)  # killed before its state file: not complete
     make_checkpoint(tmp_path, 4, suffix=".partial")
-    assert [n for n, _ in complete_checkpoints(tmp_path / "kg_wcr")] == [1, 2]
-    assert latest_model_dir(tmp_path, "kg_wcr") == newest / "model"
+    assert [n for n, _ in complete_checkpoints(resume_dir(tmp_path, "kg_wcr"))] == [1, 2]
 
 
-def test_a_checkpoint_without_a_loadable_model_gives_none(tmp_path):
-    make_checkpoint(tmp_path, 1, model=False)
-    assert latest_model_dir(tmp_path, "kg_wcr") is None
+def test_the_final_model_is_the_runs_export_never_a_checkpoint(tmp_path):
+    make_checkpoint(tmp_path, 1)
+    assert final_model_dir(tmp_path, "kg_wcr") is None  # checkpoints alone: nothing to evaluate yet
+    (tmp_path / "kg_wcr" / "model").mkdir()
+    assert final_model_dir(tmp_path, "kg_wcr") is None  # not loadable: no config.json
+    (tmp_path / "kg_wcr" / "model" / "config.json").write_text("{}")
+    assert final_model_dir(tmp_path, "kg_wcr") == tmp_path / "kg_wcr" / "model"
 
 
 def test_initial_policy_is_the_variants_warm_start(tmp_path):

@@ -46,7 +46,7 @@ def test_status_ends_a_sigkilled_stages_run_and_lists_what_a_rerun_resumes_from(
         return client.create_run(experiment, tags=tags).info.run_id
 
     killed, alive = running("kg_wcr", gone.pid), running("ssp", os.getpid())
-    checkpoint = tmp_path / "checkpoints" / "kg_wcr" / "iter_000003"
+    checkpoint = tmp_path / "checkpoints" / "kg_wcr" / "resume" / "iter_000003"
     checkpoint.mkdir(parents=True)
     (checkpoint / "state.json").write_text(json.dumps({"iteration": 3}))
     (checkpoint.with_name("iter_000004.partial")).mkdir()

@@ -33,8 +33,9 @@ def test_split_keeps_order_and_rows_keep_their_index(tmp_path):
 @pytest.mark.skipif(shutil.which("dvc") is None and not (Path(sys.executable).parent / "dvc").exists(),
                     reason="dvc is not installed")
 @pytest.mark.parametrize("path", ["reports/eval/kg_wcr/timings.json", "reports/selfplay/ssp/timings.json",
-                                  "reports/warmstart/timings.json", "checkpoints/kg_wcr/iter_000002/run_state.json",
-                                  "checkpoints/kg_wcr/iter_000002/model/random_states_0.pkl"])
+                                  "reports/warmstart/timings.json",
+                                  "checkpoints/kg_wcr/resume/iter_000002/run_state.json",
+                                  "checkpoints/kg_wcr/resume/iter_000002/trainer/random_states_0.pkl"])
 def test_dvc_ignores_every_stages_timings(path):
     dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
     found = subprocess.run([dvc, "check-ignore", "--non-matching", "--details", path], cwd=ROOT,

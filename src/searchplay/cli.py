@@ -200,7 +200,7 @@ def status_command(ctx: typer.Context) -> None:
         table.add_row(run.experiment, run.name, state, f"pid {run.pid} on {run.host}")
     console.print(table if runs else "MLflow: no run left RUNNING")
     table = Table("stage", "resumes from", "state",
-                  title="on disk: what a re-run continues from (a finished stage's last checkpoint is its output)")
+                  title="on disk: what a re-run continues from (a self-play stage's output is its exported model)")
     for point in points:
         table.add_row(point.stage, str(point.path), point.detail)
     console.print(table if points else "nothing to resume: no warm-start resume state and no self-play checkpoint")

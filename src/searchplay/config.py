@@ -514,7 +514,7 @@ class PipelineVariant(Section):
                               "method's section twice: [wcr, wcr]); DVC then re-runs only the variants a change "
                               "affects")
     start: str = Field(description="the stage output its self-play starts from: checkpoints/warmstart, or for a "
-                       "two-phase variant the first phase's folder (eve: checkpoints/eve_phase_a)")
+                       "two-phase variant the first phase's hand-off (eve: checkpoints/eve_phase_a/solver_set.jsonl)")
     phase: Literal["all", "b"] = Field(description="`selfplay --phase`: all, or b for a two-phase variant whose "
                                        "Phase A is its own stage (eve)")
 

@@ -187,8 +187,8 @@ def portable_name(value: str | Path, root: Path | None = None) -> str:
     (default: the working directory, the repository root under DVC) becomes relative to it; anything else
     is unchanged.
 
-    >>> portable_name("/repo/checkpoints/kg_wcr/iter_000002/model", Path("/repo"))
-    'checkpoints/kg_wcr/iter_000002/model'
+    >>> portable_name("/repo/checkpoints/kg_wcr/model", Path("/repo"))
+    'checkpoints/kg_wcr/model'
     >>> portable_name("bundled:smollm2"), portable_name("Qwen/Qwen2.5-7B-Instruct")
     ('bundled:smollm2', 'Qwen/Qwen2.5-7B-Instruct')
     """

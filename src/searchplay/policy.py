@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-MODEL_DIR = "model"  # the HF folder (weights + tokenizer) inside warmstart.out_dir and each checkpoint
+MODEL_DIR = "model"  # the HF folder (weights + tokenizer) inside warmstart.out_dir and a self-play run's folder
+RESUME_DIR = "resume"  # a self-play run's per-iteration checkpoints, inside its folder (never a model to read)
 CHECKPOINT_STATE = "state.json"  # written last into a self-play checkpoint: its presence marks it complete
 CHECKPOINT_NAME = re.compile(r"^iter_(\d{6})$")
 
@@ -100,9 +101,21 @@ def selfplay_variants() -> tuple[str, ...]:
     return tuple(SELFPLAY_VARIANTS)
 
 
+def selfplay_run_dir(checkpoint_root: str | Path, run: str) -> Path:
+    """``<selfplay.checkpoint_dir>/<run>``: a self-play run's folder. ``model/`` in it is the run's final model (a
+    Hugging Face folder, exported once at the end: what evaluation reads), ``resume/`` its checkpoints."""
+    return Path(checkpoint_root) / run
+
+
+def resume_dir(checkpoint_root: str | Path, run: str) -> Path:
+    """``<selfplay.checkpoint_dir>/<run>/resume``: the run's per-iteration checkpoints (layout:
+    ``searchplay.selfplay.checkpoint``)."""
+    return selfplay_run_dir(checkpoint_root, run) / RESUME_DIR
+
+
 def complete_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
-    """A variant's complete self-play checkpoints ``iter_NNNNNN/`` holding their state file, oldest first
-    (layout: ``searchplay.selfplay.checkpoint``)."""
+    """The complete self-play checkpoints ``iter_NNNNNN/`` under ``root`` (a run's ``resume/``) holding their
+    state file, oldest first (layout: ``searchplay.selfplay.checkpoint``)."""
     root = Path(root)
     if not root.is_dir():
         return []
@@ -114,9 +127,7 @@ def complete_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def latest_model_dir(checkpoint_root: str | Path, variant: str) -> Path | None:
-    """The HF model folder of a variant's newest complete checkpoint, or None (for evaluation)."""
-    complete = complete_checkpoints(Path(checkpoint_root) / variant)
-    if not complete or not is_model_dir(complete[-1][1] / MODEL_DIR):
-        return None
-    return complete[-1][1] / MODEL_DIR
+def final_model_dir(checkpoint_root: str | Path, variant: str) -> Path | None:
+    """A variant's final model, the HF folder its self-play run exported at its end, or None (for evaluation)."""
+    folder = selfplay_run_dir(checkpoint_root, variant) / MODEL_DIR
+    return folder if is_model_dir(folder) else None

@@ -4,7 +4,7 @@
   next start of a run in the same experiment ends it KILLED. ``status`` does that sweep now, for every
   ``<prefix>-*`` experiment, and lists what it ended and what is still running (with its pid and host).
 - **What a re-run resumes from.** The warm-starts' resume states (``<out_dir>/resume/``) and each self-play
-  variant's newest complete checkpoint (``<selfplay.checkpoint_dir>/<variant>/iter_NNNNNN``); a re-run of
+  variant's newest complete checkpoint (``<selfplay.checkpoint_dir>/<variant>/resume/iter_NNNNNN``); a re-run of
   the stage (``dvc repro`` or the stage's own command) continues from there.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.config import Params
-from searchplay.policy import WARMSTARTS, complete_checkpoints
+from searchplay.policy import RESUME_DIR, WARMSTARTS, complete_checkpoints
 
 
 @dataclass
@@ -76,11 +76,11 @@ def resume_points(params: Params) -> list[ResumePoint]:
             points.append(ResumePoint(warmstart.model, state, f"SFT state saved {age / 60:.0f} min ago"))
     root = Path(params.selfplay.checkpoint_dir)
     for variant in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        complete = complete_checkpoints(variant)
+        complete = complete_checkpoints(variant / RESUME_DIR)
         if complete:
             iteration, path = complete[-1]
             partial = " (an unfinished .partial beside it is dropped on resume)" if any(
-                variant.glob("iter_*.partial")) else ""
+                (variant / RESUME_DIR).glob("iter_*.partial")) else ""
             points.append(ResumePoint(f"selfplay@{variant.name}", path, f"iteration {iteration}{partial}"))
     return points
 

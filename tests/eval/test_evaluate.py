@@ -107,16 +107,15 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, be
     assert result.times.questions == 8
 
 
-def test_model_resolution_prefers_latest_checkpoint(tmp_path):
+def test_a_variant_is_scored_on_the_model_its_run_exported_not_on_a_checkpoint(tmp_path):
     params = Params.model_validate({"selfplay": {"checkpoint_dir": str(tmp_path)}})
-    assert stage.latest_checkpoint(params, "kg_wcr") is None
-    for iteration in (1, 2):  # the self-play layout: iter_NNNNNN/{model/, state.json}
-        folder = tmp_path / "kg_wcr" / f"iter_{iteration:06d}"
-        (folder / "model").mkdir(parents=True)
-        (folder / "model" / "config.json").write_text("{}")
+    assert stage.final_model(params, "kg_wcr") is None
+    for iteration in (1, 2):  # the resume state (iter_NNNNNN/{trainer/, state.json}) is not a model to score
+        folder = tmp_path / "kg_wcr" / "resume" / f"iter_{iteration:06d}"
+        (folder / "trainer").mkdir(parents=True)
         (folder / "state.json").write_text("{}")
-    (tmp_path / "kg_wcr" / "iter_000003.partial" / "model").mkdir(parents=True)  # a killed save is ignored
-    model = (tmp_path / "kg_wcr" / "iter_000002" / "model").resolve()
+    assert stage.final_model(params, "kg_wcr") is None
+    model = _checkpoint(tmp_path).resolve()
     assert stage.resolve_model(params, "kg_wcr") == stage.ModelChoice(str(model), str(model), "checkpoint")
     explicit = Params.model_validate({"evaluate": {"model": "Qwen/Qwen2.5-7B-Instruct"}})
     assert stage.resolve_model(explicit, "kg_wcr") == stage.ModelChoice("Qwen/Qwen2.5-7B-Instruct",
@@ -126,7 +125,7 @@ def test_model_resolution_prefers_latest_checkpoint(tmp_path):
 def test_a_variant_without_a_checkpoint_is_an_error_unless_the_base_model_is_asked_for(tmp_path, monkeypatch):
     monkeypatch.setattr("searchplay.assets.resolve", lambda value: f"/somewhere/{value}")
     params = Params.model_validate({"selfplay": {"checkpoint_dir": str(tmp_path)}})
-    with pytest.raises(stage.ModelNotFoundError, match=f"{tmp_path / 'kg_wcr'}.*--allow-base"):
+    with pytest.raises(stage.ModelNotFoundError, match=f"{tmp_path / 'kg_wcr' / 'model'}.*--allow-base"):
         stage.resolve_model(params, "kg_wcr")
     fallback = stage.resolve_model(params, "kg_wcr", allow_base=True)
     assert fallback == stage.ModelChoice("bundled:smollm2", "/somewhere/bundled:smollm2", stage.BASE_FALLBACK)
@@ -144,19 +143,19 @@ def test_evaluate_refuses_a_variant_name_that_is_not_a_plain_folder_name_before_
     assert not (tmp_path / "out").exists()
 
 
-def _checkpoint(root, variant="kg_wcr", iteration=2):
-    folder = root / variant / f"iter_{iteration:06d}"
-    (folder / "model").mkdir(parents=True)
-    (folder / "model" / "config.json").write_text("{}")
-    (folder / "state.json").write_text("{}")
-    return folder / "model"
+def _checkpoint(root, variant="kg_wcr"):
+    """A self-play run's exported final model (``<checkpoint_dir>/<variant>/model``)."""
+    folder = root / variant / "model"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    return folder
 
 
 def test_a_checkpoint_inside_the_repo_is_named_relative_to_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _checkpoint(tmp_path / "checkpoints")
     choice = stage.resolve_model(Params(), "kg_wcr")
-    assert choice.id == "checkpoints/kg_wcr/iter_000002/model" and choice.source == "checkpoint"
+    assert choice.id == "checkpoints/kg_wcr/model" and choice.source == "checkpoint"
     assert choice.path == str(tmp_path.resolve() / choice.id)
 
 
@@ -277,7 +276,7 @@ def test_outputs_hold_no_machine_paths_and_kg_heldout_has_its_baseline(tmp_path,
                                 track=False, progress=False)
         models[variant] = result.run["model"]
     assert models == {"base": "bundled:smollm2", "warmstart": "checkpoints/warmstart/model",
-                      "kg_wcr": "checkpoints/kg_wcr/iter_000002/model"}
+                      "kg_wcr": "checkpoints/kg_wcr/model"}
     run = json.loads((tmp_path / "reports" / "eval" / "base" / "run.json").read_text())
     assert run["sources"] == {"bamboogle": "data/benchmarks/bamboogle/test.jsonl",
                               "kg_heldout": "data/kg/subgraphs.jsonl"}

@@ -261,17 +261,47 @@ def test_a_start_checkpoint_written_again_stops_the_training_instead_of_changing
         trainer.step(batch)
 
 
-def test_checkpoint_is_a_loadable_hf_folder_and_overwrite_is_atomic(tiny_model_path, tmp_path):
+def test_export_is_a_loadable_hf_folder_and_overwrite_is_atomic(tiny_model_path, tmp_path):
     from transformers import AutoModelForCausalLM
 
     trainer = PolicyTrainer(tiny_model_path, tiny_params())
-    trainer.save(tmp_path / "ckpt")
+    trainer.export(tmp_path / "model")
     trainer.step([_sample([20], [1], 1.0)])
-    trainer.save(tmp_path / "ckpt")  # replaces the older checkpoint
-    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt")
+    trainer.export(tmp_path / "model")  # replaces the older export
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "model")
     for p, q in zip(trainer.unwrapped_model.parameters(), reloaded.parameters(), strict=True):
         assert torch.equal(p, q)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_the_resume_state_is_torch_distributed_checkpoint_not_an_hf_folder(tiny_model_path, tmp_path):
+    """``save`` writes weights and optimizer as DCP (one shard on one process), the scheduler and step beside
+    them; no HF export (``export`` writes that where something reads it). A second save replaces the first."""
+    from searchplay.rl.resume_state import shard_files
+
+    trainer = PolicyTrainer(tiny_model_path, tiny_params())
+    trainer.save(tmp_path / "ckpt")  # before any step: no optimizer state yet
+    trainer.step([_sample([20], [1], 1.0)])
+    trainer.save(tmp_path / "ckpt")
+    assert len(shard_files(tmp_path / "ckpt")) == 1 and (tmp_path / "ckpt" / "random_states_0.pkl").is_file()
+    assert not list((tmp_path / "ckpt").glob("*.safetensors")) and not (tmp_path / "ckpt" / "config.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+def test_a_save_before_the_first_step_leaves_the_optimizer_as_it_was(tiny_model_path, tmp_path):
+    """Asking torch for an optimizer's state before it stepped would take a zero step (AdamW's count at 1):
+    the save leaves it out, and the next step is what it would have been without the save."""
+    batch = [_sample([20, 21], [1, 1], 1.0)]
+    saved, plain = PolicyTrainer(tiny_model_path, tiny_params()), PolicyTrainer(tiny_model_path, tiny_params())
+    saved.save(tmp_path / "ckpt")
+    assert not saved.optimizer.state
+    saved.step(batch)
+    plain.step(batch)
+    resumed = PolicyTrainer(tiny_model_path, tiny_params())
+    resumed.load(tmp_path / "ckpt")
+    resumed.step(batch)
+    for p, q, r in zip(saved.model.parameters(), plain.model.parameters(), resumed.model.parameters(), strict=True):
+        assert torch.equal(p, q) and torch.equal(p, r)
 
 
 def test_bad_input_fails_clearly(tiny_model_path, tmp_path):
@@ -459,11 +489,13 @@ def test_a_checkpoint_follows_the_umask_not_safetensors_0600(tiny_model_path, tm
 
     old = os.umask(0o022)
     try:
-        PolicyTrainer(tiny_model_path, tiny_params()).save(tmp_path / "ckpt")
+        trainer = PolicyTrainer(tiny_model_path, tiny_params())
+        trainer.save(tmp_path / "ckpt")
+        trainer.export(tmp_path / "model")
     finally:
         os.umask(old)
-    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "ckpt").rglob("*") if p.is_file()}
-    assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.rglob("*") if p.is_file()}
+    assert "model.safetensors" in modes and "trainer_state.json" in modes and set(modes.values()) == {0o644}, modes
 
 
 def test_released_training_state_frees_moments_and_reference_and_refuses_to_train(tiny_model_path, tmp_path):

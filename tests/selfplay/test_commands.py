@@ -1,6 +1,7 @@
 """``searchplay selfplay`` as a real process under ``dvc repro``: killed mid-iteration with SIGKILL, then a
 second ``dvc repro`` finishes the same number of iterations from the last complete checkpoint, with no lost
-checkpoint and the final weights of an uninterrupted run. A tiny random-init model is ``models.policy`` and a
+checkpoint and the final weights of an uninterrupted run. As in dvc.yaml, the exported final model is the stage's
+output and the resume state beside it is none. A tiny random-init model is ``models.policy`` and a
 tiny real LanceDB index is the search tool: nothing is faked inside the process."""
 
 import csv
@@ -30,7 +31,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "HF_HUB_OF
 SELFPLAY = ["searchplay", "--params", "params.yaml", "selfplay", "--variant", "kg_wcr", "--iterations",
             str(ITERATIONS)]
 STAGE = {"stages": {"selfplay": {"cmd": " ".join([*SELFPLAY, "--resume-if-unchanged"]), "deps": ["params.yaml"],
-                                 "outs": [{"checkpoints/kg_wcr": {"persist": True}}]}}}
+                                 "outs": ["checkpoints/kg_wcr/model"]}}}
 
 
 def dvc_repro(folder) -> subprocess.Popen:
@@ -58,8 +59,9 @@ def write_project(folder, tiny_model_dir, kg_dir, index) -> None:
         subprocess.run(command, cwd=folder, env=ENV, check=True)
 
 
-def weights_digest(checkpoint) -> str:
-    return hashlib.sha256((checkpoint / "model" / "model.safetensors").read_bytes()).hexdigest()
+def weights_digest(run_dir) -> str:
+    """The digest of a run's exported final model (``<checkpoint_dir>/<run>/model``)."""
+    return hashlib.sha256((run_dir / "model" / "model.safetensors").read_bytes()).hexdigest()
 
 
 def read_until(process: subprocess.Popen, marker: str) -> list[str]:
@@ -82,7 +84,7 @@ def test_dvc_repro_after_a_kill_resumes_to_the_weights_of_an_unbroken_run(tmp_pa
     reference = subprocess.run(SELFPLAY, cwd=unbroken, env=ENV, capture_output=True, text=True,
                                timeout=STARTUP_TIMEOUT_S)
     assert reference.returncode == 0, (reference.stdout + reference.stderr)[-3000:]
-    manager = CheckpointManager(project / "checkpoints" / "kg_wcr", keep=ITERATIONS)
+    manager = CheckpointManager(project / "checkpoints" / "kg_wcr" / "resume", keep=ITERATIONS)
 
     first = dvc_repro(project)
     read_until(first, f"selfplay iteration 1/{ITERATIONS}")  # checkpoint 1 is complete; iteration 2 runs
@@ -92,14 +94,14 @@ def test_dvc_repro_after_a_kill_resumes_to_the_weights_of_an_unbroken_run(tmp_pa
     assert first.returncode == -signal.SIGKILL
     done_before = [i for i, _ in manager.complete()]
     assert done_before[0] == 1 and done_before[-1] < ITERATIONS
+    assert not (project / "checkpoints" / "kg_wcr" / "model").exists()  # exported only when the run ends
 
     second = dvc_repro(project)
     output, _ = second.communicate(timeout=STARTUP_TIMEOUT_S)
     assert second.returncode == 0, output[-3000:]
     assert "holds checkpoints of this run" in output and "resumed kg_wcr" in output
     assert f"selfplay iteration {ITERATIONS}/{ITERATIONS}" in output and "selfplay iteration 1/" not in output
-    last = f"iter_{ITERATIONS:06d}"
-    assert weights_digest(manager.root / last) == weights_digest(unbroken / "checkpoints" / "kg_wcr" / last)
+    assert weights_digest(project / "checkpoints" / "kg_wcr") == weights_digest(unbroken / "checkpoints" / "kg_wcr")
 
     assert [i for i, _ in manager.complete()] == list(range(1, ITERATIONS + 1))
     assert not list(manager.root.glob("*.partial")) and manager.latest().name == f"iter_{ITERATIONS:06d}"
@@ -109,7 +111,8 @@ def test_dvc_repro_after_a_kill_resumes_to_the_weights_of_an_unbroken_run(tmp_pa
         state = read_state(folder)
         assert state["iteration"] == iteration and len(state["history"]) == iteration
         assert state["cursor"] == 2 * iteration  # the curriculum continued where the kill left it
-        AutoModelForCausalLM.from_pretrained(folder / "model")  # every checkpoint loads
+        assert (folder / "trainer" / "trainer_state.json").is_file() and not (folder / "model").exists()
+    AutoModelForCausalLM.from_pretrained(project / "checkpoints" / "kg_wcr" / "model")  # the export loads
     with (project / "reports" / "kg_wcr" / "history.csv").open() as handle:
         assert [row["iteration"] for row in csv.DictReader(handle)] == ["1.0", "2.0", "3.0"]
     from mlflow import MlflowClient  # the SIGKILLed run is continued, not left RUNNING
@@ -142,5 +145,6 @@ def test_the_stage_command_with_two_processes_trains_both_ranks_to_a_checkpoint(
     assert result.returncode == 0, output[-3000:]
     assert "torchrun --standalone --nproc_per_node 2 -m searchplay selfplay --variant kg_wcr" in output
     assert "self-play process 0 of 2" in output and "self-play process 1 of 2" in output
-    manager = CheckpointManager(project / "checkpoints" / "kg_wcr")
+    manager = CheckpointManager(project / "checkpoints" / "kg_wcr" / "resume")
     assert [i for i, _ in manager.complete()] == [1] and not list(manager.root.glob("*.partial"))
+    assert (project / "checkpoints" / "kg_wcr" / "model" / "config.json").is_file()  # both ranks took part

@@ -116,5 +116,5 @@ def test_two_process_selfplay_iteration_matches_one_process(tmp_path, tokenizer)
     prompts = {rank: json.loads((outs["two"] / f"prompts_rank{rank}.json").read_text()) for rank in (0, 1)}
     total = json.loads((outs["one"] / "prompts_rank0.json").read_text())
     assert prompts[0] + prompts[1] == total and min(prompts.values()) > 0  # each process generated its share
-    checkpoints = sorted(p.name for p in (tmp_path / "run_two" / "checkpoints" / "kg_wcr").iterdir())
+    checkpoints = sorted(p.name for p in (tmp_path / "run_two" / "checkpoints" / "kg_wcr" / "resume").iterdir())
     assert "iter_000001" in checkpoints and not any(name.endswith(".partial") for name in checkpoints)

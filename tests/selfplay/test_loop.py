@@ -65,16 +65,20 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     backend = ScriptedBackend(tokenizer, [r["answer"] for r in records], {r["answer"]: r["waypoints"] for r in records})
     runtime = make_runtime(params, backend, trainer=trainer)
 
-    history = run_selfplay(params, "kg_wcr", 2, runtime=runtime)
+    final = tmp_path / "checkpoints" / "kg_wcr" / "model"
+    exported_during = []
+    history = run_selfplay(params, "kg_wcr", 2, runtime=runtime,
+                           on_iteration=lambda iteration, row: exported_during.append(final.exists()))
     assert [row["iteration"] for row in history] == [1.0, 2.0]
+    assert exported_during == [False, False] and (final / "config.json").is_file()  # the HF export: once, at the end
     out = capsys.readouterr().out
     assert "selfplay iteration 1/2 [kg_wcr]: valid rule 1.00" in out and "selfplay iteration 2/2" in out
 
-    manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr")
+    manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr" / "resume")
     assert [i for i, _ in manager.complete()] == [1, 2] and not list(manager.root.glob("*.partial"))
     state = read_state(manager.latest())
     assert state["iteration"] == 2 and state["cursor"] == 4 and len(state["replay"]) == 4
-    assert (manager.latest() / "model" / "config.json").is_file()
+    assert (manager.latest() / "trainer" / "trainer_state.json").is_file() and not (manager.latest() / "model").exists()
 
     steps = logged_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"])
     undefined = undefined_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"], [1, 2])
@@ -116,10 +120,10 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     assert len(same) == 3 and trainer.global_step == resumed_steps
 
     changed = make_params(tmp_path, tiny_model_dir, batch_size=2, keep_checkpoints=2, clip_high=0.3)
-    (manager.root / "solver_set.jsonl").write_text("{}\n")  # a file of the old run beside its checkpoints
+    (manager.root / "old.json").write_text("{}\n")  # a file of the old run beside its checkpoints
     fresh = run_selfplay(changed, "kg_wcr", 1, resume_if_unchanged=True, runtime=runtime)
     assert [row["iteration"] for row in fresh] == [1.0]  # other params: the old checkpoints went, it started over
-    assert [i for i, _ in manager.complete()] == [1] and not (manager.root / "solver_set.jsonl").exists()
+    assert [i for i, _ in manager.complete()] == [1] and not (manager.root / "old.json").exists()
     assert {row["iteration"] for row in map(json.loads, (reports / "questions.jsonl").read_text().splitlines())} == {1}
 
 
@@ -144,6 +148,10 @@ class FakeTrainer:
 
     def load(self, folder: Path) -> None:
         assert (folder / "config.json").is_file()
+
+    def export(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
 
 def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tmp_path, monkeypatch):
@@ -182,7 +190,7 @@ def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tm
     monkeypatch.setattr(CheckpointManager, "save", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         run_selfplay(params, "kg_wcr", 2, runtime=runtime)
-    manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr")
+    manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr" / "resume")
     run_id = read_state(manager.latest())["mlflow_run_id"]
     db, client = tmp_path / "mlflow.db", MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert client.get_run(run_id).info.status == "KILLED"
@@ -225,7 +233,7 @@ def test_gdcr_run_logs_step_credit_and_writes_the_heldout_rq1(tmp_path, monkeypa
     reports = tmp_path / "reports" / "gdcr"
     summary = json.loads((reports / "rq1.json").read_text())
     assert summary["rq1/questions"] == 2 and (reports / "rq1.png").is_file() and (reports / "rq1.md").is_file()
-    run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "gdcr").latest())["mlflow_run_id"]
+    run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "gdcr" / "resume").latest())["mlflow_run_id"]
     assert "rq1/questions" in logged_metrics(tmp_path / "mlflow.db", run_id)
 
 
@@ -250,7 +258,7 @@ def test_eval_every_logs_a_heldout_curve(tmp_path, monkeypatch, tokenizer, tiny_
     assert [row["heldout/kg_heldout_n"] for row in history] == [3.0, 3.0]
     assert [row["heldout/bamboogle_n"] for row in history] == [2.0, 2.0]
     assert all(0.0 <= row["heldout/bamboogle_acc"] <= 1.0 for row in history)
-    run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "kg_wcr").latest())["mlflow_run_id"]
+    run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "kg_wcr" / "resume").latest())["mlflow_run_id"]
     assert logged_metrics(tmp_path / "mlflow.db", run_id)["heldout/kg_heldout_acc"] == [1, 2]
 
 

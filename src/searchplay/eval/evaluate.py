@@ -75,16 +75,13 @@ class ModelChoice:
     source: str  # evaluate.model | models.policy | warmstart | checkpoint
 
 
-def latest_checkpoint(params: Params, variant: str) -> Path | None:
-    """The HF model folder of the newest complete self-play checkpoint of ``variant``, or None.
+def final_model(params: Params, variant: str) -> Path | None:
+    """The HF folder ``variant``'s self-play run exported at its end (``<checkpoint_dir>/<variant>/model/``), or
+    None; resolved so the recorded model names the folder actually evaluated. The per-iteration checkpoints in
+    ``resume/`` beside it are a resume state, not a model (``searchplay.policy``)."""
+    from searchplay.policy import final_model_dir
 
-    Layout and completeness rules belong to ``searchplay.selfplay.checkpoint``
-    (``<checkpoint_dir>/<variant>/iter_NNNNNN/model/``); the path is resolved so the recorded model
-    names the iteration actually evaluated.
-    """
-    from searchplay.policy import latest_model_dir
-
-    found = latest_model_dir(params.selfplay.checkpoint_dir, variant)
+    found = final_model_dir(params.selfplay.checkpoint_dir, variant)
     return found.resolve() if found is not None else None
 
 
@@ -121,15 +118,15 @@ def resolve_model(params: Params, variant: str, allow_base: bool = False) -> Mod
             raise ModelNotFoundError(f"no {variant} model at {folder} (expected an HF folder with config.json); "
                                      f"run `{WARMSTARTS[warmstart].command}` first")
         return ModelChoice(portable_name(folder), str(folder), "warmstart")
-    checkpoint = latest_checkpoint(params, variant)
+    checkpoint = final_model(params, variant)
     if checkpoint is not None:
         return ModelChoice(portable_name(checkpoint), str(checkpoint), "checkpoint")
-    where = Path(params.selfplay.checkpoint_dir) / variant
+    where = Path(params.selfplay.checkpoint_dir) / variant / "model"
     if not allow_base:
-        raise ModelNotFoundError(f"no complete self-play checkpoint of {variant} under {where} (iter_NNNNNN/ with "
-                                 f"state.json); run `searchplay selfplay --variant {variant}` first, or pass "
-                                 "--allow-base to score the base model under this name")
-    log.warning("no self-play checkpoint under %s; evaluating the base model models.policy=%s (--allow-base)",
+        raise ModelNotFoundError(f"no self-play model of {variant} at {where} (an HF folder with config.json, "
+                                 f"written when the run ends); run `searchplay selfplay --variant {variant}` first, "
+                                 "or pass --allow-base to score the base model under this name")
+    log.warning("no self-play model at %s; evaluating the base model models.policy=%s (--allow-base)",
                 where, params.models.policy)
     return ModelChoice(policy.id, policy.path, BASE_FALLBACK)
 

@@ -293,49 +293,73 @@ class PolicyTrainer:
                 "optimizer_steps": 1.0}
 
     def save(self, directory: str | Path) -> Path:
-        """Model (safetensors), optimizer, scheduler, RNG states and step counter, written atomically.
+        """The resume state: weights, optimizer, scheduler, RNG states and step counter, written atomically.
 
-        Everything goes to ``<dir>.partial`` first, then is renamed to ``<dir>``; a crash leaves the
-        previous checkpoint intact. On one process ``<dir>`` is also a HF model folder (config,
-        tokenizer); under FSDP the HF export is ``<dir>/hf``. Returns the HF-loadable folder.
+        Weights and optimizer go through ``torch.distributed.checkpoint`` (``searchplay.rl.resume_state``): under
+        FSDP each process writes its own shard, with no gather. Everything goes to ``<dir>.partial`` first, then is
+        renamed to ``<dir>``; a crash leaves the previous state intact. Not a Hugging Face folder: ``export`` is.
         """
+        from searchplay.rl.resume_state import save_resume_state
+
         self._check_not_released("save")
         acc = self.accelerator
-        final = Path(directory)
-        partial = final.with_name(final.name + ".partial")
-        if acc.is_main_process and partial.exists():
-            shutil.rmtree(partial)
-        acc.wait_for_everyone()
-        acc.save_state(str(partial), safe_serialization=True)
-        hf_dir = partial
-        if self._sharded:
-            hf_dir = partial / "hf"
-            state_dict = acc.get_state_dict(self.model)
-            self.unwrapped_model.save_pretrained(hf_dir, state_dict=state_dict, is_main_process=acc.is_main_process)
+        final, partial = self._fresh_partial(directory)
         if acc.is_main_process:
-            self.unwrapped_model.config.save_pretrained(hf_dir)
-            _copy_tokenizer(self.model_path, hf_dir)
-            state = {"global_step": self.global_step, "model_path": self.model_path, "params": self.params.digest()}
-            (partial / TRAINER_STATE).write_text(json.dumps(state, indent=2))
-            follow_umask(partial)
-            old = final.with_name(final.name + ".old")
-            if final.exists():
-                final.rename(old)
-            partial.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
+            partial.mkdir(parents=True)
         acc.wait_for_everyone()
-        return final / "hf" if self._sharded else final
+        save_resume_state(partial, self.model, _torch_optimizer(self.optimizer), acc.process_index)
+        acc.wait_for_everyone()
+        if acc.is_main_process:
+            state = {"global_step": self.global_step, "scheduler": self.scheduler.state_dict(),
+                     "model_path": self.model_path, "params": self.params.digest()}
+            (partial / TRAINER_STATE).write_text(json.dumps(state, indent=2))
+            _replace(partial, final)
+        acc.wait_for_everyone()
+        return final
 
     def load(self, directory: str | Path) -> None:
-        """Restore a ``save`` directory: weights, optimizer, scheduler, RNG states, step counter."""
+        """Restore a ``save`` directory: weights, optimizer, scheduler, RNG states, step counter (each process
+        reads its shards)."""
+        from searchplay.rl.resume_state import load_resume_state
+
         final = Path(directory)
         if not (final / TRAINER_STATE).is_file():
             unfinished = final.with_name(final.name + ".partial").exists()
             hint = " (only an unfinished .partial save exists)" if unfinished else ""
             raise FileNotFoundError(f"{final}: no PolicyTrainer checkpoint ({TRAINER_STATE} missing){hint}")
-        self.accelerator.load_state(str(final))
-        self.global_step = int(json.loads((final / TRAINER_STATE).read_text())["global_step"])
+        state = json.loads((final / TRAINER_STATE).read_text())
+        load_resume_state(final, self.model, _torch_optimizer(self.optimizer), self.accelerator.process_index)
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.global_step = int(state["global_step"])
         self.model.eval()
+
+    def export(self, directory: str | Path) -> Path:
+        """The policy as a Hugging Face folder (``from_pretrained``-loadable: config, safetensors, tokenizer), written
+        atomically by the main process; collective (under FSDP the shards are gathered here, one full copy on the
+        main process's CPU). For where something reads the model: a run's end, not every checkpoint."""
+        acc = self.accelerator
+        final, partial = self._fresh_partial(directory)
+        state_dict = None
+        if self._sharded:
+            from searchplay.rl.resume_state import gathered_weights
+
+            state_dict = gathered_weights(self.model)
+        if acc.is_main_process:
+            self.unwrapped_model.save_pretrained(partial, state_dict=state_dict)
+            _copy_tokenizer(self.model_path, partial)
+            _replace(partial, final)
+        acc.wait_for_everyone()
+        return final
+
+    def _fresh_partial(self, directory: str | Path) -> tuple[Path, Path]:
+        """(``directory``, its ``.partial`` sibling), the latter removed by the main process (a killed write's) before
+        every process goes on."""
+        final = Path(directory)
+        partial = final.with_name(final.name + ".partial")
+        if self.accelerator.is_main_process and partial.exists():
+            shutil.rmtree(partial)
+        self.accelerator.wait_for_everyone()
+        return final, partial
 
     def start_change_share(self) -> float:
         """Share of all parameter elements whose value cast to ``eval_dtype`` (the dtype rollouts and evaluation
@@ -678,6 +702,21 @@ def _accepts_logits_to_keep(model: Any) -> bool:
     import inspect
 
     return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def _torch_optimizer(optimizer: Any) -> Any:
+    """The torch optimizer inside accelerate's wrapper (what ``torch.distributed.checkpoint`` reads and fills)."""
+    return getattr(optimizer, "optimizer", optimizer)
+
+
+def _replace(partial: Path, final: Path) -> None:
+    """Rename a finished ``partial`` folder to ``final`` (an older ``final`` goes), following the umask."""
+    follow_umask(partial)
+    old = final.with_name(final.name + ".old")
+    if final.exists():
+        final.rename(old)
+    partial.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _copy_tokenizer(model_path: str, target: Path) -> None:

@@ -1,16 +1,17 @@
-"""Per-iteration checkpoints that survive a kill at any moment.
+"""Per-iteration checkpoints that survive a kill at any moment: a run's resume state, never a model to read.
 
-Layout under ``<selfplay.checkpoint_dir>/<variant>/``::
+Layout under ``<selfplay.checkpoint_dir>/<run>/resume/`` (the run's final model, a Hugging Face folder exported once
+at its end, is ``<run>/model/`` beside it: ``searchplay.selfplay.loop.export_model``)::
 
     iter_000003/            a complete checkpoint (only ever created by renaming a finished .partial)
-      model/                PolicyTrainer.save: HF folder (from_pretrained-loadable: evaluation uses it)
-                            plus optimizer, scheduler and RNG states
+      trainer/              PolicyTrainer.save: weights and optimizer as torch.distributed.checkpoint shards (one
+                            file per process under FSDP), scheduler and step, each process's RNG states
       state.json            iteration, data cursor, replay buffer, loop RNG, metrics history (written last)
       run_state.json        what two runs with the same seed do not share: the MLflow run id and the
-                            history's durations; ``.dvcignore``d, as accelerate's ``random_states_*.pkl``
-                            (Python's and NumPy's global states, which libraries draw on unevenly)
+                            history's durations (``.dvcignore``d, as the global random states beside the weights)
     iter_000004.partial/    the iteration being written; ignored and removed on resume
     latest                  text file naming the newest complete checkpoint (updated atomically)
+    resume_inputs.json      what the run started from (``searchplay.selfplay.inputs``)
 
 A checkpoint is written into ``.partial``, flushed, renamed (atomic on POSIX), then ``latest`` is
 replaced atomically, then old checkpoints beyond ``keep`` are removed. A kill anywhere leaves the

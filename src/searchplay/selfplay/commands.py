@@ -100,5 +100,6 @@ def register(app: typer.Typer) -> None:
                 console.print(f"[red]selfplay error:[/red] {exc}")
                 raise typer.Exit(1) from None
             progress.update(task, completed=len(history))
-        console.print(f"selfplay {run}: {len(history)} iterations; reports in "
-                      f"{params.selfplay.reports_dir}/{run}/, checkpoints in {params.selfplay.checkpoint_dir}/{run}/")
+        console.print(f"selfplay {run}: {len(history)} iterations; reports in {params.selfplay.reports_dir}/{run}/, "
+                      f"the model in {params.selfplay.checkpoint_dir}/{run}/model/, checkpoints in "
+                      f"{params.selfplay.checkpoint_dir}/{run}/resume/")

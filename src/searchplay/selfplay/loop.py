@@ -3,9 +3,10 @@
 ``run_selfplay(params, variant, iterations, resume)`` is what ``searchplay selfplay`` calls. It loads the
 seeds for the variant, builds the runtime (policy backend, verifier, search tool, judge, trainer) unless
 one is injected, restores the newest checkpoint on ``resume``, and after EVERY iteration writes a
-checkpoint atomically, logs the iteration's metrics to MLflow (step = iteration) with decoded sample
-trajectories as an artifact, and rewrites ``reports/selfplay/<variant>/metrics.json``, ``history.csv`` and
-``accuracy.png``.
+checkpoint atomically (the resume state, in ``<checkpoint_dir>/<run>/resume/``), logs the iteration's metrics to
+MLflow (step = iteration) with decoded sample trajectories as an artifact, and rewrites
+``reports/selfplay/<variant>/metrics.json``, ``history.csv`` and ``accuracy.png``. At its end the run exports its
+model once, as a Hugging Face folder (``<checkpoint_dir>/<run>/model/``): what evaluation reads.
 
 A resume continues the checkpoint's MLflow run and logs the iterations it lacks (a kill between the
 checkpoint and the MLflow log); the checkpoint also holds its iteration's questions, so the question pool
@@ -22,6 +23,7 @@ import io
 import logging
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +31,7 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
-from searchplay.policy import initial_policy
+from searchplay.policy import MODEL_DIR, initial_policy, resume_dir, selfplay_run_dir
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay import phases
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
@@ -53,7 +55,7 @@ from searchplay.timings import is_timing, split_timings, timing_rows, write_timi
 log = logging.getLogger(__name__)
 
 STATE_VERSION = 1
-MODEL_DIR = "model"  # inside each checkpoint: HF model folder + trainer state (PolicyTrainer.save)
+TRAINER_DIR = "trainer"  # inside each checkpoint: PolicyTrainer.save (DCP weights + optimizer, scheduler, RNG)
 
 StepFunction = Callable[[Runtime, Variant, Params, LoopState], StepResult]
 
@@ -241,9 +243,14 @@ def restore(state: LoopState, checkpoint: Path, variant: Variant) -> dict[str, A
 
 
 def save_trainer(runtime: Runtime, folder: Path) -> None:
-    """``PolicyTrainer.save`` into ``model/``: a from_pretrained-loadable HF folder (evaluation reads it)
-    that also holds the optimizer, scheduler and RNG states."""
-    runtime.trainer.save(folder / MODEL_DIR)
+    """``PolicyTrainer.save`` into ``trainer/``: weights and optimizer as torch.distributed.checkpoint shards (one per
+    process under FSDP), scheduler and RNG states. Not a model to read: ``export_model`` writes that."""
+    runtime.trainer.save(folder / TRAINER_DIR)
+
+
+def export_model(runtime: Runtime, run_dir: Path) -> Path:
+    """The run's final model, ``<run>/model/``: a Hugging Face folder written once, at the run's end (collective)."""
+    return runtime.trainer.export(run_dir / MODEL_DIR)
 
 
 # --- reports -----------------------------------------------------------------------------------------------
@@ -329,7 +336,8 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     except ValueError as exc:
         raise SelfplayError(str(exc)) from None
     run_name = phases.run_name(variant, phase)
-    manager = CheckpointManager(Path(cfg.checkpoint_dir) / run_name, cfg.keep_checkpoints)
+    run_dir = selfplay_run_dir(cfg.checkpoint_dir, run_name)  # model/ (the export) and resume/ (the checkpoints)
+    manager = CheckpointManager(resume_dir(cfg.checkpoint_dir, run_name), cfg.keep_checkpoints)
     pinned = phases.pinned_state(params, variant, phase)  # first: a phase without its hand-off set fails at once
     inputs = _run_inputs(params, variant, pinned)
     resume, stale = _what_to_resume(manager, inputs, resume, resume_if_unchanged)
@@ -337,11 +345,11 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
     state.extra.update(pinned)
     owned = runtime is None  # built here, so no caller reuses it after this run: its last act may free memory
     runtime = runtime or build_runtime(params, variant)
-    processes = _share_checkpoints(runtime, variant, manager, inputs, clear=stale)
+    processes = _share_checkpoints(runtime, variant, manager, inputs, clear=stale, run_dir=run_dir)
     if processes.world > 1:
         log.info("self-play process %d of %d", processes.rank, processes.world)
     if not processes.is_main:
-        return _follow(runtime, variant, params, state, manager, iterations, resume)
+        return _follow(runtime, variant, params, state, manager, iterations, resume, run_dir)
     reports = Path(cfg.reports_dir) / run_name
     previous_run, continued, logged = _resume(runtime, variant, params, state, manager, reports, resume)
     tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt,
@@ -357,7 +365,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             with start_run(params, "selfplay", run_name, tags, run_id=continued):
                 for row in unlogged:
                     _log_iteration(row, int(row["iteration"]))
-        finish_phase(runtime, variant, params, state, manager.root, reports, phase, release=owned)
+        finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # exports, after a kill
         return state.history
     with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
         for row in unlogged:  # a new run after a resume carries the whole curve; a continued one its holes
@@ -365,7 +373,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         _train_iterations(runtime, variant, params, state, manager, reports, iterations, run.info.run_id,
                           on_iteration)
         _heldout_analysis(runtime, variant, params, reports, processes)
-        finish_phase(runtime, variant, params, state, manager.root, reports, phase, release=owned)  # in its run
+        finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # in its run
     return state.history
 
 
@@ -383,9 +391,11 @@ def check_trained_roles(variant: Variant, trained_roles: str) -> None:
 
 def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: LoopState, root: Path, reports: Path,
                  phase: str, release: bool = False) -> None:
-    """The phase's last act after its last iteration, if it has one (e.g. writing the hand-off set). With
-    ``release`` (a runtime no caller reuses), the trainer's moments and reference are freed first: nothing
-    trains after it, the last checkpoint is written, and the act's generations reuse that memory."""
+    """The run's end: the final model exported to ``<root>/model``, then the phase's last act after its last
+    iteration, if it has one (e.g. writing the hand-off set). With ``release`` (a runtime no caller reuses), the
+    trainer's moments and reference are freed first: nothing trains after it, the last checkpoint is written, and
+    the act's generations reuse that memory."""
+    log.info("exported the final model to %s", export_model(runtime, root))
     finish = phases.finisher(variant, phase)
     if finish is not None:
         if release:
@@ -431,9 +441,10 @@ def _stale_checkpoints(manager: CheckpointManager, inputs: dict[str, str]) -> bo
 
 
 def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointManager, inputs: dict[str, str],
-                       clear: bool = False) -> Processes:
+                       clear: bool = False, run_dir: Path | None = None) -> Processes:
     """The processes of this run (several under accelerate), told to ``manager``. The main one removes a killed
-    save's leftovers (with ``clear``, every old checkpoint) and records the run's inputs."""
+    save's leftovers (with ``clear``, every old checkpoint and the old run's exported model) and records the run's
+    inputs."""
     processes = Processes.from_accelerator(getattr(runtime.trainer, "accelerator", None))
     if processes.world > 1 and phases.one_process(variant):
         raise SelfplayError(f"{variant.name!r} runs on one process only (its phases hand off files one process "
@@ -442,6 +453,8 @@ def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointMa
     if processes.is_main:
         if clear:
             manager.clear()
+            if run_dir is not None:
+                shutil.rmtree(run_dir / MODEL_DIR, ignore_errors=True)
         for path in manager.remove_partials():
             log.info("removed the unfinished checkpoint %s (killed mid-save)", path)
         write_inputs(manager.root, inputs)
@@ -461,7 +474,7 @@ def _resume(runtime: Runtime, variant: Variant, params: Params, state: LoopState
     saved = restore(state, latest, variant)
     previous_run = saved.get("mlflow_run_id")
     continued, logged = _run_to_continue(params, previous_run, state.iteration)
-    runtime.trainer.load(latest / MODEL_DIR)
+    runtime.trainer.load(latest / TRAINER_DIR)
     runtime.backend.update_weights(runtime.trainer.model)
     log.info("resumed %s from %s (iteration %d)", variant.name, latest, state.iteration)
     if restore_question_rows(reports / QUESTION_POOL, state.iteration, saved.get("questions", [])):
@@ -475,7 +488,7 @@ def _train_iterations(runtime: Runtime, variant: Variant, params: Params, state:
     """Iterations ``state.iteration + 1 .. iterations``: train, checkpoint, log, report, one after another."""
     import mlflow
 
-    run_name = manager.root.name
+    run_name = reports.name
     for iteration in range(state.iteration + 1, iterations + 1):
         result, row = train_iteration(runtime, variant, params, state, iteration, iterations)
         tic = time.perf_counter()
@@ -502,16 +515,18 @@ def _heldout_analysis(runtime: Runtime, variant: Variant, params: Params, report
 
 
 def _follow(runtime: Runtime, variant: Variant, params: Params, state: LoopState, manager: CheckpointManager,
-            iterations: int, resume: bool) -> list[dict[str, float]]:
-    """A non-main process's run: the same steps and collective saves as the main process, nothing else written."""
+            iterations: int, resume: bool, run_dir: Path) -> list[dict[str, float]]:
+    """A non-main process's run: the same steps and collective saves and export as the main process, nothing else
+    written."""
     latest = manager.latest()
     if resume and latest is not None:
         restore(state, latest, variant)
-        runtime.trainer.load(latest / MODEL_DIR)
+        runtime.trainer.load(latest / TRAINER_DIR)
         runtime.backend.update_weights(runtime.trainer.model)
     for iteration in range(state.iteration + 1, iterations + 1):
         train_iteration(runtime, variant, params, state, iteration, iterations, rank=manager.processes.rank)
         manager.save(iteration, {}, lambda folder: save_trainer(runtime, folder))
+    export_model(runtime, run_dir)
     return state.history
 
 

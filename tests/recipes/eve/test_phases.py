@@ -118,7 +118,7 @@ def test_run_selfplay_goes_from_phase_a_through_the_hand_off_to_phase_b_and_resu
     assert phase_b["train/samples_proposer"] == 0 and phase_b["train/weights_changed"] == 1.0
     assert phase_b["solver/evidence_presence_rate"] == 1.0 and phase_b["evidence/verbatim_rate"] == 1.0
     assert phase_b["verifier/v_nonzero"] >= 1 and 0 < phase_b["solver/reward_mean"] < 1.3
-    state = read_state(CheckpointManager(tmp_path / "checkpoints" / "eve").latest())
+    state = read_state(CheckpointManager(tmp_path / "checkpoints" / "eve" / "resume").latest())
     assert state["extra"]["phase_a_iterations"] == 1 and len(state["extra"]["solver_set"]) == 3
     assert {row["seed_id"] for row in state["extra"]["solver_set"]} <= {
         f"doc-{k}" for k in range(40) if document_shard(str(k), params.eve.handoff_share) == "handoff"}
