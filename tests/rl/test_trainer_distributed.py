@@ -57,8 +57,9 @@ def test_two_process_step_matches_the_single_process_step(tmp_path, tiny_model_p
 
 def test_two_fsdp_updates_with_a_kl_term_match_the_single_process_ones(tmp_path, tiny_model_path):
     """The reference is sharded like the policy (each process holds the same slice of both), stays at the start
-    weights, gives the second update a finite, non-zero KL, and the distance from the start and the bf16 share
-    computed from the shards are the single-process figures."""
+    weights, gives the second update a finite, non-zero KL, and the distance from the start, the bf16 share and
+    the largest weight change computed from the shards are the single-process figures (every tensor of the tiny
+    model is under the 4,096 elements the loop fingerprints)."""
     import torch
 
     run([sys.executable, str(SCRIPT), str(tiny_model_path), str(tmp_path / "one.pt"), "2"])
@@ -78,4 +79,5 @@ def test_two_fsdp_updates_with_a_kl_term_match_the_single_process_ones(tmp_path,
     assert two["start"]["distance"] > 0
     assert two["start"]["distance"] == pytest.approx(one["start"]["distance"], rel=1e-5)
     assert two["start"]["changed_share"] == pytest.approx(one["start"]["changed_share"], rel=1e-4)
+    assert two["delta"] == pytest.approx(one["delta"], rel=1e-4) and one["delta"] > 0  # the largest change
     _assert_same_weights(two["state"], one["state"])

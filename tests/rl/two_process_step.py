@@ -50,6 +50,7 @@ def main(model_dir: str, out: str, steps: int) -> None:
     from searchplay.config import load_params
     from searchplay.rl import PolicyTrainer
     from searchplay.rl.drift import local_shards
+    from searchplay.selfplay.step import weight_delta, weight_fingerprint
 
     if os.environ.get("ACCELERATE_USE_FSDP") == "true":
         fsdp_on_cpu()
@@ -59,8 +60,10 @@ def main(model_dir: str, out: str, steps: int) -> None:
         "selfplay.micro_batch_size": 1, "selfplay.segmented_forward": False, "selfplay.autocast_bf16": False,
         "selfplay.kl_beta": 0.01, "selfplay.reference_on_disk": False})
     trainer = PolicyTrainer(model_dir, params)
+    before = weight_fingerprint(trainer.model)
     stats = [trainer.step(fixed_samples()) for _ in range(steps)]
     start = trainer.start_statistics()
+    delta = weight_delta(before, trainer.model, trainer.accelerator)  # the self-play loop's train/weight_delta_max
     state = whole(trainer.unwrapped_model.named_parameters())
     reference = whole(trainer.ref_model.named_parameters())
     shards = [(tuple(p.shape), tuple(r.shape)) for p, r in zip(local_shards(trainer.model.parameters()),
@@ -68,7 +71,7 @@ def main(model_dir: str, out: str, steps: int) -> None:
                                                                 strict=True)]
     if trainer.accelerator.is_main_process:
         torch.save({"state": state, "reference": reference, "shards": shards, "stats": stats, "start": start,
-                    "loss": stats[0]["loss"], "processes": trainer.accelerator.num_processes,
+                    "delta": delta, "loss": stats[0]["loss"], "processes": trainer.accelerator.num_processes,
                     "distributed_type": trainer.accelerator.distributed_type.name}, out)
 
 
