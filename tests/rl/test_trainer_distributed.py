@@ -56,8 +56,9 @@ def test_two_process_step_matches_the_single_process_step(tmp_path, tiny_model_p
 
 
 def test_two_fsdp_updates_with_a_kl_term_match_the_single_process_ones(tmp_path, tiny_model_path):
-    """The reference is sharded like the policy (each process holds the same slice of both), stays at the start
-    weights, gives the second update a finite, non-zero KL, and the distance from the start, the bf16 share and
+    """A step, then an update of two optimizer steps (the second slice's pi_old computed up front, a forward that
+    leaves FSDP2's root and tail gathered). The reference is sharded like the policy (each process holds the same
+    slice of both), stays at the start weights, gives the second update a finite, non-zero KL, and the distance from the start, the bf16 share and
     the largest weight change computed from the shards are the single-process figures (every tensor of the tiny
     model is under the 4,096 elements the loop fingerprints)."""
     import torch
@@ -72,6 +73,7 @@ def test_two_fsdp_updates_with_a_kl_term_match_the_single_process_ones(tmp_path,
     assert all(torch.equal(two["reference"][name], initial[name]) for name in initial)
     assert two["reference"].keys() == initial.keys()
     assert all(policy == reference for policy, reference in two["shards"])  # the same slice of every parameter
+    assert two["prepared"] == 1  # the policy alone among the models a checkpoint saves
     full = [tuple(initial[name].shape) for name in two["state"]]
     assert sum(math.prod(p) for p, _ in two["shards"]) < sum(math.prod(shape) for shape in full)  # a slice
     kl_one, kl_two = one["stats"][1]["kl"], two["stats"][1]["kl"]

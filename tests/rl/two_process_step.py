@@ -1,10 +1,10 @@
-"""PolicyTrainer steps on fixed samples, run as one process, under torchrun with two CPU processes (gloo, DDP
-through accelerate), or under `accelerate launch` with accelerate_configs/fsdp.yaml (FSDP2, two CPU processes);
-the main process saves the updated weights, the statistics and the gathered reference. Used by
-test_trainer_distributed.py.
+"""PolicyTrainer updates on fixed samples (one step, then updates of two optimizer steps), run as one process,
+under torchrun with two CPU processes (gloo, DDP through accelerate), or under `accelerate launch` with
+accelerate_configs/fsdp.yaml (FSDP2, two CPU processes); the main process saves the updated weights, the
+statistics and the gathered reference. Used by test_trainer_distributed.py.
 
-    python two_process_step.py MODEL_DIR OUT.pt [STEPS]
-    torchrun --nproc_per_node 2 two_process_step.py MODEL_DIR OUT.pt [STEPS]
+    python two_process_step.py MODEL_DIR OUT.pt [UPDATES]
+    torchrun --nproc_per_node 2 two_process_step.py MODEL_DIR OUT.pt [UPDATES]
     accelerate launch --config_file accelerate_configs/fsdp.yaml --num_processes 2 two_process_step.py MODEL_DIR OUT.pt
 """
 
@@ -44,7 +44,7 @@ def whole(parameters) -> dict:
             for name, p in parameters}
 
 
-def main(model_dir: str, out: str, steps: int) -> None:
+def main(model_dir: str, out: str, updates: int) -> None:
     import torch
 
     from searchplay.config import load_params
@@ -61,7 +61,8 @@ def main(model_dir: str, out: str, steps: int) -> None:
         "selfplay.kl_beta": 0.01, "selfplay.reference_on_disk": False})
     trainer = PolicyTrainer(model_dir, params)
     before = weight_fingerprint(trainer.model)
-    stats = [trainer.step(fixed_samples()) for _ in range(steps)]
+    stats = [trainer.step(fixed_samples())]  # then whole updates: the second slice's pi_old computed up front
+    stats += [trainer.update(fixed_samples(), mini_batches=2) for _ in range(updates - 1)]
     start = trainer.start_statistics()
     delta = weight_delta(before, trainer.model, trainer.accelerator)  # the self-play loop's train/weight_delta_max
     state = whole(trainer.unwrapped_model.named_parameters())
@@ -72,6 +73,7 @@ def main(model_dir: str, out: str, steps: int) -> None:
     if trainer.accelerator.is_main_process:
         torch.save({"state": state, "reference": reference, "shards": shards, "stats": stats, "start": start,
                     "delta": delta, "loss": stats[0]["loss"], "processes": trainer.accelerator.num_processes,
+                    "prepared": len(trainer.accelerator._models),  # the models a checkpoint saves
                     "distributed_type": trainer.accelerator.distributed_type.name}, out)
 
 

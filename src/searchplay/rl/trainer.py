@@ -202,6 +202,8 @@ class PolicyTrainer:
                 window = _response_slice(sample, batch.start)
                 values = logprobs[row, window].tolist()
                 out.append([v if m else 0.0 for v, m in zip(values, sample.loss_mask, strict=True)])
+        if self._sharded:
+            _reshard(self.model)  # no backward follows to shard the root and the tail again
         return out
 
     def update(self, samples: list[TrainingSample], mini_batches: int = 1) -> dict[str, float]:
@@ -365,12 +367,14 @@ class PolicyTrainer:
             return {"distance": math.nan, "changed_share": math.nan}
         if self.ref_model is None and self._reference_from_disk:
             self.ref_model = self._load_reference()  # the next step's reference pass uses and drops it
-        reference = self.ref_model is not None
-        start = local_shards(self.ref_model.parameters()) if reference else self.start_weights
+        exact = self.ref_model is not None  # the start weights themselves, not a cast copy
+        if self._sharded:
+            _reshard(self.model)  # tensors a forward left whole would not match the reference's shards
+        start = local_shards(self.ref_model.parameters()) if exact else self.start_weights
         squares, changed, total = compare_with_start(local_shards(self.model.parameters()), start, self.eval_dtype)
         sums = self.accelerator.reduce(torch.tensor([squares, changed, total], dtype=torch.float64,
                                                     device=self.accelerator.device), reduction="sum").tolist()
-        stats = {"distance": sums[0] ** 0.5 if reference else math.nan,
+        stats = {"distance": sums[0] ** 0.5 if exact else math.nan,
                  "changed_share": sums[1] / sums[2] if sums[2] else math.nan}
         self._start_stats = (self.global_step, stats)
         return stats
