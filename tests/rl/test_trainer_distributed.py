@@ -58,9 +58,9 @@ def test_two_process_step_matches_the_single_process_step(tmp_path, tiny_model_p
 def test_two_fsdp_updates_with_a_kl_term_match_the_single_process_ones(tmp_path, tiny_model_path):
     """A step, then an update of two optimizer steps (the second slice's pi_old computed up front, a forward that
     leaves FSDP2's root and tail gathered). The reference is sharded like the policy (each process holds the same
-    slice of both), stays at the start weights, gives the second update a finite, non-zero KL, and the distance from the start, the bf16 share and
-    the largest weight change computed from the shards are the single-process figures (every tensor of the tiny
-    model is under the 4,096 elements the loop fingerprints)."""
+    slice of both), stays at the start weights, gives the second update a finite, non-zero KL, and the distance
+    from the start, the bf16 share and the largest weight change computed from the shards are the single-process
+    figures (every tensor of the tiny model is under the 4,096 elements the loop fingerprints)."""
     import torch
 
     run([sys.executable, str(SCRIPT), str(tiny_model_path), str(tmp_path / "one.pt"), "2"])

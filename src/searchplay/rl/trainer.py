@@ -19,7 +19,8 @@ step. The learning-rate schedule advances once per optimizer step, so its warm-u
 Idle state on disk (``selfplay.moments_on_disk`` / ``reference_on_disk``, on a CPU by default; docs/decisions/rl.md
 L14c): AdamW's moments wait in a file between optimizer steps (``searchplay.moments``), and the frozen
 reference is read from ``model_path`` for each step's reference pass, which runs before the policy's forward,
-and dropped after it. Neither is needed while the policy's graph is alive; every value stays the same.
+and dropped after it (a read by ``start_statistics`` waits for that pass instead). Neither is needed while the
+policy's graph is alive; every value stays the same.
 
 Start weights (``start_statistics``): the L2 distance from the start weights and the share of parameters whose
 value in the dtype rollouts and evaluation run in differs from theirs (``searchplay.rl.drift``; an fp32 update below
@@ -465,8 +466,9 @@ class PolicyTrainer:
 
     def _reference_pass(self, micro_batches: list[tuple[list[TrainingSample], float]]) -> list[Any] | None:
         """With the reference on disk (``selfplay.reference_on_disk``) and after the first step: every
-        micro-batch's log pi_ref, from a reference read for this pass only, so it is gone before the policy's
-        forward and backward (0.5 GiB at 135M in fp32). Else None: the loop asks ``_reference_logprobs``."""
+        micro-batch's log pi_ref, from a reference read for this pass (or the one ``start_statistics`` read and
+        kept), dropped so it is gone before the policy's forward and backward (0.5 GiB at 135M in fp32). Else None:
+        the loop asks ``_reference_logprobs``."""
         if not self._reference_from_disk:
             return None
         kept, self.ref_model = self.ref_model, None  # one read by start_statistics, never in the policy's forward
