@@ -11,6 +11,8 @@ forward, fp32 reductions, fp32 masters). Rows:
 
 - ``masters``: the optimizer's parameters are float32 under bf16 compute;
 - ``updates``: two PolicyTrainer steps with ``kl_beta`` 0.01 at lr 1e-6 are finite and change the masters;
+- ``reference``: the frozen reference sits on the policy's device, sharded like it, and the distance from the
+  start weights is finite and positive;
 - ``checkpoint``: after a third step, loading the saved checkpoint (DCP, a shard per process) restores its weights;
 - ``sync``: after ``update_weights`` the transformers backend's greedy tokens equal those of a backend built
   fresh from the trainer's export (``PolicyTrainer.export``: the shards gathered into an HF folder).
@@ -63,6 +65,19 @@ def accelerator_for(device: str):
     return Accelerator(fsdp_plugin=plugin)
 
 
+def reference_row(trainer) -> tuple[bool, str]:
+    """The reference beside the policy: the same devices and the same local shard of every parameter."""
+    from searchplay.rl.drift import local_shards
+
+    distance = trainer.start_distance()  # with the reference on disk (a CPU's default), reads and keeps it
+    policy, reference = local_shards(trainer.model.parameters()), local_shards(trainer.ref_model.parameters())
+    devices = ({p.device.type for p in policy}, {r.device.type for r in reference})
+    same = all(p.shape == r.shape for p, r in zip(policy, reference, strict=True))
+    held = devices[0] == devices[1] and same and math.isfinite(distance) and distance > 0
+    return held, (f"policy on {sorted(devices[0])}, reference on {sorted(devices[1])}, "
+                  f"{'the same' if same else 'NOT the same'} local shards, distance from the start {distance:.3g}")
+
+
 def samples():
     from searchplay.rl import TrainingSample
 
@@ -105,6 +120,7 @@ def main() -> int:
         finite = all(math.isfinite(s[k]) for s in stats for k in ("loss", "kl", "grad_norm"))
         rows.append(("updates", finite and moved > 0, f"losses {[round(s['loss'], 5) for s in stats]}, KL "
                      f"{[round(s['kl'], 8) for s in stats]}, {moved}/{len(before)} parameter tensors changed"))
+        rows.append(("reference", *reference_row(trainer)))
         trainer.save(work / "ckpt")
         state = {k: v.detach().float().cpu() for k, v in trainer.accelerator.get_state_dict(trainer.model).items()}
         trainer.step(samples())  # moves the weights away from the checkpoint

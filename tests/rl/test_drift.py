@@ -8,7 +8,7 @@ import torch
 
 from searchplay.config import Params
 from searchplay.rl import PolicyTrainer, TrainingSample
-from searchplay.rl.drift import cast_snapshot, changed_elements, evaluation_dtype
+from searchplay.rl.drift import cast_snapshot, compare_with_start, evaluation_dtype
 
 PROMPT = [1, 10, 11, 12]
 
@@ -75,18 +75,17 @@ def test_the_same_small_update_counts_when_rollouts_use_the_model_dtype(bf16_exa
 
 def test_the_share_turns_at_half_a_bf16_spacing(bf16_exact_model_path):
     """Every weight moved by |w| / 1024 (under half its bf16 spacing, |w| / 512 or more): no bf16 value changes,
-    every fp32 value does; moved by |w| / 128 (at least one spacing): every bf16 value changes."""
-    trainer = PolicyTrainer(bf16_exact_model_path, _params("bfloat16", kl_beta=0.0))
-    start = [p.detach().clone() for p in trainer.model.parameters()]
-    with torch.no_grad():
-        for param in trainer.model.parameters():
-            param.mul_(1 + 2.0 ** -10)
-    assert trainer.start_change_share() == 0.0
-    assert changed_elements(trainer.model.parameters(), start, torch.float32) == (sum(p.numel() for p in start),) * 2
-    with torch.no_grad():
-        for param, before in zip(trainer.model.parameters(), start, strict=True):
-            param.copy_(before * (1 + 2.0 ** -7))
-    assert trainer.start_change_share() == 1.0
+    every fp32 value does; moved by |w| / 128 (at least one spacing): every bf16 value changes. A trainer each:
+    the figures are computed once per optimizer step, and these moves are made outside one."""
+    for factor, share in ((1 + 2.0 ** -10, 0.0), (1 + 2.0 ** -7, 1.0)):
+        trainer = PolicyTrainer(bf16_exact_model_path, _params("bfloat16", kl_beta=0.0))
+        start = [p.detach().clone() for p in trainer.model.parameters()]
+        with torch.no_grad():
+            for param in trainer.model.parameters():
+                param.mul_(factor)
+        assert trainer.start_change_share() == share
+        assert compare_with_start(trainer.model.parameters(), start, torch.float32)[1:] == (
+            sum(p.numel() for p in start),) * 2
 
 
 def test_the_start_is_kept_across_load(bf16_exact_model_path, tmp_path):
@@ -99,19 +98,21 @@ def test_the_start_is_kept_across_load(bf16_exact_model_path, tmp_path):
     assert resumed.start_change_share() == pytest.approx(moved.start_change_share()) and moved.start_change_share() > 0
 
 
-def test_changed_elements_compares_chunk_by_chunk_in_the_given_dtype():
+def test_the_comparison_with_the_start_runs_chunk_by_chunk_in_the_given_dtype():
     start = [torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]), torch.ones(2, 3)]
     snapshot = cast_snapshot(start, torch.bfloat16)
     now = [start[0].clone(), start[1].clone()]
     now[0][1] += 1e-4  # below bf16's spacing at 2 (2^-6)
     now[0][4] += 0.5  # above it
-    now[1][1, 2] = float("nan")
+    squares = (now[0] - start[0]).double().square().sum().item()
     for chunk in (1, 2, 4, 100):
-        assert changed_elements(now, snapshot, torch.bfloat16, chunk) == (2, 11)
-        assert changed_elements(now, start, torch.bfloat16, chunk) == (2, 11)  # fp32 start weights, cast per chunk
-        assert changed_elements(now, start, torch.float32, chunk) == (3, 11)
+        assert compare_with_start(now, start, torch.float32, chunk) == (pytest.approx(squares), 2, 11)
+        assert compare_with_start(now, snapshot, torch.bfloat16, chunk)[1:] == (1, 11)
+        assert compare_with_start(now, start, torch.bfloat16, chunk)[1:] == (1, 11)  # fp32 start, cast per chunk
+    now[1][1, 2] = float("nan")
+    assert compare_with_start(now, start, torch.bfloat16)[1:] == (2, 11)  # a NaN counts as changed
     with pytest.raises(ValueError, match="elements"):
-        changed_elements([torch.ones(3)], [torch.ones(2)], torch.bfloat16)
+        compare_with_start([torch.ones(3)], [torch.ones(2)], torch.bfloat16)
 
 
 def test_evaluation_dtype_follows_the_rollout_setting():

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from searchplay.config import Params
+from searchplay.config import ConfigError, Params
 from searchplay.rl import PolicyTrainer, TrainingSample
-from searchplay.rl.trainer import combine_stats
+from searchplay.rl.trainer import combine_stats, require_supported_sharding
 from tests.rl.conftest import tiny_params
 
 PROMPT = [1, 10, 11, 12]
@@ -224,7 +224,7 @@ def test_a_reference_read_from_disk_for_each_pass_gives_the_same_steps(tiny_mode
         runs[on_disk] = (trainer, [trainer.step(batch) for batch in batches],
                          (trainer.start_change_share(), trainer.start_distance()))
     (resident, resident_stats, resident_drift), (disk, disk_stats, disk_drift) = runs[False], runs[True]
-    assert resident.ref_model is not None and disk.ref_model is None and disk.start_weights is None
+    assert resident.ref_model is not None and resident.start_weights is None and disk.start_weights is None
     assert resident_stats[-1]["kl"] > 0 and resident_drift == disk_drift and min(disk_drift) > 0
     for a, b in zip(resident_stats, disk_stats, strict=True):
         assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == \
@@ -239,10 +239,53 @@ def test_a_reference_read_from_disk_for_each_pass_gives_the_same_steps(tiny_mode
         loaded.append(weakref.ref(model))
         return model
 
+    disk.step(batches[0])  # its pass takes the reference the statistics above kept
     monkeypatch.setattr(PolicyTrainer, "_load_reference", remembered)
     disk.step(batches[0])
     gc.collect()
     assert len(loaded) == 1 and loaded[0]() is None  # read once for the step's pass, not kept
+
+
+def test_the_start_statistics_read_no_checkpoint_of_their_own(tiny_model_path, monkeypatch):
+    """With the reference on disk, the figures after an update read it once, and that read is the one the next
+    step's reference pass uses, gone before the policy's forward; asked twice, they are computed once."""
+    import gc
+    import weakref
+
+    import searchplay.rl.trainer as trainer_module
+
+    trainer = PolicyTrainer(tiny_model_path, tiny_params(reference_on_disk=True, kl_beta=0.5))
+    batch = [_sample([20, 21], [1, 1], 1.0), _sample([30], [1], -1.0)]
+    loaded, passes, real_load = [], [], PolicyTrainer._load_reference
+    real_compare = trainer_module.compare_with_start
+
+    def remembered(self):
+        model = real_load(self)
+        loaded.append(weakref.ref(model))
+        return model
+
+    def counted(*args, **kwargs):
+        passes.append(1)
+        return real_compare(*args, **kwargs)
+
+    monkeypatch.setattr(PolicyTrainer, "_load_reference", remembered)
+    monkeypatch.setattr(trainer_module, "compare_with_start", counted)
+    trainer.step(batch)
+    trainer.step(batch)  # the second step's reference pass: one read
+    stats = trainer.start_statistics()  # one read, kept
+    assert (trainer.start_distance(), trainer.start_change_share()) == (stats["distance"], stats["changed_share"])
+    assert len(loaded) == 2 and len(passes) == 1 and stats["distance"] > 0 and stats["changed_share"] > 0
+    alive_in_forward = []
+
+    def check(module, args):
+        gc.collect()
+        alive_in_forward.append(loaded[-1]() is not None)
+
+    handle = trainer.model.get_input_embeddings().register_forward_pre_hook(check)  # every forward path
+    stats_step = trainer.step(batch)
+    handle.remove()
+    assert len(loaded) == 2 and stats_step["kl"] > 0  # the pass took the kept reference, no read of its own
+    assert alive_in_forward and not any(alive_in_forward)
 
 
 def test_a_start_checkpoint_written_again_stops_the_training_instead_of_changing_its_reference(
@@ -511,7 +554,7 @@ def test_released_training_state_frees_moments_and_reference_and_refuses_to_trai
     assert trainer.moments is None or (not trainer.moments.on_disk and trainer.moments.bytes_on_disk == 0)
     assert all(p.grad is None for p in trainer.model.parameters())
     assert trainer.compute_logprobs(samples) == before
-    assert math.isnan(trainer.start_distance())  # no reference left to measure from
+    assert math.isnan(trainer.start_distance()) and math.isnan(trainer.start_change_share())  # no start left
     with pytest.raises(RuntimeError, match="released"):
         trainer.step(samples)
     with pytest.raises(RuntimeError, match="released"):
@@ -589,3 +632,19 @@ def test_gradient_checkpointing_recomputes_each_layer_and_trains_the_same_to_the
     assert not any(module.training for module in trainers[0].model.modules())
     with pytest.raises(ConfigError, match="segmented_forward=false"):
         PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True, gradient_checkpointing=True))
+
+
+@pytest.mark.parametrize(("kind", "fsdp2", "message"), [("DEEPSPEED", False, "FSDP2 only"),
+                                                       ("MEGATRON_LM", False, "FSDP2 only"),
+                                                       ("FSDP", False, "fsdp_version 1")])
+def test_a_sharding_other_than_fsdp2_is_refused_in_one_line(kind, fsdp2, message):
+    """The trainer shards the policy and its reference with FSDP2 only; any other sharding stops at construction."""
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    with pytest.raises(ConfigError, match=message):
+        require_supported_sharding(SimpleNamespace(distributed_type=DistributedType[kind], is_fsdp2=fsdp2))
+    for allowed in (SimpleNamespace(distributed_type=DistributedType.FSDP, is_fsdp2=True),
+                    SimpleNamespace(distributed_type=DistributedType.MULTI_CPU, is_fsdp2=False)):
+        require_supported_sharding(allowed)

@@ -34,24 +34,33 @@ def cast_snapshot(parameters: Iterable[Any], dtype: Any) -> list[Any]:
         return [p.detach().to(dtype=dtype, copy=True) for p in parameters]
 
 
-def changed_elements(parameters: Iterable[Any], start: Iterable[Any], dtype: Any,
-                     chunk: int = CHUNK_ELEMENTS) -> tuple[int, int]:
-    """(elements whose value cast to ``dtype`` differs from the same element of ``start`` cast to ``dtype``,
-    all elements). ``start`` holds one tensor per parameter, of any dtype (a cast snapshot or full-precision
-    start weights); both sides are cast ``chunk`` elements at a time. A NaN counts as changed."""
+def local_shards(parameters: Iterable[Any]) -> list[Any]:
+    """This process's part of every parameter: the local tensor of an FSDP2 (DTensor) shard, else the tensor."""
+    return [p.to_local() if hasattr(p, "to_local") else p for p in parameters]
+
+
+def compare_with_start(parameters: Iterable[Any], start: Iterable[Any], dtype: Any,
+                       chunk: int = CHUNK_ELEMENTS) -> tuple[float, int, int]:
+    """(squared L2 distance from ``start`` in float64, elements whose value cast to ``dtype`` differs from the same
+    element of ``start`` cast to ``dtype``, all elements). ``start`` holds one tensor per parameter, of any dtype
+    (a cast snapshot or full-precision start weights); both sides are cast ``chunk`` elements at a time. A NaN
+    counts as changed. The distance means what it says only where ``start`` holds the start weights exactly."""
     import torch
 
-    changed = total = 0
+    squares, changed, total = 0.0, 0, 0
     with torch.no_grad():
         for param, before in zip(parameters, start, strict=True):
             now, then = param.detach().reshape(-1), before.detach().reshape(-1)
             if now.numel() != then.numel():
-                raise ValueError(f"changed_elements: a parameter of {now.numel()} elements against a start tensor "
-                                 f"of {then.numel()}")
+                raise ValueError(f"compare_with_start: a parameter of {now.numel()} elements against a start "
+                                 f"tensor of {then.numel()}")
             differs = torch.zeros((), dtype=torch.int64, device=now.device)
+            squared = torch.zeros((), dtype=torch.float64, device=now.device)
             for offset in range(0, now.numel(), chunk):
-                piece = now[offset:offset + chunk].to(dtype)
-                differs += (piece != then[offset:offset + chunk].to(device=piece.device, dtype=dtype)).sum()
+                piece, old = now[offset:offset + chunk], then[offset:offset + chunk].to(now.device)
+                differs += (piece.to(dtype) != old.to(dtype)).sum()
+                squared += (piece.float() - old.float()).square().sum(dtype=torch.float64)
+            squares += float(squared)
             changed += int(differs)
             total += now.numel()
-    return changed, total
+    return squares, changed, total

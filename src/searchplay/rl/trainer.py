@@ -19,11 +19,16 @@ step. The learning-rate schedule advances once per optimizer step, so its warm-u
 Idle state on disk (``selfplay.moments_on_disk`` / ``reference_on_disk``, on a CPU by default; docs/decisions/rl.md
 L14c): AdamW's moments wait in a file between optimizer steps (``searchplay.moments``), and the frozen
 reference is read from ``model_path`` for each step's reference pass, which runs before the policy's forward,
-and dropped after it. Neither is needed while the policy's graph is alive; every value stays the same.
+and dropped after it (a read by ``start_statistics`` waits for that pass instead). Neither is needed while the
+policy's graph is alive; every value stays the same.
 
-Start weights (``start_change_share``): the share of parameters whose value in the dtype rollouts and
-evaluation run in differs from the start weights' (``searchplay.rl.drift``); an fp32 update below the bf16
-rounding step changes no answer.
+Start weights (``start_statistics``): the L2 distance from the start weights and the share of parameters whose
+value in the dtype rollouts and evaluation run in differs from theirs (``searchplay.rl.drift``; an fp32 update below
+the bf16 rounding step changes no answer), in one pass over this process's shards against the reference already in
+memory, and one all-reduce.
+
+Under FSDP (accelerate's FSDP2 plugin) the frozen reference is sharded with the policy's plugin: the same units,
+mesh, device and mixed precision, so every shard of it sits beside the policy's shard of the same parameter.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from searchplay.llm.weights import weights_stamp
 from searchplay.moments import MomentsOnDisk, memory_saver_enabled
 from searchplay.precision import autocast_enabled
 from searchplay.prefix_kv import PrefixStore, shared_prefixes
-from searchplay.rl.drift import cast_snapshot, changed_elements, evaluation_dtype
+from searchplay.rl.drift import cast_snapshot, compare_with_start, evaluation_dtype, local_shards
 from searchplay.rl.losses import entropy_from_logits, low_var_kl, policy_loss_terms, token_weights
 from searchplay.rl.sample import TrainingSample
 
@@ -136,6 +141,7 @@ class PolicyTrainer:
         self.cfg = params.selfplay
         self.model_path = resolve(model_path)
         self.accelerator = accelerator or Accelerator(cpu=params.models.device == "cpu")
+        require_supported_sharding(self.accelerator)
         dtype = _torch_dtype(params.models.dtype, self.accelerator.device.type)
         model = load_causal_lm(self.model_path, dtype=dtype)
         model.config.use_cache = False
@@ -171,7 +177,8 @@ class PolicyTrainer:
         self._ref_prefixes = PrefixStore()  # the frozen reference's shared prompt prefixes, kept across steps
         self._autocast_on = autocast_enabled(self.cfg.autocast_bf16, self.accelerator.device.type)
         self.eval_dtype = evaluation_dtype(params, self.accelerator.device.type, dtype)
-        self.start_weights = self._start_weights()  # read by start_change_share; kept across load()
+        self.start_weights = self._start_weights()  # read by start_statistics; kept across load()
+        self._start_stats: tuple[int, dict[str, float]] | None = None  # (global_step, start_statistics())
 
     # ---- public API ---------------------------------------------------------------------------------
     @property
@@ -196,6 +203,8 @@ class PolicyTrainer:
                 window = _response_slice(sample, batch.start)
                 values = logprobs[row, window].tolist()
                 out.append([v if m else 0.0 for v, m in zip(values, sample.loss_mask, strict=True)])
+        if self._sharded:
+            _reshard(self.model)  # no backward follows to shard the root and the tail again
         return out
 
     def update(self, samples: list[TrainingSample], mini_batches: int = 1) -> dict[str, float]:
@@ -226,6 +235,7 @@ class PolicyTrainer:
             self.moments.release()
         self.optimizer.state.clear()
         self.ref_model, self.start_weights, self._ref_prefixes = None, None, PrefixStore()
+        self._start_stats = None
         self._released = True
 
     def _check_not_released(self, action: str) -> None:
@@ -332,6 +342,39 @@ class PolicyTrainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.global_step = int(state["global_step"])
         self.model.eval()
+        self._start_stats = None
+
+    def start_statistics(self) -> dict[str, float]:
+        """How far the weights are from the start weights (``model_path``), one pass for both figures:
+
+        - ``distance``: ||theta - theta_0||_2 over every parameter; NaN without the frozen reference
+          (``selfplay.kl_beta: 0``);
+        - ``changed_share``: the share of all parameter elements whose value cast to ``eval_dtype`` (the dtype
+          rollouts and evaluation run in) differs from the start weights' cast: 0 when no update reached an answer.
+
+        Each process compares its own shards (under FSDP the reference is sharded like the policy), then one
+        all-reduce sums them. Computed once per optimizer step. theta_0 is the reference in memory; with the
+        reference on disk (``selfplay.reference_on_disk``) one read outside a step is kept for the next step's
+        reference pass, so no read serves the statistics alone. Both NaN after ``release_training_state``."""
+        import torch
+
+        if self._start_stats is not None and self._start_stats[0] == self.global_step:
+            return self._start_stats[1]
+        if self._released:
+            return {"distance": math.nan, "changed_share": math.nan}
+        if self.ref_model is None and self._reference_from_disk:
+            self.ref_model = self._load_reference()  # the next step's reference pass uses and drops it
+        exact = self.ref_model is not None  # the start weights themselves, not a cast copy
+        if self._sharded:
+            _reshard(self.model)  # tensors a forward left whole would not match the reference's shards
+        start = local_shards(self.ref_model.parameters()) if exact else self.start_weights
+        squares, changed, total = compare_with_start(local_shards(self.model.parameters()), start, self.eval_dtype)
+        sums = self.accelerator.reduce(torch.tensor([squares, changed, total], dtype=torch.float64,
+                                                    device=self.accelerator.device), reduction="sum").tolist()
+        stats = {"distance": sums[0] ** 0.5 if exact else math.nan,
+                 "changed_share": sums[1] / sums[2] if sums[2] else math.nan}
+        self._start_stats = (self.global_step, stats)
+        return stats
 
     def export(self, directory: str | Path) -> Path:
         """The policy as a Hugging Face folder (``from_pretrained``-loadable: config, safetensors, tokenizer), written
@@ -362,48 +405,21 @@ class PolicyTrainer:
         return final, partial
 
     def start_change_share(self) -> float:
-        """Share of all parameter elements whose value cast to ``eval_dtype`` (the dtype rollouts and evaluation
-        run in) differs from the start weights' cast: 0 when no update since the start reached an answer."""
-        import torch
-
-        start = self.start_weights
-        if start is None and self._reference_from_disk and not self._released:
-            start = list(self._load_reference().parameters())  # dropped on return
-        changed, total = changed_elements(self.model.parameters(), start, self.eval_dtype)
-        counts = self.accelerator.reduce(torch.tensor([changed, total], dtype=torch.float64,
-                                                      device=self.accelerator.device), reduction="sum")
-        return float(counts[0] / counts[1]) if float(counts[1]) else float("nan")
+        """``start_statistics()["changed_share"]`` (logged as ``train/bf16_changed_share``)."""
+        return self.start_statistics()["changed_share"]
 
     def start_distance(self) -> float:
-        """L2 norm of the weight change since the start, ||theta - theta_0||_2 over every parameter, theta_0
-        the frozen reference (read from ``model_path`` where ``selfplay.reference_on_disk`` keeps it there).
-        NaN without a reference (``selfplay.kl_beta: 0``) or after ``release_training_state``."""
-        import torch
-
-        reference = self.ref_model
-        if reference is None and self._reference_from_disk and not self._released:
-            reference = self._load_reference()  # dropped on return
-        if reference is None:
-            return float("nan")
-        total = 0.0
-        with torch.no_grad():
-            for param, start in zip(self.model.parameters(), reference.parameters(), strict=True):
-                total += float((param.detach().float() - start.detach().to(param.device).float()).pow(2).sum())
-        if self.accelerator.num_processes > 1:  # each process holds its shard
-            total = float(self.accelerator.reduce(torch.tensor(total, dtype=torch.float64,
-                                                               device=self.accelerator.device), reduction="sum"))
-        return total ** 0.5
+        """``start_statistics()["distance"]`` (logged as ``train/weight_delta_l2_from_start``)."""
+        return self.start_statistics()["distance"]
 
     # ---- internals ----------------------------------------------------------------------------------
-    def _start_weights(self) -> list[Any]:
-        """The weights at construction (``model_path``, the start of self-play, also after a later ``load``):
-        the frozen reference's tensors where there is one on this process (the same values, no copy), else
-        a copy in ``eval_dtype`` (270 MB in bf16 at 135M), of this process's shard."""
-        if self.ref_model is not None and not self._sharded:
-            return list(self.ref_model.parameters())
-        if self._reference_from_disk:
-            return None  # read from model_path when asked (start_change_share)
-        return cast_snapshot(self.model.parameters(), self.eval_dtype)
+    def _start_weights(self) -> list[Any] | None:
+        """The weights at construction (``model_path``, the start of self-play, also after a later ``load``) where
+        no frozen reference holds them (``selfplay.kl_beta: 0``): a copy of this process's shards in ``eval_dtype``
+        (270 MB in bf16 at 135M). None where the reference is kept (in memory, or on disk)."""
+        if self.ref_model is not None or self._reference_from_disk:
+            return None  # start_statistics reads the reference's own tensors
+        return cast_snapshot(local_shards(self.model.parameters()), self.eval_dtype)
 
     def _load_reference(self) -> Any:
         """The frozen reference, loaded from ``model_path`` in the policy's dtype; a weights file changed since the
@@ -422,8 +438,16 @@ class PolicyTrainer:
         if self.accelerator.device.type == "cpu" and Path(self.model_path).is_dir():
             read_weights_into_memory(ref, self.model_path)  # heap memory, not a file mapping on top of it
         if self._sharded:
-            return self.accelerator.prepare_model(ref, evaluation_mode=True)
+            return self._shard_like_policy(ref)
         return ref.to(self.accelerator.device)
+
+    def _shard_like_policy(self, reference: Any) -> Any:
+        """The reference sharded by the policy's FSDP2 plugin (its wrap policy, mesh, device and mixed
+        precision): frozen, so no gradient and no optimizer state; kept out of the accelerator's models, which
+        ``save`` writes."""
+        from accelerate.utils import fsdp2_prepare_model
+
+        return fsdp2_prepare_model(self.accelerator, reference).requires_grad_(False).eval()
 
     @property
     def _sharded(self) -> bool:
@@ -466,11 +490,15 @@ class PolicyTrainer:
 
     def _reference_pass(self, micro_batches: list[tuple[list[TrainingSample], float]]) -> list[Any] | None:
         """With the reference on disk (``selfplay.reference_on_disk``) and after the first step: every
-        micro-batch's log pi_ref, from a reference read for this pass only, so it is gone before the policy's
-        forward and backward (0.5 GiB at 135M in fp32). Else None: the loop asks ``_reference_logprobs``."""
-        if not self._reference_from_disk or self.global_step == 0:
+        micro-batch's log pi_ref, from a reference read for this pass (or the one ``start_statistics`` read and
+        kept), dropped so it is gone before the policy's forward and backward (0.5 GiB at 135M in fp32). Else None:
+        the loop asks ``_reference_logprobs``."""
+        if not self._reference_from_disk:
             return None
-        reference = self._load_reference()
+        kept, self.ref_model = self.ref_model, None  # one read by start_statistics, never in the policy's forward
+        if self.global_step == 0:
+            return None
+        reference = kept if kept is not None else self._load_reference()
         return [self._reference_logprobs(samples, self._collate(samples), None, reference)
                 for samples, _ in micro_batches]
 
@@ -491,7 +519,10 @@ class PolicyTrainer:
                     self._ref_prefixes = PrefixStore()
                 self._extend_prefix_store(self._ref_prefixes, reference, samples)
                 return self._sequence_logprobs(reference, samples, batch, self._ref_prefixes)
-            return self._logprobs(reference, batch)[0]
+            logprobs = self._logprobs(reference, batch)[0]
+        if self._sharded:
+            _reshard(reference)
+        return logprobs
 
     def _prefix_store(self, model: Any, samples: list[TrainingSample]) -> PrefixStore:
         """Keys and values of the prompt prefixes ``samples`` share, under ``model``'s current weights."""
@@ -657,7 +688,7 @@ def _fingerprint(model: Any) -> tuple[float, ...]:
 
     sums: list[float] = []
     with torch.no_grad():
-        for param in model.parameters():
+        for param in local_shards(model.parameters()):
             total = squares = 0.0
             for chunk in param.detach().reshape(-1).split(FINGERPRINT_CHUNK):
                 wide = chunk.double()
@@ -665,6 +696,31 @@ def _fingerprint(model: Any) -> tuple[float, ...]:
                 squares += wide.square().sum().item()
             sums += (total, squares)
     return tuple(sums)
+
+
+def _reshard(model: Any) -> None:
+    """Shard again the FSDP2 units of a frozen model that keep their parameters gathered after a forward (the root
+    and the tail, ``reshard_after_forward=False``): without a backward nothing else would, and its parameters would
+    stay whole on every process."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+
+
+def require_supported_sharding(accelerator: Any) -> None:
+    """Refuse a sharding the trainer cannot run: it shards the policy and its frozen reference with accelerate's
+    FSDP2 plugin (``fsdp_version: 2``). DeepSpeed's engine steps at every micro-batch unless told the accumulation,
+    does not honour the trainer's ``no_sync``, and needs a dataloader to size its micro-batches; FSDP1 and
+    Megatron-LM would shard the reference differently from the policy."""
+    kind = accelerator.distributed_type.name
+    if kind == "FSDP" and not accelerator.is_fsdp2:
+        raise ConfigError("accelerate FSDP with fsdp_version 1: PolicyTrainer shards with FSDP2; set fsdp_version: 2 "
+                          "(accelerate_configs/fsdp.yaml)")
+    if kind in ("DEEPSPEED", "MEGATRON_LM"):
+        raise ConfigError(f"accelerate distributed_type {kind}: PolicyTrainer shards with FSDP2 only "
+                          "(accelerate_configs/fsdp.yaml); see docs/scale.md")
 
 
 def require_fp32_masters(parameters: Any, setting: str) -> None:

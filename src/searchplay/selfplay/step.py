@@ -38,6 +38,7 @@ from searchplay.retrieval.types import Document
 from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
 from searchplay.rewards.gdcr import subgraph_aliases, subgraph_triples
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample, gdcr_step_advantages
+from searchplay.rl.drift import local_shards
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.replay import ReplayBuffer
@@ -574,8 +575,9 @@ def apply_update(runtime: Runtime, cfg: Any, proposer_samples: list[TrainingSamp
         runtime.backend.release_memory()  # the update's gradients and AdamW moments take the rollouts' memory
     role_stats = update_policy(runtime.trainer, proposer_samples, solver_samples, cfg)
     runtime.backend.update_weights(runtime.trainer.model)
-    result = UpdateResult(role_stats, combine_stats(list(role_stats.values())),
-                          weight_delta(before, runtime.trainer.model), distance_from_start(runtime.trainer))
+    delta = weight_delta(before, runtime.trainer.model, getattr(runtime.trainer, "accelerator", None))
+    result = UpdateResult(role_stats, combine_stats(list(role_stats.values())), delta,
+                          distance_from_start(runtime.trainer))
     clock["update"] += time.perf_counter() - tic
     log.info("solved in %.0f s; updated on %d samples in %.0f s", clock["solve"],
              len(proposer_samples) + len(solver_samples), clock["update"])
@@ -636,8 +638,7 @@ def step_metrics(variant: Variant, params: Params, batch: StepBatch, update: Upd
         "batch/dynamic_sampling_rounds": float(batch.sampling_rounds),
         "train/samples_solver": float(len(solver_samples)),
         "train/samples_proposer": float(len(proposer_samples)),
-        "train/weights_changed": float(update.delta > 0),
-        "train/weight_delta_max": update.delta,
+        "train/weight_delta_max": update.delta,  # train/weights_changed: the trainer's own, in train_stats
         "train/weight_delta_l2_from_start": update.distance,
         "format/proposer_valid_rate": m.mean([float(p.trajectory.valid and p.trajectory.question is not None)
                                               for p in proposals]),
@@ -663,15 +664,22 @@ FINGERPRINT_ELEMENTS = 4096  # leading elements of every parameter tensor compar
 
 
 def weight_fingerprint(model: Any) -> list[Any]:
-    """A copy of the first elements of every parameter (enough to see whether an update moved them)."""
-    return [p.detach().flatten()[:FINGERPRINT_ELEMENTS].clone() for p in model.parameters()]
+    """A copy of the first elements of every parameter of this process's shards (enough to see whether an update
+    moved them; under FSDP each process's own slice, so nothing is gathered)."""
+    return [p.detach().flatten()[:FINGERPRINT_ELEMENTS].clone() for p in local_shards(model.parameters())]
 
 
-def weight_delta(before: list[Any], model: Any) -> float:
-    """Largest absolute change among the fingerprinted elements (0.0: the weights did not change)."""
+def weight_delta(before: list[Any], model: Any, accelerator: Any = None) -> float:
+    """Largest absolute change among the fingerprinted elements of every process (0.0: the weights did not
+    change); ``accelerator`` gathers the processes' figures where there are several."""
+    import torch
+
     deltas = [(p.detach().flatten()[:FINGERPRINT_ELEMENTS] - b).abs().max().item()
-              for b, p in zip(before, model.parameters(), strict=True) if b.numel()]
-    return float(max(deltas, default=0.0))
+              for b, p in zip(before, local_shards(model.parameters()), strict=True) if b.numel()]
+    largest = float(max(deltas, default=0.0))
+    if accelerator is None or accelerator.num_processes == 1:
+        return largest
+    return float(accelerator.gather(torch.tensor([largest], device=accelerator.device)).max())
 
 
 def distance_from_start(trainer: Any) -> float:
