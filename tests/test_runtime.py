@@ -159,7 +159,7 @@ def test_a_command_that_ends_well_logs_its_peak_memory_and_a_failed_one_only_its
     from searchplay.cli import app
 
     sets = ["--set", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}", "--set", f"selfplay.checkpoint_dir={tmp_path}",
-            "--set", f"warmstart.out_dir={tmp_path / 'ws'}", "--set", f"warmstart.eve_out_dir={tmp_path / 'wse'}"]
+            "--set", f"warmstart.out_dir={tmp_path / 'ws'}", "--set", f"eve.warmstart_out_dir={tmp_path / 'wse'}"]
     with caplog.at_level(logging.INFO, logger="searchplay.runtime"):
         result = CliRunner().invoke(app, [*sets, "status"])
         failed = CliRunner().invoke(app, ["--set", "selfplay.iterations=many", "status"])
