@@ -5,7 +5,7 @@ registers EVE into the generic registries (``searchplay.recipes.load_recipes`` d
   Proposer's output read off a rollout (EVE §3.1, Eq. 8-9);
 * ``rewards``: R_DZ, the evidence verifier, the brevity bonus, R_pro and R_sol (Eqs. 2, 9-21);
 * ``phases``: the two phases as one step function and the hand-off between them (§3.4, Algs. 1-2), with their
-  per-run objects in ``runtime`` (``EveRuntime``, on the shared runtime's ``recipe`` slot); ``seeds``: the
+  per-run objects in ``objects`` (``EveObjects``, on the shared runtime's ``recipe`` slot); ``seeds``: the
   document seeds of both corpus shards; ``corpus_selector``: the corpus selector of App. F;
 * ``demos``, ``validity``, ``warmstart``, ``commands``: the warm-start demos of EVE's formats, their validity
   check, the ``warmstart_eve`` stage and its ``searchplay warmstart --eve`` flag;

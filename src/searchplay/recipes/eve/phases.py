@@ -20,7 +20,7 @@ Solver, a Phase B diagnostic.
 The rewards and advantages come from the registries (``PROPOSER_REWARDS['eve']``, ``SOLVER_REWARDS['eve']``,
 ``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step`` and the phases table,
 where ``searchplay.recipes.eve`` registers it. Its per-run objects (the hand-off's hooks, the corpus selector) are
-an ``EveRuntime`` on ``runtime.recipe`` (``searchplay.recipes.eve.runtime``).
+an ``EveObjects`` on ``runtime.recipe`` (``searchplay.recipes.eve.objects``).
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from searchplay.answers import exact_match, token_f1
 from searchplay.config import Params
 from searchplay.io import follow_umask, read_jsonl, write_json, write_jsonl
 from searchplay.llm.backend import SamplingParams
+from searchplay.recipes.eve.objects import EveObjects, eve_objects
 from searchplay.recipes.eve.output import Triple, model_text, read_triple, returned_snippets
 from searchplay.recipes.eve.prompts import eve_solver_messages, extract_evidence, verifier_answer, verifier_messages
 from searchplay.recipes.eve.rewards import evidence_verifier, is_verbatim
-from searchplay.recipes.eve.runtime import EveRuntime, eve_runtime
 from searchplay.recipes.eve.seeds import document_seeds
 from searchplay.rewards import PROPOSER_REWARDS, ProposerOutcome
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
@@ -194,9 +194,9 @@ def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: Lo
     path = root / SOLVER_SET
     if path.is_file():
         return list(read_jsonl(path))
-    eve = eve_runtime(runtime)
+    eve = eve_objects(runtime)
     if eve.handoff_documents is None:
-        raise HandoffError("the hand-off needs EveRuntime.handoff_documents (build_runtime gives it for 'eve')")
+        raise HandoffError("the hand-off needs EveObjects.handoff_documents (build_runtime gives it for 'eve')")
     tic = time.perf_counter()
     documents = eve.handoff_documents()
     seed_sampling(params.selfplay.seed, state.iteration, purpose=HANDOFF)  # a resumed Phase A hands off the same
@@ -346,7 +346,7 @@ def phase_a_seeds(runtime: Runtime, params: Params, state: LoopState) -> tuple[l
 def corpus_selector(runtime: Runtime, params: Params, state: LoopState) -> Any:
     """The run's selector over the Phase A shard, from the index's passage vectors; a resumed run restores the
     checkpoint's (``state.extra['selector']``), so its clusters and bandits continue exactly."""
-    eve = eve_runtime(runtime)
+    eve = eve_objects(runtime)
     if eve.selector is None:
         from searchplay.recipes.eve.corpus_selector import CorpusSelector, passage_embeddings
 
@@ -370,7 +370,7 @@ def selector_feedback(runtime: Runtime, state: LoopState, picks: list[tuple] | N
         return {}
     from searchplay.recipes.eve.corpus_selector import SelectorSample, run_summary_reward
 
-    selector = eve_runtime(runtime).selector
+    selector = eve_objects(runtime).selector
     rows = [SelectorSample(picks[k][1], picks[k][2], triple.question, triple.answer) for k, triple in valid]
     solver = [float(c) for k, _ in valid for c in correct.get(k, [])]
     run_reward = run_summary_reward(m.mean(rewards), m.mean(solver) if solver else 0.0)
@@ -547,9 +547,9 @@ def run_eve_step(runtime: Runtime, variant: Variant, params: Params, state: Loop
         return run_phase_a(runtime, variant, params, state)
     if "solver_set" not in state.extra:
         tic = time.perf_counter()
-        eve = eve_runtime(runtime)
+        eve = eve_objects(runtime)
         if eve.handoff_documents is None or eve.reset_policy is None:
-            raise ValueError("EVE's hand-off needs EveRuntime.handoff_documents and EveRuntime.reset_policy "
+            raise ValueError("EVE's hand-off needs EveObjects.handoff_documents and EveObjects.reset_policy "
                              "(build_runtime gives both for the 'eve' variant)")
         state.extra["solver_set"] = hand_off(runtime, variant, params, state, eve.handoff_documents())
         eve.reset_policy()  # EVE's Solver starts from the initial weights, not from the trained Proposer
@@ -568,7 +568,7 @@ PROPOSER_DIR = "proposer"  # the Phase A Proposer's weights, beside the variant'
 def prepare_runtime(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
     """EVE's eve on a built runtime (``runtime.recipe``): the hand-off documents, and the restart of the policy
     from ``start``."""
-    runtime.recipe = EveRuntime(
+    runtime.recipe = EveObjects(
         handoff_documents=lambda: document_seeds(params, "handoff")[: params.eve.handoff_documents],
         reset_policy=lambda: restart_from_initial(runtime, params, start, variant))
 
