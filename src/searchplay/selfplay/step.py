@@ -19,7 +19,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -368,14 +368,18 @@ class ScoredGroups:
     coverage_correct: list[bool] = field(default_factory=list)
     step_rewards: list[float] = field(default_factory=list)  # every step's r_{t,g} of step-level rewards (GDCR)
     step_advantages: list[float] = field(default_factory=list)  # every step's A_{t,g} (GDCR Eq. 13)
+    rollouts: list[Mapping[str, Any]] = field(default_factory=list)  # per rollout: its variant's rollout fields
+    details: dict[str, list[Any]] = field(default_factory=dict)  # the rewards' details, each key's lists joined
 
     def signal_groups(self) -> int:
         return m.nonzero_advantage_groups(self.group_advantages)
 
     def extend(self, other: ScoredGroups) -> None:
         for name in ("samples", "group_advantages", "rewards", "process", "coverage", "coverage_correct",
-                     "step_rewards", "step_advantages"):
+                     "step_rewards", "step_advantages", "rollouts"):
             getattr(self, name).extend(getattr(other, name))
+        for key, values in other.details.items():
+            self.details.setdefault(key, []).extend(values)
 
 
 def solver_group(variant: Variant, slot: Slot, group: list[Trajectory], correct: list[bool]) -> SolverGroup:
@@ -408,6 +412,9 @@ def score_groups(variant: Variant, params: Params, slots: list[Slot], groups: li
             out.step_advantages += [a for steps in estimated.get("step_advantages", []) for a in steps]
         out.group_advantages.append([a for adv in advantages for a in adv])
         out.rewards += scored.rewards
+        out.rollouts += inputs.rollouts
+        for key, values in scored.details.items():
+            out.details.setdefault(key, []).extend(values)
         out.process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, inputs.valid, scored.rewards, strict=True)]
         if slot.waypoints:
             out.coverage += scored.details.get("coverage") or [

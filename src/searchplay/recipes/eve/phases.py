@@ -36,7 +36,7 @@ from typing import Any
 
 from searchplay.agent.prompts import solver_messages
 from searchplay.agent.trajectory import Trajectory
-from searchplay.answers import exact_match, token_f1
+from searchplay.answers import exact_match
 from searchplay.config import Params
 from searchplay.io import follow_umask, read_jsonl, write_json, write_jsonl
 from searchplay.llm.backend import SamplingParams
@@ -54,6 +54,7 @@ from searchplay.selfplay.seeds import Seed
 from searchplay.selfplay.step import (
     LoopState,
     Runtime,
+    ScoredGroups,
     Slot,
     StepResult,
     apply_update,
@@ -453,7 +454,7 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     correct = [[bool(t.answer is not None and exact_match(t.answer, item["answer"])) for t in group]
                for item, group in zip(items, groups, strict=True)]
     scored = score_groups(variant, params, slots, groups, correct)
-    evidence = evidence_scores(items, groups)
+    evidence = evidence_scores(scored, flat)
     tic = time.perf_counter()
     current = [verifier_score(pair) for pair in verify_evidence(
         runtime.backend, runtime.encode, [set_triple(item) for item in items], params, state.rng.randrange(2**31))]
@@ -512,15 +513,14 @@ class EvidenceScores:
     verbatim: list[bool] = field(default_factory=list)
 
 
-def evidence_scores(items: list[dict[str, Any]], groups: list) -> EvidenceScores:
-    """The evidence figures of each set question's group of Solver rollouts (EVE Eq. 21; the verbatim check)."""
-    scores = EvidenceScores()
-    for item, group in zip(items, groups, strict=True):
-        predicted = [extract_evidence(model_text(t)) for t in group]
-        scores.f1s += [token_f1(e, item["evidence"]) if e else 0.0 for e in predicted]
-        scores.present += [bool(e) for e in predicted]
-        scores.verbatim += [is_verbatim(e, returned_snippets(t)) for e, t in zip(predicted, group, strict=True) if e]
-    return scores
+def evidence_scores(scored: ScoredGroups, rollouts: list[Trajectory]) -> EvidenceScores:
+    """The evidence figures of a Phase B batch, from what the Solver reward read and returned: each rollout's
+    ``evidence`` field (its quoted span) and ``details['evidence_f1']`` (EVE Eq. 21); and whether each quoted span
+    stands verbatim in the rollout's search results."""
+    spans = [rollout["evidence"] for rollout in scored.rollouts]
+    return EvidenceScores(f1s=list(scored.details.get("evidence_f1", [])), present=[bool(e) for e in spans],
+                          verbatim=[is_verbatim(e, returned_snippets(t)) for e, t in zip(spans, rollouts, strict=True)
+                                    if e])
 
 
 def set_triple(item: dict[str, Any]) -> Triple:
