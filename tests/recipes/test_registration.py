@@ -232,3 +232,8 @@ def test_the_name_check_sees_a_variant_creep_back():
     assert named_variants('steps = {"joint": run_step, "eve": eve.run_eve_step}  # EVE') == ["EVE", "eve"]
     assert named_variants('("proposer_kg", "proposer_eve")') == ["eve"]
     assert named_variants("every event; evening; seven; retrieve; Steve; reverse") == []
+
+
+def test_every_registered_variant_names_only_registered_parts():
+    assert {name: variants.unregistered_names(v) for name, v in variants.VARIANTS.items()
+            if variants.unregistered_names(v)} == {}
