@@ -17,7 +17,7 @@ greedy evaluation questions through ``run_benchmarks`` (the same fixed documents
 Policies: ``torch`` (torch's own default: one thread per core, OpenMP's default waiting: GNU OpenMP spins
 300,000 times before it sleeps), ``passive`` (``OMP_WAIT_POLICY=PASSIVE``: sleep at once), ``spin``
 (``GOMP_SPINCOUNT=10000``: a short spin, then sleep), ``one`` (one thread), and ``searchplay``: what every
-``searchplay`` command does, ``searchplay.runtime.choose_thread_wait`` deciding at the start from the load it
+``searchplay`` command does, ``searchplay.process.choose_thread_wait`` deciding at the start from the load it
 sees. Because that choice is made once, at the start, ``searchplay`` is timed by two children: one started
 on the idle machine (idle before / after), one started beside the already running competitor (busy).
 Prints a table; asserts nothing.
@@ -153,7 +153,7 @@ def _bf16() -> bool:
 def child(phase: str, model_path: str, repeats: int, mode: str) -> None:
     """Time one phase idle, beside the competitor, idle again (``mode`` both); or only idle before and after
     (``idle``), or only beside a competitor the parent started before this process (``busy``). One JSON line."""
-    from searchplay.runtime import apply_offline_defaults, choose_thread_wait, keep_freed_memory
+    from searchplay.process import apply_offline_defaults, choose_thread_wait, keep_freed_memory
 
     apply_offline_defaults()
     keep_freed_memory()

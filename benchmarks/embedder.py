@@ -9,7 +9,7 @@ fp32 top-3 passages that the other dtype also ranks in its top 3 (the bar is 0.9
     .venv/bin/python benchmarks/embedder.py --passages 4096 --dtypes bfloat16,float16
     .venv/bin/python benchmarks/embedder.py --beside-competitor   # the same beside one process spinning on a core
 
-Threads wait as every ``searchplay`` command decides at its start (``searchplay.runtime.choose_thread_wait``),
+Threads wait as every ``searchplay`` command decides at its start (``searchplay.process.choose_thread_wait``),
 so with ``--beside-competitor``, which starts the competitor first, both dtypes run with passive waiting.
 """
 
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from searchplay.runtime import choose_thread_wait, keep_freed_memory
+from searchplay.process import choose_thread_wait, keep_freed_memory
 
 
 def read_texts(path: str, limit: int) -> list[str]:

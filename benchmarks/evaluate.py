@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from searchplay.config import Params
-from searchplay.runtime import apply_offline_defaults, keep_freed_memory
+from searchplay.process import apply_offline_defaults, keep_freed_memory
 
 BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "data" / "benchmarks"  # shipped in the repo
 

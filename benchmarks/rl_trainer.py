@@ -6,7 +6,7 @@
         # exact vs segmented forward (selfplay.segmented_forward): seconds and the cosine of the two gradients,
         # on rollout-shaped samples of real corpus text (data/corpus/passages.jsonl) when it exists
     .venv/bin/python benchmarks/rl_trainer.py --compare-malloc --model checkpoints/warmstart/model --steps 3
-        # the same steps in two child processes: glibc's malloc as it is, then searchplay.runtime.keep_freed_memory
+        # the same steps in two child processes: glibc's malloc as it is, then searchplay.process.keep_freed_memory
     .venv/bin/python benchmarks/rl_trainer.py --memory --layout proposer --samples 10 --steps 3 \
         --model checkpoints/warmstart/model
         # resident memory per step (start, sampled peak, end), then live tensors against what the allocator holds;
@@ -33,8 +33,8 @@ from pathlib import Path
 import psutil
 
 from searchplay.config import load_params
+from searchplay.process import MALLOC_TUNING_ENV, keep_freed_memory
 from searchplay.rl import PolicyTrainer, TrainingSample
-from searchplay.runtime import MALLOC_TUNING_ENV, keep_freed_memory
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
                         "(3 model turns around 2 searches of 3 passages; proposer prompts are 1,200 tokens)")
     parser.add_argument("--compare-malloc", action="store_true",
                         help="the same steps in two child processes, glibc's malloc as it is and then kept from "
-                        "unmapping freed blocks (searchplay.runtime.keep_freed_memory, as every searchplay "
+                        "unmapping freed blocks (searchplay.process.keep_freed_memory, as every searchplay "
                         "command runs); print the ratio and whether every loss agrees")
     parser.add_argument("--model", default=None, help="policy folder (default: models.policy)")
     parser.add_argument("--micro-batch-size", type=int, default=None,

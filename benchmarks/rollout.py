@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from searchplay.runtime import apply_offline_defaults, keep_freed_memory
+from searchplay.process import apply_offline_defaults, keep_freed_memory
 
 QUESTIONS = ["Who founded the city of Rome?", "What is the capital of Australia?", "Who painted the Mona Lisa?",
              "Which river flows through Vienna?", "When did the Berlin Wall fall?", "Who discovered penicillin?",

@@ -16,7 +16,7 @@ import argparse
 import random
 import time
 
-from searchplay.runtime import apply_offline_defaults, keep_freed_memory
+from searchplay.process import apply_offline_defaults, keep_freed_memory
 
 QUESTIONS = ["Who founded the city of Rome?", "Which river flows through Vienna?", "Who discovered penicillin?"]
 

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from searchplay.runtime import apply_offline_defaults
+from searchplay.process import apply_offline_defaults
 
 QUESTIONS = ["Who founded the city of Rome?", "What is the capital of Australia?", "Who painted the Mona Lisa?",
              "Which river flows through Vienna?", "When did the Berlin Wall fall?", "Who discovered penicillin?",

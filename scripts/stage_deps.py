@@ -4,7 +4,8 @@ A stage's command is ``searchplay <verb> ...``. What it can run:
 
 * what importing the entry point runs: ``searchplay.cli``'s own imports, less the verbs' ``commands`` modules;
 * the verb's own code: its function, the helpers of its module it calls, and that module's top level;
-* the recipes, where the stage reaches a registry they fill (``recipe_modules``);
+* the recipes' loader, where the stage reaches a registry they fill, and a recipe's folder where its command
+  names the recipe (``recipe_modules``);
 * every ``searchplay`` module those import, at module level or inside a function, followed to the end.
 
 A package's ``__init__.py`` counts wherever one of its modules does (an empty one is left out: DVC warns of
@@ -149,15 +150,25 @@ def entry_roots() -> set[str]:
     return {m for m in top_level_imports(ENTRY) if not m.endswith(".commands") and not m.startswith(RECIPES)}
 
 
-def recipe_modules(reached: set[str]) -> set[str]:
-    """The recipes' code, where a stage reaches a registry they fill. The CLI imports every recipe, and a
-    recipe's ``__init__`` registers its parts into shared modules (variants, rewards, phases, warm-start
-    formats); a stage whose code reaches one of them can run the recipe's functions through it. The
-    registries every stage reads by name only (the params sections, the checkpoint names) do not count."""
-    recipes = closure({RECIPES})
-    packages = {name for name in recipes if name.startswith(RECIPES) and module_file(name).name == "__init__.py"}
+def recipe_packages() -> list[str]:
+    """The recipes in this repository: every sub-package of ``searchplay.recipes`` (``load_recipes`` imports each)."""
+    folder = SOURCE.joinpath(*RECIPES.split("."))
+    return sorted(f"{RECIPES}.{p.parent.name}" for p in folder.glob("*/__init__.py"))
+
+
+def recipe_modules(reached: set[str], words: list[str]) -> set[str]:
+    """The recipes' code a stage runs. Where the stage reaches a registry a recipe fills (the CLI imports every
+    recipe, and a recipe's ``__init__`` registers its parts into shared modules: variants, rewards, phases,
+    warm-start formats), the recipes' loader; and a recipe's own folder only where the command names the recipe
+    (``--variant eve``, ``warmstart --eve``): a shared stage runs no recipe's code, and a foreach stage over
+    ``pipeline.variants`` names each variant's recipe folder itself (``${item.code}``). The registries every
+    stage reads by name only (the params sections, the checkpoint names) do not count."""
+    packages = recipe_packages()
     hooks = {m for name in packages for m in top_level_imports(name) if not m.startswith(RECIPES)} - NAME_REGISTRIES
-    return recipes if reached & hooks else set()
+    if not reached & hooks:
+        return set()
+    named = {name for name in packages if {name.rpartition(".")[2], f"--{name.rpartition('.')[2]}"} & set(words)}
+    return closure({RECIPES} | named)
 
 
 @functools.cache
@@ -168,7 +179,7 @@ def command_files(cmd: str) -> frozenset[Path]:
     verb = verb_modules(words[1:])
     modules = closure(entry_roots() | {m for m in verb if not m.endswith(".commands")})
     modules |= {m for m in verb if m.endswith(".commands")}  # its own module, not the other verbs' imports
-    modules |= recipe_modules(modules)
+    modules |= recipe_modules(modules, words)
     files = {module_file(m) for m in modules}
     return frozenset(f.relative_to(ROOT) for f in files if f.stat().st_size)  # an empty __init__.py runs nothing
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from searchplay.moments import MOMENTS_DIR_ENV
+from searchplay.process import THREAD_WAIT_ENV, apply_offline_defaults
 from searchplay.recipes import load_recipes
-from searchplay.runtime import THREAD_WAIT_ENV, apply_offline_defaults
 
 apply_offline_defaults()
 load_recipes()  # as the CLI does: the recipes' variants, rewards, phases and formats are registered for every test

@@ -126,11 +126,11 @@ def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
     assert not [key for key in deps if key == "serve" or str(key).startswith("serve.")]
 
 
-def test_a_pipeline_variant_names_two_keys_a_start_and_a_phase(tmp_path):
+def test_a_pipeline_variant_names_two_keys_a_start_a_phase_and_its_code(tmp_path):
     from searchplay.policy import selfplay_variants
 
     entry = {"params": ["wcr.alpha", "wcr.casefold"], "start": "checkpoints/warmstart",
-             "phase": "all"}
+             "phase": "all", "code": "src/searchplay/recipes/__init__.py"}
     params = load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": entry}})
     assert params.pipeline.variants["kg_wcr"].start == "checkpoints/warmstart"
     with pytest.raises(ConfigError, match="exactly two params keys"):
@@ -138,6 +138,9 @@ def test_a_pipeline_variant_names_two_keys_a_start_and_a_phase(tmp_path):
     with pytest.raises(ConfigError, match="start"):
         load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": {"params": entry["params"],
                                                                                 "phase": "all"}}})
+    with pytest.raises(ConfigError, match=r"pipeline\.variants\.kg_wcr\.code: Field required"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": {k: v for k, v in entry.items()
+                                                                                if k != "code"}}})
     with pytest.raises(ConfigError, match=r"pipeline\.variants: unknown variants \['nope'\]; allowed: \[.*'eve'"):
         load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}}, variants=selfplay_variants())
 

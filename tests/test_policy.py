@@ -38,7 +38,7 @@ def test_initial_policy_is_the_variants_warm_start(tmp_path):
     from searchplay.policy import PolicyError, initial_policy
 
     params = load_params(tmp_path / "absent.yaml", {"warmstart.out_dir": str(tmp_path / "ws"),
-                                                   "warmstart.eve_out_dir": str(tmp_path / "ws_eve")})
+                                                   "eve.warmstart_out_dir": str(tmp_path / "ws_eve")})
     for folder in ("ws", "ws_eve"):
         (tmp_path / folder / "model").mkdir(parents=True)
         (tmp_path / folder / "model" / "config.json").write_text("{}")

@@ -31,11 +31,26 @@ def test_the_closure_follows_imports_inside_functions_and_leaves_other_verbs_out
     selfplay = {str(p) for p in stage_deps.command_files("searchplay selfplay --variant kg_wcr")}
     # the <information> text the Solver reads, and the template questions: both imported inside functions
     assert {"src/searchplay/retrieval/search.py", "src/searchplay/templates.py", "src/searchplay/config.py",
-            "src/searchplay/recipes/eve/phases.py"} <= selfplay
+            "src/searchplay/recipes/__init__.py"} <= selfplay
     kg = {str(p) for p in stage_deps.command_files("searchplay kg extract")}
     assert "src/searchplay/kg/extract.py" in kg
     assert not any(p.startswith(("src/searchplay/rl/", "src/searchplay/recipes/", "src/searchplay/selfplay/step"))
                    for p in kg), sorted(kg)
+
+
+def test_a_recipes_code_is_a_dep_of_the_stages_that_name_it_only():
+    """The shared self-play stage runs the recipes' loader but no recipe's folder (its foreach item names that,
+    ``${item.code}``); the recipe's own stages, whose commands name it, list its files."""
+    stage_deps = load_script()
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    eve_files = {"src/searchplay/recipes/eve/phases.py", "src/searchplay/recipes/eve/__init__.py"}
+    for shared in ("selfplay", "warmstart", "evaluate", "report"):
+        deps = [str(d) for d in stages[shared].get("do", stages[shared])["deps"]]
+        assert not [d for d in deps if d.startswith("src/searchplay/recipes/eve")], shared
+    for cmd in ("searchplay selfplay --variant eve --phase a", "searchplay warmstart --eve"):
+        assert eve_files <= {str(p) for p in stage_deps.command_files(cmd)}, cmd
+    assert not eve_files & {str(p) for p in stage_deps.command_files("searchplay selfplay --variant ${key}")}
+    assert "${item.code}" in [str(d) for d in stages["selfplay"]["do"]["deps"]]
 
 
 def test_compress_lists_a_folder_only_where_all_of_its_code_is_reached():

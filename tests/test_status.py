@@ -17,8 +17,8 @@ from searchplay.status import collect
 def _overrides(tmp_path) -> dict[str, object]:
     return {"tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
             "selfplay": {"checkpoint_dir": str(tmp_path / "checkpoints")},
-            "warmstart": {"out_dir": str(tmp_path / "checkpoints" / "warmstart"),
-                          "eve_out_dir": str(tmp_path / "checkpoints" / "warmstart_eve")}}
+            "warmstart": {"out_dir": str(tmp_path / "checkpoints" / "warmstart")},
+            "eve": {"warmstart_out_dir": str(tmp_path / "checkpoints" / "warmstart_eve")}}
 
 
 def _params(tmp_path) -> Params:

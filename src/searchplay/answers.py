@@ -118,7 +118,8 @@ def _token_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
 
 
 def token_f1(prediction: str, gold: str, scheme: str = "squad") -> float:
-    """Plain SQuAD token F1 of two strings after normalization, with no yes/no special case (EVE Eq. 21).
+    """Plain SQuAD token F1 of two strings after normalization, with no yes/no special case (Arai & Ichikawa
+    2026, Eq. 21).
 
     >>> round(token_f1("the capital is Paris", "Paris capital city"), 3)
     0.667

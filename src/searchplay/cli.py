@@ -27,7 +27,7 @@ from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_e
 from searchplay.config import ConfigError, parse_override
 from searchplay.io import OutputsBusyError
 from searchplay.llm.weights import ModelLoadError
-from searchplay.runtime import apply_offline_defaults, choose_thread_wait, keep_freed_memory, log_peak_memory
+from searchplay.process import apply_offline_defaults, choose_thread_wait, keep_freed_memory, log_peak_memory
 
 
 class SearchplayGroup(TyperGroup):

@@ -401,9 +401,10 @@ class EvaluateConfig(Section):
     normalization: Literal["squad", "unicode"] = Field(
         "squad", description="answer normalization of EM/F1/sub-EM: 'squad' = FlashRAG's evaluator exactly, "
         "'unicode' = with Unicode folding, whole-token sub-EM, empty never matches (searchplay.answers)")
-    evidence: bool = Field(False, description="EVE's evidence metrics: the Solver prompt asks for an <evidence> "
-                           "span before the answer, scored as evidence presence, evidence score (judge, or a gold "
-                           "answer inside the span without one) and joint EM-and-evidence (EVE App. H)")
+    evidence: bool = Field(False, description="evidence metrics, in the evidence format a recipe registers "
+                           "(searchplay.eval.runner.register_evidence_format): the Solver prompt asks for an "
+                           "<evidence> span before the answer, scored as evidence presence, evidence score (judge, or "
+                           "a gold answer inside the span without one) and joint EM-and-evidence")
     paper_reference_model: str = Field("Qwen2.5-7B-Instruct", description="papers' row shown when the evaluated "
                                        "model has none of its own (labelled as a different model)")
 
@@ -429,17 +430,10 @@ class WarmstartConfig(Section):
         "docs/decisions/warmstart.md")
     solver_max_hops: int = Field(2, ge=1, description="grounded Solver demos: edges asked, drawn uniformly from "
                                  "1..this (at most the path's); fewer when a hop's results do not name its tail")
-    eve_demos: bool = Field(False, description="also demos of EVE's formats (Proposer (q, a, e), evidence-quoting "
-                            "Solver, single-turn verifier), trained in turn with the others; needed before the "
-                            "`eve` variant can run on a model that does not follow them")
     steps: int = Field(36, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
                        "alternate), one Solver demo and one verifier demo")
-    eve_steps: int = Field(24, ge=1, description="steps of the warmstart_eve stage (`searchplay warmstart --eve`): "
-                           "the shared warm-start continued on EVE's formats, for the `eve` variant only")
-    eve_out_dir: str = Field("checkpoints/warmstart_eve", description="the EVE warm-start's model/ folder")
     save_every: int = Field(10, ge=0, description="steps between resume states in <out_dir>/resume/ (a killed run "
                             "continues from the last; removed when the stage ends; 0: never)")
-    eve_reports_dir: str = Field("reports/warmstart_eve", description="the EVE warm-start's reports")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")
     warmup_steps: int = Field(3, ge=0, description="linear learning-rate warm-up steps")
     weight_decay: float = Field(0.0, ge=0)
@@ -460,63 +454,22 @@ class WarmstartConfig(Section):
     seed: int = Field(0)
 
 
-class EveConfig(Section):
-    """EVE-Agent (Arai & Ichikawa 2026): the ``eve`` variant's rewards, verifier and two phases."""
-
-    lambda_v: float = Field(0.5, description="lambda_V on the evidence verifier V-hat (Eq. 17); 0 with lambda_b 0 "
-                            "is Dr. Zero (Eq. 18)")
-    lambda_b: float = Field(0.1, description="lambda_B on the brevity bonus B(e) (Eq. 17)")
-    lambda_e: float = Field(0.3, ge=0, description="lambda_E on the Solver's evidence F1 (Eq. 19)")
-    l_max: int = Field(256, ge=1, description="L_max of B(e), in Proposer tokens (Eq. 15)")
-    verifier_samples: int = Field(5, ge=1, description="m: single-turn, search-free answers per condition (Eq. 14)")
-    verifier: Literal["sample", "logprob"] = Field(
-        "sample", description="V-hat from m sampled answers with and without the evidence (the paper's runs), or "
-        "the teacher-forced probability of the answer under each prompt (the paper's unused variant)")
-    verifier_temperature: float = Field(1.0, ge=0, description="verifier decoding temperature (paper: unstated; "
-                                        "the rollouts' 1.0 so the m samples differ)")
-    verifier_max_tokens: int = Field(48, ge=1, description="tokens per verifier answer (paper: unstated)")
-    phase_a_iterations: int | None = Field(None, ge=1, description="Phase A (Proposer) iterations; the rest of "
-                                           "selfplay.iterations is Phase B (Solver). None: half, rounded up "
-                                           "(paper: 50 + 50 steps)")
-    phase_b_iterations: int | None = Field(None, ge=1, description="Phase B (Solver) iterations of a Phase B run "
-                                           "(`--phase b`, the pipeline's selfplay@eve). None: the rest of "
-                                           "selfplay.iterations, at least 1")
-    hop_weights: list[float] = Field(default_factory=lambda: [4.0, 3.0, 2.0, 1.0],
-                                     description="pmf of the hop count h = 1, 2, ... per source document (4:3:2:1)")
-    document_tokens: int = Field(256, ge=16, description="source documents are cut to this many policy tokens "
-                                 "(Dr. Zero's data preparation)")
-    handoff_documents: int = Field(8, ge=1, description="held-out source documents the frozen Proposer turns into "
-                                   "the Phase B Solver set")
-    handoff_samples: int = Field(5, ge=1, description="Proposer samples per hand-off document; the valid one with "
-                                 "the best format score is kept (Dr. Zero's generation script; App. C: five)")
-    handoff_share: float = Field(0.2, gt=0, lt=1, description="share of the corpus held out for the hand-off "
-                                 "(Dr. Zero: 1/5 of the prompt file); Phase A never sees it")
-    require_verbatim: bool = Field(False, description="treat a non-verbatim evidence span as invalid (paper: no "
-                                   "check; false logs the verbatim rate only)")
-    selector: bool = Field(False, description="Phase A draws its source documents with the corpus selector (two "
-                           "UCB1 bandits over document clusters and task types, App. F) instead of uniformly "
-                           "(Alg. 1; the paper's runs)")
-    selector_k0: int = Field(10, ge=1, description="K_0: initial clusters (Eq. 22)")
-    selector_alpha: float = Field(0.0, ge=0, description="alpha of K_t = K_0 + floor(alpha t) (paper: not given; "
-                                  "0 keeps the clusters fixed)")
-    selector_beta: float = Field(1.0, gt=0, description="UCB exploration weight beta (Eq. 30)")
-    selector_lambda_u: float = Field(0.5, ge=0, description="utility weight lambda_u (Eq. 33)")
-    save_proposer: bool = Field(True, description="write the Phase A Proposer's weights to <checkpoint_dir>/eve/"
-                                "proposer before Phase B starts from the initial weights")
-    seed: int = Field(0)
+DEFAULT_VARIANT_CODE = "src/searchplay/recipes/__init__.py"  # a built-in variant's stage: the recipes' loader only
 
 
 class PipelineVariant(Section):
     """One variant's entry in ``pipeline.variants``: what its ``selfplay@<variant>`` stage reads beyond the
-    shared inputs (dvc.yaml interpolates every field, so each entry names all three)."""
+    shared inputs (dvc.yaml interpolates every field, so each entry names all four)."""
 
     params: list[str] = Field(description="the two params sections or keys only this variant reads (e.g. its "
                               "method's section twice: [wcr, wcr]); DVC then re-runs only the variants a change "
                               "affects")
     start: str = Field(description="the stage output its self-play starts from: checkpoints/warmstart, or for a "
-                       "two-phase variant the first phase's hand-off (eve: checkpoints/eve_phase_a/solver_set.jsonl)")
+                       "two-phase variant the first phase's hand-off (checkpoints/<variant>_phase_a/solver_set.jsonl)")
     phase: Literal["all", "b"] = Field(description="`selfplay --phase`: all, or b for a two-phase variant whose "
-                                       "Phase A is its own stage (eve)")
+                                       "Phase A is its own stage")
+    code: str = Field(description="the code its stages run beyond the shared code: a "
+                      "recipe's folder (src/searchplay/recipes/<name>); a built-in variant's, the recipes' loader")
 
     @model_validator(mode="after")
     def _two_keys(self) -> PipelineVariant:
@@ -527,7 +480,8 @@ class PipelineVariant(Section):
 
 
 def _variant(first: str, second: str) -> PipelineVariant:
-    return PipelineVariant(params=[first, second], start="checkpoints/warmstart", phase="all")
+    return PipelineVariant(params=[first, second], start="checkpoints/warmstart", phase="all",
+                           code=DEFAULT_VARIANT_CODE)
 
 
 class LaunchConfig(Section):
@@ -559,7 +513,26 @@ RESULT_NEUTRAL = {"selfplay": {"moments_on_disk", "reference_on_disk", "recomput
                   "warmstart": {"moments_on_disk"}}
 
 
+RECIPE_SECTIONS: dict[str, type[Section]] = {}  # a recipe's own params section -> its model (register_section)
+SELFPLAY_ONLY = ["selfplay"]  # sections only self-play reads (an evaluation of a model without self-play skips them)
+
+
+def register_section(name: str, model: type[Section], selfplay_only: bool = True) -> None:
+    """Add a recipe's params section ``name``, validated by ``model`` (a recipe's, at import); the same model again
+    is a no-op. ``selfplay_only``: only its self-play reads it (``SELFPLAY_ONLY``)."""
+    if name in Params.model_fields or RECIPE_SECTIONS.get(name, model) is not model:
+        raise ValueError(f"params section {name!r} is already declared")
+    RECIPE_SECTIONS[name] = model
+    if selfplay_only and name not in SELFPLAY_ONLY:
+        SELFPLAY_ONLY.append(name)
+
+
 class Params(Section):
+    """Every section of params.yaml: the shared ones below, and each registered recipe's (``register_section``),
+    read as ``params.<section>`` like the others."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True, frozen=False)
+
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     kg: KGConfig = Field(default_factory=KGConfig)
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
@@ -573,10 +546,25 @@ class Params(Section):
     gdcr: GdcrConfig = Field(default_factory=GdcrConfig)
     ssp: SspConfig = Field(default_factory=SspConfig)
     warmstart: WarmstartConfig = Field(default_factory=WarmstartConfig)
-    eve: EveConfig = Field(default_factory=EveConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recipe_sections(cls, data: Any) -> Any:
+        """Each registered recipe section validated by its model (its defaults where absent); any other key that
+        is no section is an error (``load_params`` reports both the way it reports the rest)."""
+        if not isinstance(data, dict):
+            return data
+        unknown = sorted(set(data) - set(cls.model_fields) - set(RECIPE_SECTIONS))
+        if unknown:
+            raise ValueError(f"unknown params sections {unknown}; sections: {top_level_keys()}")
+        data = dict(data)
+        for name, model in RECIPE_SECTIONS.items():
+            value = data.get(name) or {}
+            data[name] = value if isinstance(value, model) else model.model_validate(value)
+        return data
 
     def flat(self) -> dict[str, Any]:
         """Every knob as ``section.key -> value`` (what MLflow logs)."""
@@ -611,12 +599,32 @@ def _describe(error: dict[str, Any], source: str) -> str:
 
 
 def _known_keys(loc: tuple[Any, ...]) -> str:
-    model: type[BaseModel] = Params
-    for part in loc:
+    if not loc:
+        return top_level_keys()
+    model: type[BaseModel] = RECIPE_SECTIONS.get(str(loc[0])) or Params.model_fields[str(loc[0])].annotation
+    for part in loc[1:]:
         annotation = model.model_fields[str(part)].annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             model = annotation
     return ", ".join(sorted(model.model_fields))
+
+
+def top_level_keys() -> str:
+    """The sections params.yaml may hold: the shared ones and every registered recipe's."""
+    return ", ".join(sorted([*Params.model_fields, *RECIPE_SECTIONS]))
+
+
+def recipe_section_errors(tree: dict[str, Any], source: str) -> list[str]:
+    """Each registered recipe section of ``tree`` checked by its model, and each key that is no section: the
+    messages ``_describe`` gives the shared sections' errors."""
+    messages = [f"{source}: unknown key '{key}'; keys allowed in 'top level': {top_level_keys()}"
+                for key in sorted(set(tree) - set(Params.model_fields) - set(RECIPE_SECTIONS))]
+    for name, model in RECIPE_SECTIONS.items():
+        try:
+            model.model_validate(tree.get(name) or {})
+        except ValidationError as exc:
+            messages += [_describe({**err, "loc": (name, *err["loc"])}, source) for err in exc.errors()]
+    return messages
 
 
 def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
@@ -653,11 +661,14 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
     for key, value in (overrides or {}).items():
         if value is not None:
             set_dotted(tree, key, value)
+    messages = recipe_section_errors(tree, str(path))
     try:
-        params = Params.model_validate(tree)
+        params = Params.model_validate({k: v for k, v in tree.items() if k in Params.model_fields or
+                                        (k in RECIPE_SECTIONS and not messages)})
     except ValidationError as exc:
-        messages = [_describe(err, str(path)) for err in exc.errors()]
-        raise ConfigError("\n".join(messages)) from None
+        messages = [_describe(err, str(path)) for err in exc.errors()] + messages
+    if messages:
+        raise ConfigError("\n".join(messages))
     if variants is not None:
         check_variants(params, variants, str(path))
     return params

@@ -26,7 +26,7 @@ STAGE_END = "Updating lock file"
 
 def stage_environment() -> dict[str, str]:
     """The environment for stage commands: this interpreter's scripts first on PATH, offline defaults."""
-    from searchplay.runtime import OFFLINE_DEFAULTS
+    from searchplay.process import OFFLINE_DEFAULTS
 
     env = {**OFFLINE_DEFAULTS, **os.environ}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"

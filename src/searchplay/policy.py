@@ -53,27 +53,36 @@ def initial_policy(params: Any, warmstart: str = "shared") -> str:
 class Warmstart(NamedTuple):
     """A warm-start that variants may start from."""
 
-    out_dir_key: str  # warmstart.<key> of its folder
+    out_dir_key: str  # the dotted params key of its folder (warmstart.out_dir, or a recipe section's key)
     command: str  # the command that writes it
     model: str  # its name as an evaluated model (``evaluate --variant``, ``reports/eval/<model>/``)
+    started_from: str = "base"  # the evaluated model it continues (what a paired comparison sets it against)
 
 
-WARMSTARTS: dict[str, Warmstart] = {"shared": Warmstart("out_dir", "searchplay warmstart", "warmstart")}  # name ->
-# its entry (Variant.warmstart names one); recipes add theirs (register_warmstart)
+WARMSTARTS: dict[str, Warmstart] = {"shared": Warmstart("warmstart.out_dir", "searchplay warmstart", "warmstart")}
+# name -> its entry (Variant.warmstart names one); recipes add theirs (register_warmstart)
 
 
-def register_warmstart(name: str, out_dir_key: str, command: str, model: str) -> None:
-    """Add a warm-start that variants may start from: its folder is ``warmstart.<out_dir_key>``, written by
-    ``command``, evaluated as ``model`` (a recipe's, at import)."""
-    entry = Warmstart(out_dir_key, command, model)
+def register_warmstart(name: str, out_dir_key: str, command: str, model: str, started_from: str = "base") -> None:
+    """Add a warm-start that variants may start from: its folder is the params key ``out_dir_key`` (dotted),
+    written by ``command``, evaluated as ``model``, continuing the model ``started_from`` (a recipe's, at import)."""
+    entry = Warmstart(out_dir_key, command, model, started_from)
     if WARMSTARTS.get(name, entry) != entry:
         raise ValueError(f"warm-start {name!r} is already registered as {WARMSTARTS[name]}")
     WARMSTARTS[name] = entry
 
 
+def warmstart_out_dir(params: Any, warmstart: str) -> Path:
+    """The folder of the warm-start registered as ``warmstart``: the value of its ``out_dir_key``."""
+    value = params
+    for part in WARMSTARTS[warmstart].out_dir_key.split("."):
+        value = getattr(value, part)
+    return Path(value)
+
+
 def warmstart_dir(params: Any, warmstart: str) -> Path:
-    """``<warmstart.<out_dir_key>>/model``: the HF folder of the warm-start registered as ``warmstart``."""
-    return Path(getattr(params.warmstart, WARMSTARTS[warmstart].out_dir_key)) / MODEL_DIR
+    """``<its out_dir>/model``: the HF folder of the warm-start registered as ``warmstart``."""
+    return warmstart_out_dir(params, warmstart) / MODEL_DIR
 
 
 def warmstart_models() -> tuple[str, ...]:
@@ -88,12 +97,26 @@ def warmstart_of_model(model: str) -> str | None:
 
 SELFPLAY_VARIANTS: list[str] = []  # the registered self-play variants' names, in registration order: filled by
 # searchplay.selfplay.variants (its built-ins, and register_variant for the recipes')
+VARIANT_WARMSTARTS: dict[str, str] = {}  # variant -> the WARMSTARTS key it starts from (Variant.warmstart)
 
 
-def register_selfplay_variant(name: str) -> None:
-    """Record a self-play variant's name (``searchplay.selfplay.variants.register_variant`` does); again: a no-op."""
+def register_selfplay_variant(name: str, warmstart: str = "shared") -> None:
+    """Record a self-play variant's name and the warm-start it starts from (``searchplay.selfplay.variants.
+    register_variant`` does); again: a no-op."""
     if name not in SELFPLAY_VARIANTS:
         SELFPLAY_VARIANTS.append(name)
+    VARIANT_WARMSTARTS[name] = warmstart
+
+
+def started_from(model: str) -> str | None:
+    """The evaluated model that ``model`` was trained from: a warm-start's ``started_from``; a self-play variant's
+    warm-start model (``Variant.warmstart``); None for the base model or a name nothing registered."""
+    warmstart = warmstart_of_model(model)
+    if warmstart is not None:
+        return WARMSTARTS[warmstart].started_from
+    if model in VARIANT_WARMSTARTS:
+        return WARMSTARTS[VARIANT_WARMSTARTS[model]].model
+    return None
 
 
 def selfplay_variants() -> tuple[str, ...]:

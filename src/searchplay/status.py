@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.config import Params
-from searchplay.policy import RESUME_DIR, WARMSTARTS, complete_checkpoints
+from searchplay.policy import RESUME_DIR, WARMSTARTS, complete_checkpoints, warmstart_out_dir
 
 
 @dataclass
@@ -69,8 +69,8 @@ def open_runs(params: Params) -> list[OpenRun]:
 def resume_points(params: Params) -> list[ResumePoint]:
     """The warm-start resume states and each self-play variant's newest complete checkpoint."""
     points = []
-    for warmstart in WARMSTARTS.values():  # the shared one and the recipes' (their stage: their model name)
-        state = Path(getattr(params.warmstart, warmstart.out_dir_key)) / "resume"
+    for name, warmstart in WARMSTARTS.items():  # the shared one and the recipes' (their stage: their model name)
+        state = warmstart_out_dir(params, name) / "resume"
         if state.is_dir():
             age = time.time() - state.stat().st_mtime
             points.append(ResumePoint(warmstart.model, state, f"SFT state saved {age / 60:.0f} min ago"))

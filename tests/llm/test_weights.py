@@ -47,11 +47,11 @@ def test_the_cli_says_it_in_one_line(tiny_checkpoint, monkeypatch):
 def test_the_math_kernels_are_warmed_before_the_weights_load(tiny_checkpoint, monkeypatch):
     import transformers
 
-    from searchplay import runtime
+    from searchplay import process
 
     order: list[str] = []
     load = transformers.AutoModelForCausalLM.from_pretrained
-    monkeypatch.setattr(runtime, "warm_math_kernels", lambda: order.append("warm"))
+    monkeypatch.setattr(process, "warm_math_kernels", lambda: order.append("warm"))
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
                         lambda *args, **kwargs: order.append("load") or load(*args, **kwargs))
     load_causal_lm(tiny_checkpoint)

@@ -71,11 +71,11 @@ def test_the_register_functions_add_to_the_registries_and_refuse_a_different_ent
     monkeypatch.setattr(loop, "STEP_FUNCTIONS", dict(loop.STEP_FUNCTIONS))
     monkeypatch.setattr(loop, "SEED_SOURCES", dict(loop.SEED_SOURCES))
     monkeypatch.setattr(phases, "PHASED", dict(phases.PHASED))
-    variants.register_variant(TOY)
-    variants.register_variant(TOY)  # the same declaration again: a no-op (a recipe imported twice)
     loop.register_step("toy_step", toy_step)
     loop.register_seed_source("toy_seeds", toy_seeds)
     phases.register_phases("toy_step", TOY_PHASES)
+    variants.register_variant(TOY)
+    variants.register_variant(TOY)  # the same declaration again: a no-op (a recipe imported twice)
     assert variants.get_variant("toy") is TOY and loop.step_function(TOY) is toy_step
     assert loop.load_seeds(Params(), TOY) == toy_seeds(Params()) and phases.phases_of(TOY) is TOY_PHASES
     with pytest.raises(ValueError, match="already registered"):
@@ -89,6 +89,8 @@ def test_a_registered_variant_is_a_valid_selfplay_variant_and_an_evaluable_model
 
     monkeypatch.setattr(variants, "VARIANTS", dict(variants.VARIANTS))  # the registries as they were, after the test
     monkeypatch.setattr(policy, "SELFPLAY_VARIANTS", list(policy.SELFPLAY_VARIANTS))
+    monkeypatch.setitem(loop.STEP_FUNCTIONS, "toy_step", toy_step)
+    monkeypatch.setitem(loop.SEED_SOURCES, "toy_seeds", toy_seeds)
     absent, toy = tmp_path / "absent.yaml", {"selfplay.variant": "toy"}
     with pytest.raises(ConfigError, match=r"selfplay\.variant: expected one of .*'eve'.*; got 'toy'"):
         load_params(absent, toy, variants=policy.selfplay_variants())
@@ -158,6 +160,26 @@ def test_the_shared_loop_commands_and_warm_start_name_no_recipe(module):
     assert named_variants((PACKAGE / module).read_text(encoding="utf-8")) == []
 
 
+def test_no_module_outside_a_recipes_folder_names_the_recipe():
+    """Config, rl, rewards, eval, colours and every other shared module: a recipe lives in its folder only."""
+    from searchplay.recipes import load_recipes
+
+    for name in load_recipes():
+        folder = PACKAGE / "recipes" / name
+        named = {str(path.relative_to(PACKAGE)): found for path in sorted(PACKAGE.rglob("*.py"))
+                 if not path.is_relative_to(folder) and (found := named_variants(path.read_text(encoding="utf-8")))}
+        assert named == {}, f"shared modules that name the recipe {name!r}: {named}"
+
+
+def test_a_variant_naming_what_is_not_registered_is_refused_at_registration(monkeypatch):
+    monkeypatch.setattr(variants, "VARIANTS", dict(variants.VARIANTS))
+    typo = variants.Variant("typo", seeds="kg", proposer_prompt="kg", solver_reward="wrc", rollout_fields=("nope",))
+    with pytest.raises(ValueError, match=r"^self-play variant 'typo' names what is not registered: solver_reward "
+                                         r"'wrc' \(registered: \[.*'wcr'.*\]\); rollout_fields 'nope'") as error:
+        variants.register_variant(typo)
+    assert "\n" not in str(error.value) and "typo" not in variants.VARIANTS
+
+
 @pytest.mark.parametrize("module", MODEL_LISTS)
 def test_the_params_and_evaluation_list_no_recipe_model_by_name(module):
     assert listed_recipe_models((PACKAGE / module).read_text(encoding="utf-8")) == []
@@ -210,3 +232,8 @@ def test_the_name_check_sees_a_variant_creep_back():
     assert named_variants('steps = {"joint": run_step, "eve": eve.run_eve_step}  # EVE') == ["EVE", "eve"]
     assert named_variants('("proposer_kg", "proposer_eve")') == ["eve"]
     assert named_variants("every event; evening; seven; retrieve; Steve; reverse") == []
+
+
+def test_every_registered_variant_names_only_registered_parts():
+    assert {name: variants.unregistered_names(v) for name, v in variants.VARIANTS.items()
+            if variants.unregistered_names(v)} == {}

@@ -94,18 +94,3 @@ def test_sapo_estimator_broadcasts_each_step_to_its_tokens():
     assert tokens == [[first, first, 0.0, 0.0, second], [third, third]]
     with pytest.raises(ValueError, match="step_rewards and token_steps"):
         ADVANTAGE_ESTIMATORS["sapo"]([1.0, 0.0], masks, params)
-
-
-def test_hop_grouped_advantages_standardize_within_each_hop_count():
-    """HRPO (EVE / Dr. Zero Eq. 5): groups of equal hop count across the batch, unbiased std, singletons R/(1+eps)."""
-    from searchplay.rl import hop_grouped_advantages
-
-    rewards = [2.0, 0.0, 1.0, 0.5, 1.5, 0.7]
-    hops = [1, 1, 1, 2, 2, 4]
-    advantages = hop_grouped_advantages(rewards, hops, eps=0.0)
-    assert advantages[:3] == pytest.approx([1.0, -1.0, 0.0])  # mean 1, std 1
-    assert advantages[3:5] == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)])  # mean 1, std sqrt(0.5)
-    assert advantages[5] == pytest.approx(0.7)  # a hop group of one: mean 0, std 1 (verl grpo_batch)
-    assert hop_grouped_advantages([1.0, 1.0], [3, 3]) == [0.0, 0.0]
-    with pytest.raises(ValueError):
-        hop_grouped_advantages([1.0], [1, 2])

@@ -477,3 +477,32 @@ def test_the_last_relation_rule_rejects_a_question_that_asks_for_something_else(
         proposal.trajectory.turns = turns
     filter_and_verify(None, proposals, params, random.Random(0), sees_path=True)
     assert [p.reason for p in proposals] == ["no_last_relation", None]
+
+
+def test_the_step_reads_coverage_from_the_reward_and_step_advantages_from_the_estimator(setup, monkeypatch):
+    """What a reward and an estimator return is what the statistics count: nothing is measured a second time."""
+    from searchplay.rewards import SOLVER_REWARDS, SolverRewards
+    from searchplay.rl import ADVANTAGE_ESTIMATORS
+    from searchplay.selfplay.step import fresh_slots, judge_groups, score_groups
+
+    params, _, runtime, state, variant = setup()
+    proposals = propose(runtime, variant, state.cursor.next_batch(3))
+    filter_and_verify(runtime, proposals, params, state.rng)
+    slots = fresh_slots(proposals)
+    groups = solve(runtime, slots, params.selfplay.group_size)
+    correct, _ = judge_groups(runtime, slots, groups)
+
+    def reward(group, params):
+        return SolverRewards([0.0] * group.size, step_rewards=[[1.0, 0.0]] * group.size,
+                             details={"coverage": [0.25] * group.size})
+
+    def estimator(rewards, masks, params, details=None, **_):
+        details["step_advantages"] = [[0.5, -0.5]] * len(rewards)
+        return [[0.0] * len(mask) for mask in masks]
+
+    monkeypatch.setitem(SOLVER_REWARDS, "wcr", reward)
+    monkeypatch.setitem(ADVANTAGE_ESTIMATORS, "grpo", estimator)
+    scored = score_groups(variant, params, slots, groups, correct)
+    rollouts = sum(len(g) for g in groups)
+    assert scored.coverage == [0.25] * rollouts and scored.details["coverage"] == [0.25] * rollouts
+    assert scored.step_advantages == [0.5, -0.5] * rollouts and scored.step_rewards == [1.0, 0.0] * rollouts

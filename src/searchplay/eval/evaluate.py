@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchplay.config import Params
+from searchplay.config import SELFPLAY_ONLY, Params
 from searchplay.eval.benchmarks import (
     KG_HELDOUT,
     LoadedBenchmark,
@@ -215,7 +215,7 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     from searchplay.tracking import in_pipeline, start_run
 
     stage = "evaluate" if in_pipeline() else "evaluate-adhoc"
-    skipped = () if choice.source == "checkpoint" else SELFPLAY_SECTIONS
+    skipped = () if choice.source == "checkpoint" else tuple(SELFPLAY_ONLY)  # what a model without self-play never read
     tags = {"variant": variant, "model": choice.id[:500], "model_source": choice.source,
             "run_kind": "pipeline" if in_pipeline() else "adhoc"}
     with start_run(params, stage, variant, tags=tags, skip_sections=skipped) as mlflow_run:
@@ -392,9 +392,6 @@ def _progress(total: int, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="evaluate", unit="q", disable=not enabled)
-
-
-SELFPLAY_SECTIONS = ("selfplay", "eve")  # params an evaluation of a model without self-play does not log
 
 
 def _register(params: Params, variant: str, result: EvalResult, model_path: str, run_id: str) -> None:

@@ -10,21 +10,33 @@ intervals of two models overlapping does not mean no difference; this test is th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-# The checkpoint each trained model started from: the comparison a training step is judged by. warmstart is
-# supervised fine-tuning of base; warmstart_eve continues the warm-start on EVE's formats; the self-play
-# variants ssp, kg_wcr and gdcr start from warmstart, eve from warmstart_eve (through its Phase A stage).
-STARTED_FROM: dict[str, str] = {
-    "warmstart": "base",
-    "warmstart_eve": "warmstart",
-    "ssp": "warmstart",
-    "kg_wcr": "warmstart",
-    "gdcr": "warmstart",
-    "eve": "warmstart_eve",
-}
+
+class StartedFrom(Mapping[str, str]):
+    """Each trained model -> the model it started from, the comparison a training step is judged by, as the
+    registries say: a warm-start's ``started_from`` (warmstart from base), a self-play variant's warm-start
+    (``Variant.warmstart``); read live, so a recipe registered later is in it."""
+
+    def _table(self) -> dict[str, str]:
+        from searchplay.policy import selfplay_variants, started_from, warmstart_models
+
+        models = [*warmstart_models(), *selfplay_variants()]
+        return {model: start for model in models if (start := started_from(model)) is not None}
+
+    def __getitem__(self, model: str) -> str:
+        return self._table()[model]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+STARTED_FROM: Mapping[str, str] = StartedFrom()
 DEFAULT_START = "warmstart"  # a self-play variant not named above starts from the shared warm-start
 # Head-to-head comparisons beside those: the headline method against the SSP baseline.
 HEAD_TO_HEAD: tuple[tuple[str, str], ...] = (("kg_wcr", "ssp"),)
@@ -143,13 +155,14 @@ def comparison_pairs(models: Iterable[str], extra: Iterable[tuple[str, str]] = (
     name against ``DEFAULT_START``), then ``HEAD_TO_HEAD``, then the ``extra`` pairs a user asked for (e.g. two
     seeds of one variant); a pair is left out unless both models are present, and a pair is never repeated.
 
-    >>> comparison_pairs(["base", "warmstart", "kg_wcr", "ssp", "eve", "kg_new"])
+    >>> comparison_pairs(["base", "warmstart", "kg_wcr", "ssp", "kg_new"])
     [('warmstart', 'base'), ('ssp', 'warmstart'), ('kg_wcr', 'warmstart'), ('kg_new', 'warmstart'), ('kg_wcr', 'ssp')]
     >>> comparison_pairs(["warmstart", "kg_wcr", "kg_new"], extra=[("kg_new", "kg_wcr"), ("kg_wcr", "warmstart")])
     [('kg_wcr', 'warmstart'), ('kg_new', 'warmstart'), ('kg_new', 'kg_wcr')]
     """
     present = list(models)
-    starts = {**STARTED_FROM, **{m: DEFAULT_START for m in present if m not in (*STARTED_FROM, "base")}}
+    known = dict(STARTED_FROM)
+    starts = {**known, **{m: DEFAULT_START for m in present if m not in (*known, "base")}}
     pairs = [(model, start) for model, start in starts.items() if model in present and start in present]
     for pair in (*HEAD_TO_HEAD, *extra):
         if pair[0] in present and pair[1] in present and pair not in pairs:

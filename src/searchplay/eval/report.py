@@ -63,6 +63,7 @@ from searchplay.eval.waypoints import (
 )
 from searchplay.intervals import RULE_VALID, Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
 from searchplay.io import atomic_write, read_jsonl, write_json
+from searchplay.policy import warmstart_models
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
 GROUP_COLUMNS = (("general_qa", "GeneralQA"), ("multihop_qa", "Multi-HopQA"), ("avg", "Avg"))
@@ -70,7 +71,6 @@ LABELS = {"nq": "NQ", "triviaqa": "TriviaQA", "popqa": "PopQA", "hotpotqa": "Hot
           "2wikimultihopqa": "2Wiki", "musique": "MuSiQue", "bamboogle": "Bamboogle",
           "fanoutqa": "FanOutQA (sub-q)", "kg_heldout": "KG held-out"}
 METHOD_LABELS = {"base": "base model", "ssp": "+ SSP", "kg_wcr": "+ KG+WCR (Ours)"}
-MODEL_ORDER = ("base", "warmstart", "warmstart_eve")  # then the self-play variants, by name
 INTERVAL_NOTE = "[low, high]: Wilson 95% interval of the proportion correct; n: questions asked"
 OTHER_MODELS_NOTE = ("Other models are compared, with paired tests, in the compare report (`searchplay report`; "
                      "reports/compare/compare.md in the pipeline), whose stage reads every evaluation.")
@@ -157,7 +157,8 @@ def model_order(names: list[str]) -> list[str]:
     >>> model_order(["kg_wcr", "warmstart", "ssp", "base"])
     ['base', 'warmstart', 'kg_wcr', 'ssp']
     """
-    return [n for n in MODEL_ORDER if n in names] + sorted(n for n in names if n not in MODEL_ORDER)
+    order = ("base", *warmstart_models())  # the shared warm-start, then the recipes'; then the variants, by name
+    return [n for n in order if n in names] + sorted(n for n in names if n not in order)
 
 
 def read_variant_metrics(eval_root: str | Path) -> dict[str, dict[str, float]]:
@@ -521,7 +522,7 @@ def paired_table(comparisons: list[PairedComparison], correct: dict[str, dict[Qu
     scopes = [scope_label(comparison, correct) for comparison in comparisons]
     rows = [[c.label, scope, c.n, c.both_right, c.only_a, c.only_b, c.both_wrong, format_p(c.p)]
             for c, scope in zip(comparisons, scopes, strict=True)]
-    starts = ", ".join(f"{model} from {start}" for model, start in STARTED_FROM.items())
+    starts = ", ".join(f"{model} from {start}" for model, start in STARTED_FROM.items() if model in judges)
     heads = ", ".join(f"{a} against {b}" for a, b in HEAD_TO_HEAD)
     caption = (f"Each trained model against the checkpoint it started from ({starts}), and {heads} (the headline "
                "method against the SSP baseline), where both were evaluated; on KG held-out and on every "
@@ -614,7 +615,7 @@ def selfplay_budget(histories: dict[str, list[dict[str, float]]]) -> dict[str, d
 
 
 def budget_label(run: str) -> str:
-    """``eve_phase_a`` -> ``eve (Phase A)``; any other run as it is."""
+    """``<variant>_phase_a`` -> ``<variant> (Phase A)``; any other run as it is."""
     return f"{run.removesuffix(PHASE_A)} (Phase A)" if run.endswith(PHASE_A) else run
 
 
@@ -807,8 +808,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     glance = glance_table(pairs, scope)
     tables[:0] = [glance] if glance else []
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
-                "warmstart_eve = the warm-start continued on EVE's formats (eve's start), the rest = each variant "
-                "after self-play)", f"judges: {', '.join(sorted(set(judges.values())))}"]
+                "the rest = each recipe's warm-start, or each variant after self-play)",
+                f"judges: {', '.join(sorted(set(judges.values())))}"]
     charts = [glance_chart(out / "glance.png", pairs, LABELS.get(scope, "all benchmarks pooled")),  # a DVC plot
               compare_chart(out / "compare.png", variants, columns, baseline)]
     if any(f"{b}.retrieval_recall" in m for m in variants.values() for b in columns):

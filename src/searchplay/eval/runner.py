@@ -27,7 +27,7 @@ from searchplay.io import atomic_write
 
 @dataclass(frozen=True)
 class EvidenceFormat:
-    """How ``evaluate.evidence`` asks the Solver for an evidence span and reads it back (a recipe's; EVE App. H)."""
+    """How ``evaluate.evidence`` asks the Solver for an evidence span and reads it back (a recipe's)."""
 
     solver_messages: Callable[[str], list[dict[str, str]]]  # question -> the Solver prompt that asks for evidence
     span: Callable[[Any], str | None]  # trajectory -> the evidence span it quoted, if any
@@ -147,8 +147,8 @@ def _judge_items(items: Sequence[QAItem], predictions: Sequence[str | None]) -> 
 def solve_batch(items: Sequence[QAItem], backend: Any, search_tool: Any, config: Any, top_k: int,
                 evidence: bool = False) -> list[Any]:
     """One batched multi-turn Solver rollout per question (all advance together); ``evidence``: the registered
-    evidence format's Solver prompt (EVE's), which asks for an ``<evidence>`` span before the answer (EVE App. H:
-    every system gets it)."""
+    evidence format's Solver prompt (a recipe's), which asks for an ``<evidence>`` span before the answer
+    (Arai & Ichikawa 2026, App. H: every system gets it)."""
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.rollout import encode_prompt, run_rollouts
 
@@ -167,8 +167,8 @@ def full_output(trajectory: Any, tokenizer: Any) -> str:
 
 
 def evidence_scores(trajectory: Any, verdict: Any, evidence_verdict: Any) -> dict[str, Any]:
-    """EVE's per-question evidence scores (App. H): the quoted span, its presence, whether it supports a gold
-    answer (``Judge.judge_evidence_many``) and the joint answer-correct-and-supported."""
+    """Per-question evidence scores (Arai & Ichikawa 2026, App. H): the quoted span, its presence, whether it
+    supports a gold answer (``Judge.judge_evidence_many``) and the joint answer-correct-and-supported."""
     span = evidence_format().span(trajectory) or ""
     supported = bool(evidence_verdict.correct) and evidence_verdict.method != "error"
     return {"evidence": span, "evidence_present": bool(span), "evidence_supported": supported,

@@ -74,8 +74,9 @@ def benchmark_scores(records: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 
 def evidence_metrics(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """EVE's evidence metrics x100 (App. H), where the records carry them (``evaluate.evidence``): evidence
-    presence, evidence score (the span supports a gold answer) and joint (answer correct AND supported).
+    """Evidence metrics x100 (Arai & Ichikawa 2026, App. H), where the records carry them
+    (``evaluate.evidence``): evidence presence, evidence score
+    (the span supports a gold answer) and joint (answer correct AND supported).
 
     >>> evidence_metrics([{"evidence_present": True, "evidence_supported": True, "joint_correct": False},
     ...                   {"evidence_present": False, "evidence_supported": False, "joint_correct": False}])

@@ -121,8 +121,9 @@ def parse_verdict(reply: str) -> bool | None:
     return None
 
 
-# EVE's evidence judgement (App. H: a binary GPT-4.1 verdict on whether the question paired with the span
-# recovers the gold answer). The paper prints no prompt; this one is in our words.
+# The evidence judgement of evidence-grounded self-play (Arai & Ichikawa 2026, App. H: a binary GPT-4.1 verdict
+# on whether the question paired with the span recovers the gold answer). The paper prints no prompt; this one is
+# in our words.
 EVIDENCE_TEMPLATE = """You are judging whether a piece of evidence supports an answer.
 Question: {question}
 Gold answer (any of): {golds}
@@ -237,7 +238,7 @@ class Judge:
         return done
 
     def judge_evidence_many(self, items: Sequence[tuple[str, str | None, Sequence[str]]]) -> list[Verdict]:
-        """Does each (question, evidence, golds)'s span support a gold answer? (EVE's evidence score, App. H)
+        """Does each (question, evidence, golds)'s span support a gold answer? (Arai & Ichikawa 2026, App. H)
 
         An empty span is not correct without a call. Without an LLM the verdict is ``evidence_names_gold``
         (method 'exact'); with one, the YES/NO reply to ``EVIDENCE_TEMPLATE``, failing closed as answers do.

@@ -20,7 +20,7 @@ through the parameters' version counters).
 
 Growing cache: transformers' ``DynamicLayer`` concatenates each step's keys and values onto the whole
 cache, a copy of everything cached per decoded token; ``_GrowingLayer`` writes into spare room instead. On a
-CPU a batch cache takes memory only where it is written (``searchplay.runtime.zeros_paged_on_write``): the rows'
+CPU a batch cache takes memory only where it is written (``searchplay.process.zeros_paged_on_write``): the rows'
 left padding and the room no row reaches cost none, also when finished rows leave the batch (``keep_rows``).
 Decode steps fold query heads onto their key/value heads whether or not the batch is padded
 (``searchplay.llm.attention``).
@@ -53,7 +53,7 @@ from typing import Any
 from searchplay.llm.attention import use_lean_attention
 from searchplay.llm.backend import Completion, SamplingParams
 from searchplay.precision import bf16_is_native
-from searchplay.runtime import large_blocks_mapped, return_free_heap, zeros_paged_on_write
+from searchplay.process import large_blocks_mapped, return_free_heap, zeros_paged_on_write
 
 log = logging.getLogger(__name__)
 
@@ -422,7 +422,7 @@ class TransformersBackend:
         batch they view is freed a layer at a time as the new one grows; a prompt's cached prefix once its row
         is prefilled). So a call never holds its rows beside the whole batch cache: in fp32 at 135M, 40 rows of
         1,400 tokens are 2.6 GB each way. On a CPU the buffers take memory only where written
-        (``searchplay.runtime.zeros_paged_on_write``): the rows' left padding, read as zeros under the mask, and
+        (``searchplay.process.zeros_paged_on_write``): the rows' left padding, read as zeros under the mask, and
         the room no row reaches hold none. A rejoining row's copy out of the old batch is mapped too, and the
         heap's free pages go back at the end (``return_free_heap``), so the freed copies and prefills are not kept
         beside the batch they went into. Returns the last position's logits of each prompt's row

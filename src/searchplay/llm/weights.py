@@ -43,11 +43,11 @@ def model_digest(model: str | Path) -> str:
 
 def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:
     """``AutoModelForCausalLM.from_pretrained(path, **kwargs)``, its load failures as ``ModelLoadError``; torch's
-    math kernels are warmed first (``searchplay.runtime.warm_math_kernels``), so the first forward is exact."""
+    math kernels are warmed first (``searchplay.process.warm_math_kernels``), so the first forward is exact."""
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
 
-    from searchplay.runtime import warm_math_kernels
+    from searchplay.process import warm_math_kernels
 
     warm_math_kernels()
     try:
@@ -67,12 +67,12 @@ def read_weights_into_memory(model: Any, folder: str | Path, mapped: bool = Fals
 
     A frozen reference loaded for each update needs this: the mapping's pages would sit on top of the memory the
     allocator keeps from the previous step (0.5 GiB at 135M in fp32). ``mapped`` (CPU parameters): each tensor is
-    an anonymous mapping of its own instead (``searchplay.runtime.zeros_paged_on_write``), whose pages go back to
+    an anonymous mapping of its own instead (``searchplay.process.zeros_paged_on_write``), whose pages go back to
     the system the moment it is freed, where glibc's heap would keep them (``keep_freed_memory``): for weights
     that are read for a call and dropped after it."""
     import torch
 
-    from searchplay.runtime import zeros_paged_on_write
+    from searchplay.process import zeros_paged_on_write
 
     params = dict(model.named_parameters())
     with torch.no_grad():

@@ -1,21 +1,51 @@
 """Recipes: one folder per paper's method, each registering itself into the generic registries.
 
 ``load_recipes()`` imports every recipe; the CLI calls it before it builds its commands, and so does anything
-else that looks a variant up by name. A recipe's ``__init__`` registers its parts at import: its self-play
-variant and Proposer prompt (``searchplay.selfplay.variants``), rewards (``searchplay.rewards``), step function
-and seed source (``searchplay.selfplay.loop``), phases (``searchplay.selfplay.phases``), warm-start
-(``searchplay.policy.WARMSTARTS``, ``searchplay.warmstart.commands``), warm-start demo formats
-(``searchplay.warmstart.formats``) and what else it hooks into. The packages below never import a recipe
-(docs/architecture.md, "Package floors"); a new method is a new folder here and a line in ``load_recipes``.
+else that looks a variant up by name. A recipe's ``__init__`` registers its parts at import: its params section
+(``searchplay.config.register_section``), self-play variant and Proposer prompt (``searchplay.selfplay.variants``),
+rewards (``searchplay.rewards``), advantage estimators (``searchplay.rl``), step function and seed source
+(``searchplay.selfplay.loop``), phases (``searchplay.selfplay.phases``), warm-start (``searchplay.policy``,
+``searchplay.warmstart.commands``), warm-start demo formats (``searchplay.warmstart.formats``), its models'
+colours (``searchplay.colors``) and what else it hooks into. The packages below never import a recipe
+(docs/architecture.md, "Package floors").
 
-* ``eve``: EVE-Agent (evidence-grounded self-play in two phases).
+Where recipes come from: every sub-package of this folder (a new method is a new folder here), then every module
+named in the environment variable ``SEARCHPLAY_RECIPES`` (comma-separated, importable from ``sys.path``): a recipe
+kept outside this repository, e.g. ``SEARCHPLAY_RECIPES=my_lab.recipe searchplay selfplay --variant mine``.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
+
+RECIPES_ENV = "SEARCHPLAY_RECIPES"  # comma-separated modules of recipes outside this package
+
+
+class RecipeError(ImportError):
+    """A recipe named in ``SEARCHPLAY_RECIPES`` that cannot be imported."""
+
+
+def recipe_modules() -> list[str]:
+    """The recipes' module names: this folder's sub-packages (sorted), then those of ``SEARCHPLAY_RECIPES``."""
+    here = [f"{__name__}.{info.name}" for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
+            if info.ispkg]
+    extra = [name.strip() for name in os.environ.get(RECIPES_ENV, "").split(",") if name.strip()]
+    return here + [name for name in extra if name not in here]
+
 
 def load_recipes() -> tuple[str, ...]:
-    """Import (and so register) every recipe; returns their names. Importing twice registers nothing twice."""
-    from searchplay.recipes import eve
-
-    return (eve.NAME,)
+    """Import (and so register) every recipe; returns their names (each module's ``NAME``, else its last part).
+    Importing twice registers nothing twice."""
+    names = []
+    for module_name in recipe_modules():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module_name.startswith(exc.name):
+                raise
+            raise RecipeError(f"{RECIPES_ENV} names the recipe {module_name!r}, which is not importable "
+                              f"({exc}); put its folder on PYTHONPATH or fix the name") from None
+        names.append(getattr(module, "NAME", module_name.rpartition(".")[2]))
+    return tuple(names)

@@ -6,6 +6,7 @@ from searchplay.rewards.gdcr import contribution_scores, gdcr_step_rewards, subg
 from searchplay.rewards.outcome import answer_spam_guard, binary_rewards, proposer_reward, wcr_rewards
 from searchplay.rewards.registry import (
     PROPOSER_REWARDS,
+    ROLLOUT_FIELDS,
     SOLVER_REWARDS,
     ProposerOutcome,
     ProposerRewardFn,
@@ -15,12 +16,14 @@ from searchplay.rewards.registry import (
     get_proposer_reward,
     get_solver_reward,
     register_proposer_reward,
+    register_rollout_field,
     register_solver_reward,
 )
 from searchplay.rewards.stats import accuracy_by_coverage, coverage_correctness_spearman, mean_coverage_by_outcome
 
 __all__ = [
     "PROPOSER_REWARDS",
+    "ROLLOUT_FIELDS",
     "SOLVER_REWARDS",
     "ProposerOutcome",
     "ProposerRewardFn",
@@ -39,6 +42,7 @@ __all__ = [
     "mean_coverage_by_outcome",
     "proposer_reward",
     "register_proposer_reward",
+    "register_rollout_field",
     "register_solver_reward",
     "subgraph_triples",
     "waypoint_coverage",

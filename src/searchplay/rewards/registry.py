@@ -3,15 +3,17 @@
 Every Solver reward has ONE signature, ``fn(group: SolverGroup, params: Params) -> SolverRewards``;
 every Proposer reward ``fn(outcome: ProposerOutcome, params: Params) -> float``. ``params`` is the whole
 typed params.yaml (alpha: ``params.wcr.alpha``; spam limit: ``params.agent.max_answer_tags``).
-A new variant (a recipe's, e.g. EVE's EM + lambda_E * F1(evidence) in ``searchplay.recipes.eve.rewards``; GDCR:
-step-level rewards in ``SolverRewards.step_rewards``) adds a function and a registry entry
-(``register_solver_reward``); the optional fields it needs already travel in the dataclasses.
+A new variant (a recipe's, in its own folder; GDCR: step-level rewards in ``SolverRewards.step_rewards``) adds a
+function and a registry entry (``register_solver_reward``). What a reward reads beyond the shared columns travels
+in mappings, so a new signal needs no edit here: ``SolverGroup.rollouts`` (one mapping per rollout, the values of
+the ``ROLLOUT_FIELDS`` its variant names, ``Variant.rollout_fields``), ``SolverGroup.record`` (the question's
+record) and ``ProposerOutcome.record`` (what the recipe's step measured of a Proposer rollout).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +30,10 @@ class SolverGroup:
     """The G Solver rollouts of one question (one value per rollout in each list) and its record.
 
     ``correct`` is the judge's verdict, ``valid`` the format validity z_i^val, ``think_texts`` the joined
-    ``<think>`` spans. Question fields are optional: WCR needs ``waypoints``; EVE the gold ``evidence``
-    and the rollouts' ``predicted_evidence``; GDCR the question's ``graph`` (label triples, answer
-    included), node ``aliases`` and each rollout's per-turn ``steps`` (thought, observation or None).
+    ``<think>`` spans. Question fields are optional: WCR needs ``waypoints``; GDCR the question's ``graph``
+    (label triples, answer included), node ``aliases`` and each rollout's per-turn ``steps`` (thought,
+    observation or None). A recipe's reward reads its own fields from ``rollouts`` (per rollout) and ``record``
+    (the question's record, e.g. a gold evidence span).
     """
 
     correct: list[bool]
@@ -38,22 +41,19 @@ class SolverGroup:
     think_texts: list[str] = field(default_factory=list)
     answer_tag_counts: list[int] = field(default_factory=list)
     predictions: list[str | None] = field(default_factory=list)
-    predicted_evidence: list[str | None] = field(default_factory=list)
     steps: list[list[tuple[str, str | None]]] = field(default_factory=list)  # per rollout: (thought, observation)
     question: str = ""
     answer: str = ""
     waypoints: list[str] = field(default_factory=list)
-    evidence: str | None = None
-    path: list[dict[str, Any]] = field(default_factory=list)
-    record: dict[str, Any] = field(default_factory=dict)
     graph: list[tuple[str, str, str]] = field(default_factory=list)
     aliases: dict[str, list[str]] = field(default_factory=dict)
+    rollouts: list[Mapping[str, Any]] = field(default_factory=list)  # per rollout: its variant's rollout fields
+    record: Mapping[str, Any] = field(default_factory=dict)  # the question's record (a recipe's fields)
 
     def __post_init__(self) -> None:
         size = len(self.correct)
         optional = {"valid": self.valid, "think_texts": self.think_texts, "answer_tag_counts": self.answer_tag_counts,
-                    "predictions": self.predictions, "predicted_evidence": self.predicted_evidence,
-                    "steps": self.steps}
+                    "predictions": self.predictions, "steps": self.steps, "rollouts": self.rollouts}
         wrong = {name: len(v) for name, v in optional.items() if (name == "valid" or v) and len(v) != size}
         if wrong:
             raise ValueError(f"SolverGroup: {size} rollouts in 'correct' but lengths {wrong}; "
@@ -81,9 +81,11 @@ class ProposerOutcome:
     solver_correct: list[bool] = field(default_factory=list)
     question: str = ""
     answer: str = ""
-    format_score: float = 0.0  # EVE: Dr. Zero's F_fmt (Eq. 9)
-    verifier: float | None = None  # EVE: V-hat (Eq. 14); None when not measured (no evidence)
-    evidence_tokens: int | None = None  # EVE: |e| in Proposer tokens (Eq. 15); None without evidence
+    record: Mapping[str, Any] = field(default_factory=dict)  # what a recipe's step measured of the rollout
+
+
+ROLLOUT_FIELDS: dict[str, Callable[[Any], Any]] = {}  # name -> fn(trajectory): a per-rollout signal a reward reads
+# from SolverGroup.rollouts; a recipe adds its own (register_rollout_field), a variant names those it needs
 
 
 SolverRewardFn = Callable[[SolverGroup, "Params"], SolverRewards]
@@ -153,6 +155,12 @@ def register_solver_reward(name: str, fn: SolverRewardFn) -> None:
 def register_proposer_reward(name: str, fn: ProposerRewardFn) -> None:
     """Add a Proposer reward under ``name`` (a recipe's, at import); the same function again is a no-op."""
     _register(PROPOSER_REWARDS, name, fn, "Proposer reward")
+
+
+def register_rollout_field(name: str, fn: Callable[[Any], Any]) -> None:
+    """Add a per-rollout signal ``fn(trajectory)`` under ``name`` (``Variant.rollout_fields`` names it; the step
+    puts its value in each rollout's mapping of ``SolverGroup.rollouts``); the same function again is a no-op."""
+    _register(ROLLOUT_FIELDS, name, fn, "rollout field")
 
 
 def _register(registry: dict[str, Any], name: str, entry: Any, what: str) -> None:

@@ -9,7 +9,7 @@ from searchplay.rl.advantages import (
     gdcr_step_advantages,
     get_advantage_estimator,
     group_advantages,
-    hop_grouped_advantages,
+    register_advantage_estimator,
     reinforce_advantages,
     sapo_advantages,
 )
@@ -25,7 +25,7 @@ __all__ = [
     "gdcr_step_advantages",
     "get_advantage_estimator",
     "group_advantages",
-    "hop_grouped_advantages",
+    "register_advantage_estimator",
     "reinforce_advantages",
     "sapo_advantages",
 ]

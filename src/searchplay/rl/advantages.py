@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from searchplay.config import Params
@@ -34,34 +34,6 @@ def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]
     mean = sum(rewards) / n
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
     return [(r - mean) / (std + eps) for r in rewards]
-
-
-def hop_grouped_advantages(rewards: Sequence[float], hops: Sequence[int], eps: float = 1e-6) -> list[float]:
-    """HRPO: each reward standardized within the batch's group of equal hop count (Dr. Zero / EVE Eq. 5).
-
-    A_i = (R_i - mean_{j: h_j = h_i} R_j) / (std_{j: h_j = h_i} R_j + eps), std unbiased (ddof = 1) as
-    Dr. Zero's verl ``grpo_batch``; a hop group of one gets mean 0 and std 1 there, so A = R / (1 + eps).
-    One Proposer sample per source document: the hop group replaces GRPO's nested group.
-
-    >>> [round(a, 4) for a in hop_grouped_advantages([1.0, 0.0, 0.5, 2.0], [1, 1, 2, 3])]
-    [0.7071, -0.7071, 0.5, 2.0]
-    """
-    if len(rewards) != len(hops):
-        raise ValueError(f"hop_grouped_advantages: {len(rewards)} rewards but {len(hops)} hop counts")
-    members: dict[int, list[int]] = {}
-    for index, hop in enumerate(hops):
-        members.setdefault(hop, []).append(index)
-    out = [0.0] * len(rewards)
-    for indices in members.values():
-        group = [rewards[i] for i in indices]
-        if len(group) == 1:
-            mean, std = 0.0, 1.0
-        else:
-            mean = sum(group) / len(group)
-            std = math.sqrt(sum((r - mean) ** 2 for r in group) / (len(group) - 1))
-        for i in indices:
-            out[i] = (rewards[i] - mean) / (std + eps)
-    return out
 
 
 def reinforce_advantages(rewards: Sequence[float], baseline: str = "none") -> list[float]:
@@ -122,9 +94,16 @@ def sapo_advantages(outcome_rewards: Sequence[float], gdcr_sequences: Sequence[S
     if len(outcome_rewards) != len(gdcr_sequences):
         raise ValueError(f"{len(outcome_rewards)} outcome rewards for {len(gdcr_sequences)} GDCR sequences; "
                          "give one step-reward sequence per trajectory")
+    return combine_sapo(outcome_rewards, [gdcr_step_advantages(sequence, eps) for sequence in gdcr_sequences],
+                        lam=lam, eps=eps)
+
+
+def combine_sapo(outcome_rewards: Sequence[float], step_advantages: Sequence[Sequence[float]], lam: float = 0.5,
+                 eps: float = 1e-6) -> list[list[float]]:
+    """A_t = A_o + lam * |A_o| * A_{t,g} from each rollout's step advantages A_{t,g} (GDCR paper Eq. 14)."""
     outcome = group_advantages(outcome_rewards, eps=eps)
-    return [[a_o + lam * abs(a_o) * a_g for a_g in gdcr_step_advantages(sequence, eps)]
-            for a_o, sequence in zip(outcome, gdcr_sequences, strict=True)]
+    return [[a_o + lam * abs(a_o) * a_g for a_g in steps]
+            for a_o, steps in zip(outcome, step_advantages, strict=True)]
 
 
 def broadcast_steps_to_tokens(step_advantages: Sequence[Sequence[float]], token_steps: Sequence[Sequence[int]],
@@ -161,28 +140,32 @@ def reinforce(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], par
 
 def sapo(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: Params, *,
          step_rewards: Sequence[Sequence[float]] | None = None, token_steps: Sequence[Sequence[int]] | None = None,
-         **_step_info) -> list[list[float]]:
-    """SAPO per-token advantages for ONE group (GDCR paper Eqs. 13-14); GRPO where a rollout has no step rewards."""
+         details: dict[str, Any] | None = None, **_step_info) -> list[list[float]]:
+    """SAPO per-token advantages for ONE group (GDCR paper Eqs. 13-14); GRPO where a rollout has no step rewards.
+    ``details``, where given, receives each rollout's step advantages A_{t,g} (``'step_advantages'``)."""
     if step_rewards is None or token_steps is None:
         raise ValueError("the 'sapo' estimator needs step_rewards and token_steps (a step-level Solver reward "
                          "such as 'gdcr' provides them)")
-    steps = sapo_advantages(rewards, step_rewards, lam=params.gdcr.sapo_lambda, eps=params.selfplay.adv_eps)
+    eps = params.selfplay.adv_eps
+    step_advantages = [gdcr_step_advantages(sequence, eps) for sequence in step_rewards]
+    if details is not None:
+        details["step_advantages"] = step_advantages
+    steps = combine_sapo(rewards, step_advantages, lam=params.gdcr.sapo_lambda, eps=eps)
     return broadcast_steps_to_tokens(steps, token_steps, loss_masks)
 
 
-def hrpo(rewards: Sequence[float], loss_masks: Sequence[Sequence[int]], params: Params, *,
-         hops: Sequence[int] | None = None, **_step_info) -> list[list[float]]:
-    """HRPO per-token advantages for the batch of Proposer trajectories, one per source document (EVE Eq. 5)."""
-    if hops is None:
-        raise ValueError("the 'hrpo' estimator needs the hop count of every sample (EVE's Proposer step gives them)")
-    return broadcast_to_tokens(hop_grouped_advantages(rewards, hops, eps=params.selfplay.adv_eps), loss_masks)
+# fn(rewards, loss_masks, params, **step_info) -> per-token advantages. "grpo" takes one question's group;
+# "reinforce" the step's Proposer batch. The step-level "sapo" (GDCR paper Eq. 13-14) reads step_rewards (per
+# sample, per turn) and token_steps (turn index of each response token) from the keyword arguments; a recipe's
+# estimator reads what its step passes (register_advantage_estimator) and ignores the rest.
+ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo, "reinforce": reinforce, "sapo": sapo}
 
 
-# fn(rewards, loss_masks, params, *, step_rewards=None, token_steps=None, hops=None) -> per-token advantages.
-# "grpo" takes one question's group; "reinforce" the step's Proposer batch. The step-level "sapo"
-# (GDCR paper Eq. 13-14) reads step_rewards (per sample, per turn) and token_steps (turn index of each
-# response token) from the keyword arguments; EVE's "hrpo" (Eq. 5) reads each Proposer sample's hop count.
-ADVANTAGE_ESTIMATORS: dict[str, AdvantageFn] = {"grpo": grpo, "reinforce": reinforce, "sapo": sapo, "hrpo": hrpo}
+def register_advantage_estimator(name: str, fn: AdvantageFn) -> None:
+    """Add an advantage estimator under ``name`` (a recipe's, at import); the same function again is a no-op."""
+    if ADVANTAGE_ESTIMATORS.get(name, fn) is not fn:
+        raise ValueError(f"advantage estimator {name!r} is already registered as {ADVANTAGE_ESTIMATORS[name]!r}")
+    ADVANTAGE_ESTIMATORS[name] = fn
 
 
 def get_advantage_estimator(name: str) -> AdvantageFn:

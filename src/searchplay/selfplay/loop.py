@@ -49,7 +49,7 @@ from searchplay.selfplay.seeds import (
     shuffled,
 )
 from searchplay.selfplay.step import LoopState, Runtime, StepResult, evaluated_change_share, fixed_role, run_step
-from searchplay.selfplay.variants import Variant, get_variant
+from searchplay.selfplay.variants import LOOP_REGISTRIES, Variant, get_variant
 from searchplay.timings import is_timing, split_timings, timing_rows, write_timings
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,7 @@ def answer_seeds(params: Params) -> list[Seed]:
 
 SeedLoader = Callable[[Params], list[Seed]]
 SEED_SOURCES: dict[str, SeedLoader] = {"kg": kg_seeds, "answers": answer_seeds}  # Variant.seeds -> loader
+LOOP_REGISTRIES.update({"seeds": lambda: SEED_SOURCES, "step": lambda: STEP_FUNCTIONS})  # register_variant checks
 
 
 def register_seed_source(name: str, loader: SeedLoader) -> None:

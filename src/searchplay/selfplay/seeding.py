@@ -1,8 +1,8 @@
 """Seeding of torch's sampling in self-play, so a run repeats and a resumed run matches an unbroken one.
 
 Rollouts sample from torch's global generator (``TransformersBackend``), whose initial seed is random per
-process. Each iteration (and EVE's hand-off) therefore reseeds it from ``selfplay.seed``, the iteration and
-the process rank: the draws of iteration ``i`` do not depend on what ran before it in this process, so a
+process. Each iteration (and a recipe's hand-off between phases) therefore reseeds it from ``selfplay.seed``, the
+iteration and the process rank: the draws of iteration ``i`` do not depend on what ran before it in this process, so a
 run resumed from checkpoint ``i - 1`` samples what the unbroken run sampled (given the same weights), and
 processes of a multi-process run draw different streams. ``agent.seed``, where set, still reseeds every
 turn on top of this (docs/decisions/selfplay.md).
@@ -10,7 +10,7 @@ turn on top of this (docs/decisions/selfplay.md).
 
 from __future__ import annotations
 
-ITERATION, HANDOFF = 0, 1  # what a seed is for: one self-play iteration, or EVE's Phase A hand-off
+ITERATION, HANDOFF = 0, 1  # what a seed is for: one self-play iteration, or a two-phase recipe's hand-off
 
 
 def sampling_seed(seed: int, iteration: int, rank: int = 0, purpose: int = ITERATION) -> int:

@@ -19,7 +19,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +35,16 @@ from searchplay.config import Params
 from searchplay.llm.backend import SamplingParams
 from searchplay.question_rules import REJECT_REASONS, FilterRules, asks_relation, names_entity, rule_filter
 from searchplay.retrieval.types import Document
-from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup, waypoint_coverage
+from searchplay.rewards import (
+    PROPOSER_REWARDS,
+    ROLLOUT_FIELDS,
+    SOLVER_REWARDS,
+    ProposerOutcome,
+    SolverGroup,
+    waypoint_coverage,
+)
 from searchplay.rewards.gdcr import subgraph_aliases, subgraph_triples
-from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample, gdcr_step_advantages
+from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
 from searchplay.rl.drift import local_shards
 from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
@@ -108,6 +115,7 @@ class Slot:
     graph: list[tuple[str, str, str]] = field(default_factory=list)  # the seed subgraph's label triples (GDCR)
     aliases: dict[str, list[str]] = field(default_factory=dict)  # node label -> aliases, where the record has them
     other_answers: list[str] = field(default_factory=list)  # every other answer the KG gives to the path's chain
+    record: dict[str, Any] = field(default_factory=dict)  # a recipe's fields of the question (SolverGroup.record)
 
     @property
     def golds(self) -> list[str]:
@@ -115,15 +123,16 @@ class Slot:
         return [self.answer, *self.other_answers]
 
     def to_entry(self) -> dict[str, Any]:
-        return {"question": self.question, "answer": self.answer, "waypoints": list(self.waypoints),
-                "seed_id": self.seed_id, "graph": [list(t) for t in self.graph], "aliases": dict(self.aliases),
-                "other_answers": list(self.other_answers)}
+        entry = {"question": self.question, "answer": self.answer, "waypoints": list(self.waypoints),
+                 "seed_id": self.seed_id, "graph": [list(t) for t in self.graph], "aliases": dict(self.aliases),
+                 "other_answers": list(self.other_answers)}
+        return {**entry, "record": dict(self.record)} if self.record else entry
 
     @classmethod
     def from_entry(cls, entry: dict[str, Any], source: str) -> Slot:
         return cls(entry["question"], entry["answer"], list(entry.get("waypoints", [])), entry.get("seed_id", ""),
                    source, graph=[tuple(t) for t in entry.get("graph", [])], aliases=dict(entry.get("aliases", {})),
-                   other_answers=list(entry.get("other_answers", [])))
+                   other_answers=list(entry.get("other_answers", [])), record=dict(entry.get("record", {})))
 
 
 @dataclass
@@ -360,40 +369,57 @@ class ScoredGroups:
     coverage_correct: list[bool] = field(default_factory=list)
     step_rewards: list[float] = field(default_factory=list)  # every step's r_{t,g} of step-level rewards (GDCR)
     step_advantages: list[float] = field(default_factory=list)  # every step's A_{t,g} (GDCR Eq. 13)
+    rollouts: list[Mapping[str, Any]] = field(default_factory=list)  # per rollout: its variant's rollout fields
+    details: dict[str, list[Any]] = field(default_factory=dict)  # the rewards' details, each key's lists joined
 
     def signal_groups(self) -> int:
         return m.nonzero_advantage_groups(self.group_advantages)
 
     def extend(self, other: ScoredGroups) -> None:
         for name in ("samples", "group_advantages", "rewards", "process", "coverage", "coverage_correct",
-                     "step_rewards", "step_advantages"):
+                     "step_rewards", "step_advantages", "rollouts"):
             getattr(self, name).extend(getattr(other, name))
+        for key, values in other.details.items():
+            self.details.setdefault(key, []).extend(values)
+
+
+def solver_group(variant: Variant, slot: Slot, group: list[Trajectory], correct: list[bool]) -> SolverGroup:
+    """What the Solver reward reads of one question's rollouts: the shared columns, each rollout's fields that the
+    variant names (``Variant.rollout_fields``) and the question's record."""
+    return SolverGroup(
+        correct=correct, valid=[rollout_valid(t) for t in group], think_texts=[t.think_text for t in group],
+        answer_tag_counts=[t.answer_tag_count for t in group], predictions=[t.answer for t in group],
+        steps=[trajectory_steps(t) for t in group], question=slot.question, answer=slot.answer,
+        waypoints=slot.waypoints, graph=slot.graph, aliases=slot.aliases,
+        rollouts=[{name: ROLLOUT_FIELDS[name](t) for name in variant.rollout_fields} for t in group]
+        if variant.rollout_fields else [], record=slot.record)
 
 
 def score_groups(variant: Variant, params: Params, slots: list[Slot], groups: list[list[Trajectory]],
                  correct: list[list[bool]]) -> ScoredGroups:
-    """Each group's rewards and advantages from the variant's registry entries (SSP Eq. 4; KG Eq. 5-7)."""
+    """Each group's rewards and advantages from the variant's registry entries (SSP Eq. 4; KG Eq. 5-7). The
+    statistics read what the reward and the estimator returned: WCR's coverage (``details['coverage']``; measured
+    here only for a reward that does not give it), the step advantages A_{t,g} of a step-level estimator."""
     out = ScoredGroups()
     for slot, group, c in zip(slots, groups, correct, strict=True):
-        valid = [rollout_valid(t) for t in group]
-        scored = SOLVER_REWARDS[variant.solver_reward](SolverGroup(
-            correct=c, valid=valid, think_texts=[t.think_text for t in group],
-            answer_tag_counts=[t.answer_tag_count for t in group], predictions=[t.answer for t in group],
-            steps=[trajectory_steps(t) for t in group], question=slot.question, answer=slot.answer,
-            waypoints=slot.waypoints, graph=slot.graph, aliases=slot.aliases), params)
+        inputs = solver_group(variant, slot, group, c)
+        scored = SOLVER_REWARDS[variant.solver_reward](inputs, params)
+        estimated: dict[str, Any] = {}
         advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](
             scored.rewards, [t.loss_mask for t in group], params, step_rewards=scored.step_rewards,
-            token_steps=[token_turns(t) for t in group])
+            token_steps=[token_turns(t) for t in group], details=estimated)
         if scored.step_rewards is not None:
             out.step_rewards += [r for steps in scored.step_rewards for r in steps]
-            out.step_advantages += [a for steps in scored.step_rewards
-                                    for a in gdcr_step_advantages(steps, params.selfplay.adv_eps)]
+            out.step_advantages += [a for steps in estimated.get("step_advantages", []) for a in steps]
         out.group_advantages.append([a for adv in advantages for a in adv])
         out.rewards += scored.rewards
-        out.process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, valid, scored.rewards, strict=True)]
+        out.rollouts += inputs.rollouts
+        for key, values in scored.details.items():
+            out.details.setdefault(key, []).extend(values)
+        out.process += [0.0 if (ci and zi) else r for ci, zi, r in zip(c, inputs.valid, scored.rewards, strict=True)]
         if slot.waypoints:
-            out.coverage += [waypoint_coverage(t.think_text, slot.waypoints, casefold=params.wcr.casefold)
-                             for t in group]
+            out.coverage += scored.details.get("coverage") or [
+                waypoint_coverage(t.think_text, slot.waypoints, casefold=params.wcr.casefold) for t in group]
             out.coverage_correct += c
         out.samples.append([TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
                             for t, adv in zip(group, advantages, strict=True)])
@@ -613,6 +639,7 @@ def step_metrics(variant: Variant, params: Params, batch: StepBatch, update: Upd
     generated = sum(t.generated_token_count for t in solver_trajs) + sum(
         p.trajectory.generated_token_count for p in proposals)
     rollout_seconds = clock["propose"] + clock["verify"] + clock["solve"]
+    trained = update_metrics(update, proposer_samples, solver_samples)  # its keys keep their places below
     metrics = {
         "solver/reward_mean": m.mean(scored.rewards),
         "solver/accuracy": m.mean([float(c) for g in correct for c in g]),
@@ -625,7 +652,7 @@ def step_metrics(variant: Variant, params: Params, batch: StepBatch, update: Upd
         "batch/questions": float(len(slots)),
         "batch/fresh": float(batch.fresh_count),
         "batch/replayed": float(sum(s.source != "fresh" for s in slots)),
-        "batch/solver_update_skipped": float(not solver_samples),
+        "batch/solver_update_skipped": trained["batch/solver_update_skipped"],
         "replay/size": float(replay_size),
         "rollout/searches_solver": m.mean([t.num_searches for t in solver_trajs]),
         "rollout/searches_proposer": m.mean([p.trajectory.num_searches for p in proposals]),
@@ -636,10 +663,8 @@ def step_metrics(variant: Variant, params: Params, batch: StepBatch, update: Upd
         "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(scored.group_advantages)),
         "train/groups_dropped_no_signal": float(dropped),
         "batch/dynamic_sampling_rounds": float(batch.sampling_rounds),
-        "train/samples_solver": float(len(solver_samples)),
-        "train/samples_proposer": float(len(proposer_samples)),
-        "train/weight_delta_max": update.delta,  # train/weights_changed: the trainer's own, in train_stats
-        "train/weight_delta_l2_from_start": update.distance,
+        **{k: trained[k] for k in ("train/samples_solver", "train/samples_proposer", "train/weights_changed",
+                                   "train/weight_delta_max", "train/weight_delta_l2_from_start")},
         "format/proposer_valid_rate": m.mean([float(p.trajectory.valid and p.trajectory.question is not None)
                                               for p in proposals]),
         "format/solver_valid_rate": m.mean([float(rollout_valid(t)) for t in solver_trajs]),
@@ -651,6 +676,19 @@ def step_metrics(variant: Variant, params: Params, batch: StepBatch, update: Upd
     metrics.update(m.fresh_accuracy(correct, [slot.source for slot in slots]))
     metrics.update(m.coverage_statistics(scored.coverage, scored.coverage_correct))
     metrics.update(m.step_credit_statistics(scored.step_rewards, scored.step_advantages))
+    metrics.update(trained)
+    return metrics
+
+
+def update_metrics(update: UpdateResult, proposer_samples: list[TrainingSample],
+                   solver_samples: list[TrainingSample]) -> dict[str, float]:
+    """The update's metrics: samples per role, whether and how far the weights moved, the trainer's statistics
+    (``train/*``) and each role's gradient norm, optimizer steps and loss (``train/<role>/*``)."""
+    metrics = {"train/samples_proposer": float(len(proposer_samples)),
+               "train/samples_solver": float(len(solver_samples)),
+               "batch/solver_update_skipped": float(not solver_samples),
+               "train/weights_changed": float(update.delta > 0), "train/weight_delta_max": update.delta,
+               "train/weight_delta_l2_from_start": update.distance}
     metrics.update({f"train/{k}": float(v) for k, v in update.train_stats.items() if isinstance(v, int | float)})
     for role, stats in update.role_stats.items():
         if role != "all":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
 from searchplay.policy import register_selfplay_variant
@@ -71,6 +71,8 @@ class Variant:
     # also the key of its phases in searchplay.selfplay.phases.PHASED, where it has several
     frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (a frozen Solver)
     warmstart: str = "shared"  # key of searchplay.policy.WARMSTARTS: the shared warm-start, or a recipe's
+    rollout_fields: tuple[str, ...] = ()  # keys of searchplay.rewards.ROLLOUT_FIELDS: the per-rollout signals its
+    # Solver reward reads from SolverGroup.rollouts (a recipe's, register_rollout_field)
     description: str = ""
 
     @property
@@ -111,16 +113,41 @@ VARIANTS: dict[str, Variant] = {
                               description="control: SSP Proposer seeded with the KG answers (KG paper Table 2)"),
 }
 
-for _name in VARIANTS:  # the built-ins' names, where evaluation reads them (the recipes' come by register_variant)
-    register_selfplay_variant(_name)
+for _variant in VARIANTS.values():  # the built-ins, where evaluation reads them (the recipes' by register_variant)
+    register_selfplay_variant(_variant.name, _variant.warmstart)
+
+
+LOOP_REGISTRIES: dict[str, Callable[[], dict[str, Any]]] = {}  # 'seeds', 'step': the loop's registries, read
+# when a variant is registered (searchplay.selfplay.loop adds them at import; it imports this module)
+
+
+def unregistered_names(variant: Variant) -> list[str]:
+    """``field 'name'`` for each name ``variant`` points to that its registry does not hold."""
+    from searchplay.policy import WARMSTARTS
+    from searchplay.rewards import PROPOSER_REWARDS, ROLLOUT_FIELDS, SOLVER_REWARDS
+    from searchplay.rl import ADVANTAGE_ESTIMATORS
+
+    registries = {"proposer_prompt": PROPOSER_PROMPTS, "solver_reward": SOLVER_REWARDS,
+                  "solver_advantage": ADVANTAGE_ESTIMATORS, "proposer_advantage": ADVANTAGE_ESTIMATORS,
+                  "proposer_reward": PROPOSER_REWARDS, "warmstart": WARMSTARTS,
+                  **{key: registry() for key, registry in LOOP_REGISTRIES.items()}}
+    missing = [f"{key} {getattr(variant, key)!r} (registered: {sorted(registry)})"
+               for key, registry in registries.items() if getattr(variant, key) not in registry]
+    return missing + [f"rollout_fields {name!r} (registered: {sorted(ROLLOUT_FIELDS)})"
+                      for name in variant.rollout_fields if name not in ROLLOUT_FIELDS]
 
 
 def register_variant(variant: Variant) -> None:
-    """Add ``variant`` under its name (a recipe's, at import); the same declaration again is a no-op."""
+    """Add ``variant`` under its name (a recipe's, at import, after the parts it names); the same declaration again
+    is a no-op. A name it points to that no registry holds is an error of one line, raised here, before any run."""
     if VARIANTS.get(variant.name, variant) != variant:
         raise ValueError(f"self-play variant {variant.name!r} is already registered, differently")
+    missing = unregistered_names(variant)
+    if missing:
+        raise ValueError(f"self-play variant {variant.name!r} names what is not registered: {'; '.join(missing)}; "
+                         "register those first (a recipe registers its variant last)")
     VARIANTS[variant.name] = variant
-    register_selfplay_variant(variant.name)
+    register_selfplay_variant(variant.name, variant.warmstart)
 
 
 def register_proposer_prompt(name: str, build: Callable[[Seed], Messages]) -> None:

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from searchplay.recipes.eve.objects import EveObjects, eve_objects
 from searchplay.recipes.eve.phases import run_eve_step, seed_triple, verifier_score, verify_evidence
-from searchplay.recipes.eve.runtime import EveRuntime, eve_runtime
 from searchplay.recipes.eve.seeds import document_shard, load_document_seeds
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeds import SeedCursor
@@ -47,7 +47,7 @@ def handoff_world(world, trainer, model_dir):
     params, _, runtime, _ = world(trainer=trainer, model_dir=model_dir)
     params.eve.document_tokens = 64
     resets = []
-    runtime.recipe = EveRuntime(
+    runtime.recipe = EveObjects(
         reset_policy=lambda: resets.append(True),
         handoff_documents=lambda: load_document_seeds(params.corpus.out, "handoff", params.eve.handoff_share,
                                                       params.eve.hop_weights)[:3])
@@ -272,7 +272,7 @@ def test_the_corpus_selector_picks_phase_a_documents_and_learns_from_the_triples
     assert len(seeds) == 4 and all(seed.record["task_type"] in TASK_TYPES for seed in seeds)
     prompt = get_variant("eve").proposer_messages(seeds[0])[1]["content"]
     assert prompt.endswith(seeds[0].record["task_line"]) and prompt.splitlines()[-1].startswith("Question type:")
-    eve_runtime(runtime).selector = None  # a resumed run: rebuilt from the checkpoint's state, same picks
+    eve_objects(runtime).selector = None  # a resumed run: rebuilt from the checkpoint's state, same picks
     again, picks_again = phase_a_seeds(runtime, params, state)
     assert picks_again == picks and [s.seed_id for s in again] == [s.seed_id for s in seeds]
 

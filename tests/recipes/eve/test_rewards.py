@@ -124,13 +124,13 @@ def test_registered_proposer_reward_is_eq16_on_the_worked_example():
     from searchplay.rewards import PROPOSER_REWARDS, ProposerOutcome
 
     # F_fmt 1, k = 2 of n = 5 (R_DZ 0.75), V-hat 0.6, |e| = 64 (B 0.75): 0.5 + 0.75 + 0.3 + 0.075
-    outcome = ProposerOutcome(valid=True, solver_correct=[True, True, False, False, False], format_score=1.0,
-                              verifier=0.6, evidence_tokens=64)
+    outcome = ProposerOutcome(valid=True, solver_correct=[True, True, False, False, False],
+                              record={"format_score": 1.0, "verifier": 0.6, "evidence_tokens": 64})
     assert PROPOSER_REWARDS["eve"](outcome, _params()) == pytest.approx(1.625)
     assert PROPOSER_REWARDS["eve"](outcome, _params(lambda_v=0.0, lambda_b=0.0)) == pytest.approx(1.25)  # Dr. Zero
-    no_evidence = ProposerOutcome(valid=True, solver_correct=[True] * 5, format_score=0.75)
+    no_evidence = ProposerOutcome(valid=True, solver_correct=[True] * 5, record={"format_score": 0.75})
     assert PROPOSER_REWARDS["eve"](no_evidence, _params()) == pytest.approx(0.375)  # U2: V = B = 0; all right: 0
-    assert PROPOSER_REWARDS["eve"](ProposerOutcome(valid=False, format_score=0.0), _params()) == 0.0
+    assert PROPOSER_REWARDS["eve"](ProposerOutcome(valid=False, record={"format_score": 0.0}), _params()) == 0.0
 
 
 def test_registered_solver_reward_is_eq19_per_rollout():
@@ -138,8 +138,9 @@ def test_registered_solver_reward_is_eq19_per_rollout():
 
     group = SolverGroup(correct=[True, False, True], valid=[True, True, False],
                         predictions=["Paris", "Lyon", "Paris"],
-                        predicted_evidence=["Paris is the capital of France", None, "capital of France"],
-                        answer="Paris", evidence="Paris is the capital of France")
+                        rollouts=[{"evidence": "Paris is the capital of France"}, {"evidence": None},
+                                  {"evidence": "capital of France"}],
+                        answer="Paris", record={"evidence": "Paris is the capital of France"})
     scored = SOLVER_REWARDS["eve"](group, _params())
     # 1 + 0.3 x 1; a wrong answer without evidence 0; an invalid rollout keeps only its evidence term
     assert scored.rewards == pytest.approx([1.3, 0.0, 0.3 * token_f1_of("capital of France")])
@@ -160,3 +161,18 @@ def test_hrpo_estimator_standardizes_within_hop_groups_and_broadcasts_over_model
     assert [[round(a, 4) for a in adv] for adv in advantages] == [[0.7071, 0.0, 0.7071], [-0.7071], [0.5, 0.5]]
     with pytest.raises(ValueError, match="hop count"):
         ADVANTAGE_ESTIMATORS["hrpo"]([1.0], [[1]], _params())
+
+
+def test_hop_grouped_advantages_standardize_within_each_hop_count():
+    """HRPO (EVE / Dr. Zero Eq. 5): groups of equal hop count across the batch, unbiased std, singletons R/(1+eps)."""
+    from searchplay.recipes.eve.advantages import hop_grouped_advantages
+
+    rewards = [2.0, 0.0, 1.0, 0.5, 1.5, 0.7]
+    hops = [1, 1, 1, 2, 2, 4]
+    advantages = hop_grouped_advantages(rewards, hops, eps=0.0)
+    assert advantages[:3] == pytest.approx([1.0, -1.0, 0.0])  # mean 1, std 1
+    assert advantages[3:5] == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)])  # mean 1, std sqrt(0.5)
+    assert advantages[5] == pytest.approx(0.7)  # a hop group of one: mean 0, std 1 (verl grpo_batch)
+    assert hop_grouped_advantages([1.0, 1.0], [3, 3]) == [0.0, 0.0]
+    with pytest.raises(ValueError):
+        hop_grouped_advantages([1.0], [1, 2])

@@ -20,9 +20,12 @@ def digest(folder):
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.safetensors")))).hexdigest()
 
 
-def eve_tiny_params(tmp_path, **warmstart):
-    return tiny_params(tmp_path, eve_out_dir=str(tmp_path / "checkpoints" / "warmstart_eve"),
-                       eve_reports_dir=str(tmp_path / "reports" / "warmstart_eve"), **warmstart)
+def eve_tiny_params(tmp_path, eve_steps=24, **warmstart):
+    params = tiny_params(tmp_path, **warmstart)
+    params.eve.warmstart_out_dir = str(tmp_path / "checkpoints" / "warmstart_eve")
+    params.eve.warmstart_reports_dir = str(tmp_path / "reports" / "warmstart_eve")
+    params.eve.warmstart_steps = eve_steps
+    return params
 
 
 def test_eve_params_swap_only_the_outputs_and_the_step_count(tmp_path):

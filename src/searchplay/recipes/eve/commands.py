@@ -10,7 +10,7 @@ import typer
 if TYPE_CHECKING:
     from searchplay.config import Params
 
-EVE_FLAG_HELP = ("the warmstart_eve stage: continue the warm-start on EVE's formats (warmstart.eve_steps) for "
+EVE_FLAG_HELP = ("the warmstart_eve stage: continue the warm-start on EVE's formats (eve.warmstart_steps) for "
                  "the `eve` variant")
 
 
@@ -31,5 +31,5 @@ def eve_command(params: Params, track: bool) -> None:
     for key, _ in EVE_RATES:
         console.print(f"  {key:28s} warm-start {metrics.get(key + '_before', float('nan')):.2f} -> EVE warm-start "
                       f"{metrics.get(key, float('nan')):.2f} (n={int(metrics.get('eve_check_prompts', 0))})")
-    cfg = params.warmstart
-    console.print(f"model: {cfg.eve_out_dir}/model; report: {cfg.eve_reports_dir}/metrics.json")
+    cfg = params.eve
+    console.print(f"model: {cfg.warmstart_out_dir}/model; report: {cfg.warmstart_reports_dir}/metrics.json")

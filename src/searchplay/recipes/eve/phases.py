@@ -20,7 +20,7 @@ Solver, a Phase B diagnostic.
 The rewards and advantages come from the registries (``PROPOSER_REWARDS['eve']``, ``SOLVER_REWARDS['eve']``,
 ``ADVANTAGE_ESTIMATORS['hrpo']``); the loop reaches this module through ``Variant.step`` and the phases table,
 where ``searchplay.recipes.eve`` registers it. Its per-run objects (the hand-off's hooks, the corpus selector) are
-an ``EveRuntime`` on ``runtime.recipe`` (``searchplay.recipes.eve.runtime``).
+an ``EveObjects`` on ``runtime.recipe`` (``searchplay.recipes.eve.objects``).
 """
 
 from __future__ import annotations
@@ -36,18 +36,17 @@ from typing import Any
 
 from searchplay.agent.prompts import solver_messages
 from searchplay.agent.trajectory import Trajectory
-from searchplay.answers import exact_match, token_f1
+from searchplay.answers import exact_match
 from searchplay.config import Params
 from searchplay.io import follow_umask, read_jsonl, write_json, write_jsonl
 from searchplay.llm.backend import SamplingParams
+from searchplay.recipes.eve.objects import EveObjects, eve_objects
 from searchplay.recipes.eve.output import Triple, model_text, read_triple, returned_snippets
 from searchplay.recipes.eve.prompts import eve_solver_messages, extract_evidence, verifier_answer, verifier_messages
 from searchplay.recipes.eve.rewards import evidence_verifier, is_verbatim
-from searchplay.recipes.eve.runtime import EveRuntime, eve_runtime
 from searchplay.recipes.eve.seeds import document_seeds
-from searchplay.rewards import PROPOSER_REWARDS, SOLVER_REWARDS, ProposerOutcome, SolverGroup
+from searchplay.rewards import PROPOSER_REWARDS, ProposerOutcome
 from searchplay.rl import ADVANTAGE_ESTIMATORS, TrainingSample
-from searchplay.rl.trainer import combine_stats
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay.phases import PhaseError
 from searchplay.selfplay.seeding import HANDOFF, seed_sampling
@@ -55,13 +54,14 @@ from searchplay.selfplay.seeds import Seed
 from searchplay.selfplay.step import (
     LoopState,
     Runtime,
+    ScoredGroups,
+    Slot,
     StepResult,
-    distance_from_start,
+    apply_update,
     propose,
     rollout_valid,
-    update_policy,
-    weight_delta,
-    weight_fingerprint,
+    score_groups,
+    update_metrics,
 )
 from searchplay.selfplay.variants import Variant
 from searchplay.timings import read_timings, split_timings, write_timings
@@ -195,9 +195,9 @@ def finish_phase_a(runtime: Runtime, variant: Variant, params: Params, state: Lo
     path = root / SOLVER_SET
     if path.is_file():
         return list(read_jsonl(path))
-    eve = eve_runtime(runtime)
+    eve = eve_objects(runtime)
     if eve.handoff_documents is None:
-        raise HandoffError("the hand-off needs EveRuntime.handoff_documents (build_runtime gives it for 'eve')")
+        raise HandoffError("the hand-off needs EveObjects.handoff_documents (build_runtime gives it for 'eve')")
     tic = time.perf_counter()
     documents = eve.handoff_documents()
     seed_sampling(params.selfplay.seed, state.iteration, purpose=HANDOFF)  # a resumed Phase A hands off the same
@@ -265,14 +265,14 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
 
     rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
         valid=t.valid, solver_correct=correct.get(k, []), question=t.question, answer=t.answer,
-        format_score=t.format_score, verifier=v_hat.get(k), evidence_tokens=t.evidence_tokens if k in v_hat else None),
-        params) for k, t in enumerate(triples)]
+        record={"format_score": t.format_score, "verifier": v_hat.get(k),
+                "evidence_tokens": t.evidence_tokens if k in v_hat else None}), params) for k, t in enumerate(triples)]
     masks = [p.trajectory.loss_mask for p in proposals]
     advantages = ADVANTAGE_ESTIMATORS[variant.proposer_advantage](rewards, masks, params,
                                                                   hops=[t.hops for t in triples])
     samples = [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask, adv,
                               "proposer") for p, adv in zip(proposals, advantages, strict=True)]
-    update = train(runtime, samples, [], cfg, clock)
+    update = update_metrics(apply_update(runtime, cfg, samples, [], clock), samples, [])
     selected = selector_feedback(runtime, state, picks, [(k, triples[k]) for k in valid], rewards, correct)
     metrics = {**_phase_a_metrics(proposals, triples, valid, correct, groups, pairs, v_hat, rewards, advantages),
                **update, **selected, **_times(clock)}
@@ -347,7 +347,7 @@ def phase_a_seeds(runtime: Runtime, params: Params, state: LoopState) -> tuple[l
 def corpus_selector(runtime: Runtime, params: Params, state: LoopState) -> Any:
     """The run's selector over the Phase A shard, from the index's passage vectors; a resumed run restores the
     checkpoint's (``state.extra['selector']``), so its clusters and bandits continue exactly."""
-    eve = eve_runtime(runtime)
+    eve = eve_objects(runtime)
     if eve.selector is None:
         from searchplay.recipes.eve.corpus_selector import CorpusSelector, passage_embeddings
 
@@ -371,7 +371,7 @@ def selector_feedback(runtime: Runtime, state: LoopState, picks: list[tuple] | N
         return {}
     from searchplay.recipes.eve.corpus_selector import SelectorSample, run_summary_reward
 
-    selector = eve_runtime(runtime).selector
+    selector = eve_objects(runtime).selector
     rows = [SelectorSample(picks[k][1], picks[k][2], triple.question, triple.answer) for k, triple in valid]
     solver = [float(c) for k, _ in valid for c in correct.get(k, [])]
     run_reward = run_summary_reward(m.mean(rewards), m.mean(solver) if solver else 0.0)
@@ -450,25 +450,30 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     groups = [flat[k * cfg.group_size:(k + 1) * cfg.group_size] for k in range(len(items))]
     clock["solve"] += time.perf_counter() - tic
 
-    scored = _score_phase_b(variant, params, items, groups)
+    slots = [Slot(item["question"], item["answer"], [], item["seed_id"], "fresh", record=item) for item in items]
+    correct = [[bool(t.answer is not None and exact_match(t.answer, item["answer"])) for t in group]
+               for item, group in zip(items, groups, strict=True)]
+    scored = score_groups(variant, params, slots, groups, correct)
+    evidence = evidence_scores(scored, flat)
     tic = time.perf_counter()
     current = [verifier_score(pair) for pair in verify_evidence(
         runtime.backend, runtime.encode, [set_triple(item) for item in items], params, state.rng.randrange(2**31))]
     clock["verify"] += time.perf_counter() - tic
-    update = train(runtime, [], scored.samples, cfg, clock)
+    solver_samples = [sample for group in scored.samples for sample in group]
+    update = update_metrics(apply_update(runtime, cfg, [], solver_samples, clock), [], solver_samples)
     v_hats = [item["v_hat"] for item in items if item.get("v_hat") is not None]
     metrics = {
         "eve/phase": 2.0,
         "handoff/set_size": float(len(pool)),
         "batch/questions": float(len(items)),
         "solver/reward_mean": m.mean(scored.rewards),
-        "solver/accuracy": m.mean([float(c) for c in scored.correct_all]),
+        "solver/accuracy": m.mean([float(c) for cs in correct for c in cs]),
         # Phase B: this iteration's draw from the hand-off set (a later iteration may draw a question again)
-        **m.fresh_accuracy(scored.correct_groups, ["fresh"] * len(scored.correct_groups)),
+        **m.fresh_accuracy(correct, ["fresh"] * len(correct)),
         "solver/rollouts": float(len(flat)),
-        "solver/evidence_presence_rate": m.mean([float(p) for p in scored.present]),
-        "solver/evidence_f1_mean": m.mean(scored.f1s),
-        "evidence/verbatim_rate": m.rate(sum(scored.verbatim), len(scored.verbatim)),
+        "solver/evidence_presence_rate": m.mean([float(p) for p in evidence.present]),
+        "solver/evidence_f1_mean": m.mean(evidence.f1s),
+        "evidence/verbatim_rate": m.rate(sum(evidence.verbatim), len(evidence.verbatim)),
         "verifier/v_mean": m.mean(current),
         "verifier/v_nonzero": float(sum(abs(v) > 1e-12 for v in current)),
         "verifier/v_set_mean": m.mean(v_hats),
@@ -477,13 +482,13 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
         "rollout/searches_solver": m.mean([t.num_searches for t in flat]),
         "rollout/response_tokens_solver": m.mean([t.generated_token_count for t in flat]),
         "train/groups": float(len(groups)),
-        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(scored.group_advs)),
+        "train/groups_nonzero_advantage": float(m.nonzero_advantage_groups(scored.group_advantages)),
         **update, **_times(clock),
     }
-    return StepResult(metrics, *_phase_b_records(items, groups, scored, cfg.sample_trajectories))
+    return StepResult(metrics, *_phase_b_records(items, groups, correct, cfg.sample_trajectories))
 
 
-def _phase_b_records(items: list[dict[str, Any]], groups: list, scored: PhaseBScores,
+def _phase_b_records(items: list[dict[str, Any]], groups: list, correct: list[list[bool]],
                      sample_trajectories: int) -> tuple[dict[str, list], list[dict[str, Any]]]:
     """The logged sample trajectories and the iteration's question rows of a Phase B batch."""
     samples_log = {"solver": [{"question": item["question"], "answer": item["answer"],
@@ -494,46 +499,28 @@ def _phase_b_records(items: list[dict[str, Any]], groups: list, scored: PhaseBSc
     questions = [{"question": item["question"], "answer": item["answer"], "seed_id": item["seed_id"],
                   "source": "eve", "evidence": item["evidence"], "v_hat": item.get("v_hat"),
                   "solver_accuracy": m.mean([float(c) for c in correct])}
-                 for item, correct in zip(items, scored.correct_groups, strict=True)]
+                 for item, correct in zip(items, correct, strict=True)]
     return samples_log, questions
 
 
 @dataclass
-class PhaseBScores:
-    """A Phase B batch scored: training samples with their advantages, and what the metrics count."""
+class EvidenceScores:
+    """What a Phase B batch's Solver quoted: each rollout's evidence F1 against the gold span and its presence,
+    and whether each quoted span stands verbatim in the rollout's search results."""
 
-    samples: list[TrainingSample] = field(default_factory=list)
-    group_advs: list[list[float]] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    correct_all: list[bool] = field(default_factory=list)
-    correct_groups: list[list[bool]] = field(default_factory=list)
     f1s: list[float] = field(default_factory=list)
     present: list[bool] = field(default_factory=list)
     verbatim: list[bool] = field(default_factory=list)
 
 
-def _score_phase_b(variant: Variant, params: Params, items: list[dict[str, Any]], groups: list) -> PhaseBScores:
-    """R_sol (EVE Eq. 6) and GRPO advantages for each set question's group of Solver rollouts."""
-    scores = PhaseBScores()
-    for item, group in zip(items, groups, strict=True):
-        predicted = [extract_evidence(model_text(t)) for t in group]
-        correct = [bool(t.answer is not None and exact_match(t.answer, item["answer"])) for t in group]
-        scored = SOLVER_REWARDS[variant.solver_reward](SolverGroup(
-            correct=correct, valid=[rollout_valid(t) for t in group], predictions=[t.answer for t in group],
-            predicted_evidence=predicted, answer_tag_counts=[t.answer_tag_count for t in group],
-            question=item["question"], answer=item["answer"], evidence=item["evidence"]), params)
-        advantages = ADVANTAGE_ESTIMATORS[variant.solver_advantage](scored.rewards, [t.loss_mask for t in group],
-                                                                    params)
-        scores.samples += [TrainingSample(t.prompt_ids, t.response_ids, t.loss_mask, adv, "solver")
-                           for t, adv in zip(group, advantages, strict=True)]
-        scores.group_advs.append([a for adv in advantages for a in adv])
-        scores.rewards += scored.rewards
-        scores.correct_all += correct
-        scores.correct_groups.append(correct)
-        scores.f1s += [token_f1(e, item["evidence"]) if e else 0.0 for e in predicted]
-        scores.present += [bool(e) for e in predicted]
-        scores.verbatim += [is_verbatim(e, returned_snippets(t)) for e, t in zip(predicted, group, strict=True) if e]
-    return scores
+def evidence_scores(scored: ScoredGroups, rollouts: list[Trajectory]) -> EvidenceScores:
+    """The evidence figures of a Phase B batch, from what the Solver reward read and returned: each rollout's
+    ``evidence`` field (its quoted span) and ``details['evidence_f1']`` (EVE Eq. 21); and whether each quoted span
+    stands verbatim in the rollout's search results."""
+    spans = [rollout["evidence"] for rollout in scored.rollouts]
+    return EvidenceScores(f1s=list(scored.details.get("evidence_f1", [])), present=[bool(e) for e in spans],
+                          verbatim=[is_verbatim(e, returned_snippets(t)) for e, t in zip(spans, rollouts, strict=True)
+                                    if e])
 
 
 def set_triple(item: dict[str, Any]) -> Triple:
@@ -544,27 +531,6 @@ def set_triple(item: dict[str, Any]) -> Triple:
 
 
 # --- shared -----------------------------------------------------------------------------------------------
-
-
-def train(runtime: Runtime, proposer: list[TrainingSample], solver: list[TrainingSample], cfg: Any,
-          clock: Counter) -> dict[str, float]:
-    """One role's update (the other list is empty), the rollout backend re-synced; the weight-change metrics."""
-    tic = time.perf_counter()
-    before = weight_fingerprint(runtime.trainer.model)
-    if proposer or solver:
-        runtime.backend.release_memory()  # the update's gradients and AdamW moments take the rollouts' memory
-    role_stats = update_policy(runtime.trainer, proposer, solver, cfg) if (proposer or solver) else {}
-    runtime.backend.update_weights(runtime.trainer.model)
-    delta = weight_delta(before, runtime.trainer.model)
-    clock["update"] += time.perf_counter() - tic
-    out = {"train/samples_proposer": float(len(proposer)), "train/samples_solver": float(len(solver)),
-           "batch/solver_update_skipped": float(not solver), "train/weights_changed": float(delta > 0),
-           "train/weight_delta_max": delta, "train/weight_delta_l2_from_start": distance_from_start(runtime.trainer)}
-    stats = combine_stats(list(role_stats.values())) if role_stats else {}
-    out.update({f"train/{k}": float(v) for k, v in stats.items() if isinstance(v, int | float)})
-    for role, values in role_stats.items():
-        out.update({f"train/{role}/{k}": float(values[k]) for k in ("grad_norm", "optimizer_steps", "pg_loss")})
-    return out
 
 
 def _times(clock: Counter) -> dict[str, float]:
@@ -581,9 +547,9 @@ def run_eve_step(runtime: Runtime, variant: Variant, params: Params, state: Loop
         return run_phase_a(runtime, variant, params, state)
     if "solver_set" not in state.extra:
         tic = time.perf_counter()
-        eve = eve_runtime(runtime)
+        eve = eve_objects(runtime)
         if eve.handoff_documents is None or eve.reset_policy is None:
-            raise ValueError("EVE's hand-off needs EveRuntime.handoff_documents and EveRuntime.reset_policy "
+            raise ValueError("EVE's hand-off needs EveObjects.handoff_documents and EveObjects.reset_policy "
                              "(build_runtime gives both for the 'eve' variant)")
         state.extra["solver_set"] = hand_off(runtime, variant, params, state, eve.handoff_documents())
         eve.reset_policy()  # EVE's Solver starts from the initial weights, not from the trained Proposer
@@ -602,7 +568,7 @@ PROPOSER_DIR = "proposer"  # the Phase A Proposer's weights, beside the variant'
 def prepare_runtime(runtime: Runtime, params: Params, start: str, variant: Variant) -> None:
     """EVE's eve on a built runtime (``runtime.recipe``): the hand-off documents, and the restart of the policy
     from ``start``."""
-    runtime.recipe = EveRuntime(
+    runtime.recipe = EveObjects(
         handoff_documents=lambda: document_seeds(params, "handoff")[: params.eve.handoff_documents],
         reset_policy=lambda: restart_from_initial(runtime, params, start, variant))
 

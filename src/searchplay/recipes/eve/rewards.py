@@ -165,33 +165,37 @@ def is_verbatim(evidence: str | None, sources: Sequence[str], relaxed: bool = Fa
 def proposer_eve(outcome: ProposerOutcome, params: Params) -> float:
     """EVE's R_pro = 1/2 F_fmt + R_DZ + lambda_V V-hat + lambda_B B(e) (EVE Eqs. 2, 9, 14-17).
 
-    Invalid rollouts get 1/2 F_fmt (= 0). A valid one without evidence gets V = B = 0 (our rule: the paper leaves
-    it open).
+    ``outcome.record`` holds what Phase A measured: ``format_score`` (F_fmt), ``verifier`` (V-hat) and
+    ``evidence_tokens`` (|e|), the last two None when not measured (no evidence). Invalid rollouts get
+    1/2 F_fmt (= 0). A valid one without evidence gets V = B = 0 (our rule: the paper leaves it open).
     R_DZ needs at least two Solver answers; with fewer it is 0.
     """
+    format_score = float(outcome.record.get("format_score", 0.0))
     if not outcome.valid:
-        return 0.5 * outcome.format_score
+        return 0.5 * format_score
     cfg = params.eve
     n = len(outcome.solver_correct)
     difficulty = drzero_difficulty(sum(outcome.solver_correct), n) if n >= 2 else 0.0
-    measured = outcome.verifier is not None and outcome.evidence_tokens is not None
-    verifier = outcome.verifier if measured else 0.0
-    brevity = brevity_bonus(outcome.evidence_tokens, cfg.l_max) if measured else 0.0
-    return eve_proposer_reward(outcome.format_score, difficulty, verifier, brevity, cfg.lambda_v, cfg.lambda_b)
+    verifier, tokens = outcome.record.get("verifier"), outcome.record.get("evidence_tokens")
+    measured = verifier is not None and tokens is not None
+    brevity = brevity_bonus(tokens, cfg.l_max) if measured else 0.0
+    return eve_proposer_reward(format_score, difficulty, verifier if measured else 0.0, brevity, cfg.lambda_v,
+                               cfg.lambda_b)
 
 
 def solver_eve(group: SolverGroup, params: Params) -> SolverRewards:
     """EVE's R_sol = 1{EM(a-hat, a)} + lambda_E F1(Norm(e-hat), Norm(e)) per rollout (EVE Eqs. 19-21).
 
     ``predictions`` are the rollouts' answers (an invalid rollout's counts as missing: R_correct = 0, the
-    Search-R1 convention); ``predicted_evidence`` their ``<evidence>`` spans. The raw F1 is kept in
-    ``details['evidence_f1']``.
+    Search-R1 convention); each rollout's ``evidence`` (its ``<evidence>`` span, the ``evidence`` rollout field)
+    is scored against the gold span ``record['evidence']``. The raw F1 is kept in ``details['evidence_f1']``.
     """
-    if group.evidence is None:
-        raise ValueError("the EVE Solver reward needs the question's gold evidence (the Proposer's span)")
-    evidence = group.predicted_evidence or [None] * group.size
+    gold = group.record.get("evidence")
+    if gold is None:
+        raise ValueError("the EVE Solver reward needs the question's gold evidence (record['evidence'], the "
+                         "Proposer's span)")
+    evidence = [rollout.get("evidence") for rollout in group.rollouts] or [None] * group.size
     answers = group.predictions or [None] * group.size
-    rewards = [eve_solver_reward(a if z else None, e, group.answer, group.evidence, params.eve.lambda_e)
+    rewards = [eve_solver_reward(a if z else None, e, group.answer, gold, params.eve.lambda_e)
                for a, e, z in zip(answers, evidence, group.valid, strict=True)]
-    return SolverRewards(rewards, details={"evidence_f1": [token_f1(e, group.evidence) if e else 0.0
-                                                           for e in evidence]})
+    return SolverRewards(rewards, details={"evidence_f1": [token_f1(e, gold) if e else 0.0 for e in evidence]})

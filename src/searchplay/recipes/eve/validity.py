@@ -2,7 +2,7 @@
 
 ``eve_format_validity`` is the EVE format's ``validity`` in the warm-start's format table
 (``searchplay.warmstart.formats``): the EVE warm-start stage (``searchplay.recipes.eve.warmstart``) measures it
-before and after training, and the shared stage beside its own rates with ``warmstart.eve_demos``.
+before and after training, and the shared stage beside its own rates with ``eve.warmstart_demos``.
 """
 
 from __future__ import annotations

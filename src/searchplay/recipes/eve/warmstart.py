@@ -6,12 +6,12 @@ verifier prompt, so only it starts from this checkpoint; every other variant kee
 shared warm-start, whose weights this stage does not touch (docs/decisions/eve.md, "Warm-start").
 
 Inputs: ``<warmstart.out_dir>/model`` and the warm-start split's KG subgraphs (the same demo and check
-subgraphs as the shared stage). It trains ``warmstart.eve_steps`` steps, each on one EVE Proposer demo,
+subgraphs as the shared stage). It trains ``eve.warmstart_steps`` steps, each on one EVE Proposer demo,
 one Solver demo (the plain Solver of EVE's Phase A and the evidence-quoting one of Phase B in turn) and
 one EVE verifier demo. Outputs, beside the shared stage's:
 
-* ``<warmstart.eve_out_dir>/model/``: what ``selfplay --variant eve`` starts from;
-* ``<warmstart.eve_reports_dir>/``: ``metrics.json`` (EVE's format rates before = the shared warm-start,
+* ``<eve.warmstart_out_dir>/model/``: what ``selfplay --variant eve`` starts from;
+* ``<eve.warmstart_reports_dir>/``: ``metrics.json`` (EVE's format rates before = the shared warm-start,
   ``_before``, and after), ``history.csv``, ``loss.png``, ``samples.json``; an MLflow run ``warmstart_eve``.
 """
 
@@ -58,9 +58,10 @@ BEFORE = ("_before", "warm-start")
 
 def eve_params(params: Params) -> Params:
     """``params`` with the warm-start's outputs and step count swapped for the EVE stage's."""
-    cfg = params.warmstart
-    swapped = cfg.model_copy(update={"out_dir": cfg.eve_out_dir, "reports_dir": cfg.eve_reports_dir,
-                                     "steps": cfg.eve_steps})
+    cfg = params.eve
+    swapped = params.warmstart.model_copy(update={"out_dir": cfg.warmstart_out_dir,
+                                                  "reports_dir": cfg.warmstart_reports_dir,
+                                                  "steps": cfg.warmstart_steps})
     return params.model_copy(update={"warmstart": swapped})
 
 

@@ -15,7 +15,7 @@ from searchplay.selfplay.step import Runtime
 
 
 @dataclass
-class EveRuntime:
+class EveObjects:
     """What EVE's step needs beyond the shared runtime."""
 
     handoff_documents: Callable[[], list[Seed]] | None = None  # the held-out source documents of the hand-off
@@ -23,9 +23,9 @@ class EveRuntime:
     selector: Any = None  # the corpus selector (searchplay.recipes.eve.corpus_selector), built on first use
 
 
-def eve_runtime(runtime: Runtime) -> EveRuntime:
-    """``runtime.recipe``, an empty ``EveRuntime`` put there first if it holds none (a runtime built without
+def eve_objects(runtime: Runtime) -> EveObjects:
+    """``runtime.recipe``, an empty ``EveObjects`` put there first if it holds none (a runtime built without
     EVE's ``prepare`` hook, e.g. a test's)."""
     if runtime.recipe is None:
-        runtime.recipe = EveRuntime()
+        runtime.recipe = EveObjects()
     return runtime.recipe

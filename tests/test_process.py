@@ -11,7 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from searchplay import runtime
+from searchplay import process
 
 
 class FakeLibc:
@@ -33,66 +33,66 @@ class FakeLibc:
 @pytest.fixture(autouse=True)
 def _restore_malloc_state(monkeypatch):
     """keep_freed_memory records whether it applied; these tests call it with fake C libraries."""
-    monkeypatch.setattr(runtime, "_freed_memory_kept", runtime._freed_memory_kept)
+    monkeypatch.setattr(process, "_freed_memory_kept", process._freed_memory_kept)
 
 
 def test_generation_maps_its_large_blocks_and_the_heap_tuning_returns_after(monkeypatch):
     libc = FakeLibc()
-    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: libc)
-    monkeypatch.setattr(runtime, "_freed_memory_kept", True)
-    with pytest.raises(RuntimeError), runtime.large_blocks_mapped():  # the heap's free pages go back first
-        assert libc.calls == [("trim", 0), (runtime.M_MMAP_THRESHOLD, 4 << 20), (runtime.M_MMAP_MAX, 1 << 16)]
+    monkeypatch.setattr(process.ctypes, "CDLL", lambda name: libc)
+    monkeypatch.setattr(process, "_freed_memory_kept", True)
+    with pytest.raises(RuntimeError), process.large_blocks_mapped():  # the heap's free pages go back first
+        assert libc.calls == [("trim", 0), (process.M_MMAP_THRESHOLD, 4 << 20), (process.M_MMAP_MAX, 1 << 16)]
         raise RuntimeError("a generation that fails")
-    assert libc.calls[-1] == (runtime.M_MMAP_MAX, 0)  # back to keeping freed memory in the heap
-    monkeypatch.setattr(runtime, "_freed_memory_kept", False)  # tuning off: glibc's defaults hold throughout
+    assert libc.calls[-1] == (process.M_MMAP_MAX, 0)  # back to keeping freed memory in the heap
+    monkeypatch.setattr(process, "_freed_memory_kept", False)  # tuning off: glibc's defaults hold throughout
     libc.calls.clear()
-    with runtime.large_blocks_mapped():
+    with process.large_blocks_mapped():
         pass
     assert libc.calls == []
 
 
 def test_free_heap_pages_go_back_only_where_the_heap_keeps_them(monkeypatch):
     libc = FakeLibc()
-    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: libc)
-    monkeypatch.setattr(runtime, "_freed_memory_kept", True)
-    runtime.return_free_heap()
+    monkeypatch.setattr(process.ctypes, "CDLL", lambda name: libc)
+    monkeypatch.setattr(process, "_freed_memory_kept", True)
+    process.return_free_heap()
     assert libc.calls == [("trim", 0)]
-    monkeypatch.setattr(runtime, "_freed_memory_kept", False)  # glibc's defaults, or no glibc: nothing to do
-    runtime.return_free_heap()
+    monkeypatch.setattr(process, "_freed_memory_kept", False)  # glibc's defaults, or no glibc: nothing to do
+    process.return_free_heap()
     assert libc.calls == [("trim", 0)]
 
 
 def test_malloc_tuning_keeps_large_blocks_in_the_heap(monkeypatch):
     libc = FakeLibc()
-    monkeypatch.delenv(runtime.MALLOC_TUNING_ENV, raising=False)
-    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: libc)
-    assert runtime.keep_freed_memory() is True
-    assert libc.calls == [(runtime.M_TRIM_THRESHOLD, 1 << 30), (runtime.M_MMAP_MAX, 0)]
+    monkeypatch.delenv(process.MALLOC_TUNING_ENV, raising=False)
+    monkeypatch.setattr(process.ctypes, "CDLL", lambda name: libc)
+    assert process.keep_freed_memory() is True
+    assert libc.calls == [(process.M_TRIM_THRESHOLD, 1 << 30), (process.M_MMAP_MAX, 0)]
 
 
 def test_malloc_tuning_is_off_with_the_switch_or_without_mallopt(monkeypatch):
     libc = FakeLibc()
-    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: libc)
-    monkeypatch.setenv(runtime.MALLOC_TUNING_ENV, "0")
-    assert runtime.keep_freed_memory() is False and libc.calls == []
-    monkeypatch.delenv(runtime.MALLOC_TUNING_ENV)
-    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: object())  # a C library without mallopt (macOS, musl)
-    assert runtime.keep_freed_memory() is False
-    monkeypatch.setattr(runtime.ctypes, "CDLL", lambda name: FakeLibc(result=0))  # mallopt refused
-    assert runtime.keep_freed_memory() is False
+    monkeypatch.setattr(process.ctypes, "CDLL", lambda name: libc)
+    monkeypatch.setenv(process.MALLOC_TUNING_ENV, "0")
+    assert process.keep_freed_memory() is False and libc.calls == []
+    monkeypatch.delenv(process.MALLOC_TUNING_ENV)
+    monkeypatch.setattr(process.ctypes, "CDLL", lambda name: object())  # a C library without mallopt (macOS, musl)
+    assert process.keep_freed_memory() is False
+    monkeypatch.setattr(process.ctypes, "CDLL", lambda name: FakeLibc(result=0))  # mallopt refused
+    assert process.keep_freed_memory() is False
 
     def no_library(name):
         raise OSError("no C library")
 
-    monkeypatch.setattr(runtime.ctypes, "CDLL", no_library)
-    assert runtime.keep_freed_memory() is False
+    monkeypatch.setattr(process.ctypes, "CDLL", no_library)
+    assert process.keep_freed_memory() is False
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's; this platform's C library is "
                     f"{platform.libc_ver()[0] or 'not glibc'}")
 def test_malloc_tuning_applies_on_glibc():
-    code = "from searchplay.runtime import keep_freed_memory; print(keep_freed_memory())"
-    env = {key: value for key, value in os.environ.items() if key != runtime.MALLOC_TUNING_ENV}
+    code = "from searchplay.process import keep_freed_memory; print(keep_freed_memory())"
+    env = {key: value for key, value in os.environ.items() if key != process.MALLOC_TUNING_ENV}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert result.stdout.strip() == "True"
 
@@ -108,7 +108,7 @@ def test_every_command_runs_with_the_malloc_tuning(monkeypatch, tmp_path):
 
 
 def test_peak_memory_counts_what_this_process_touched():
-    from searchplay.runtime import peak_memory_gib
+    from searchplay.process import peak_memory_gib
 
     block = bytearray(300 * 2**20)  # 300 MiB, written so its pages are resident
     block[::4096] = b"x" * len(block[::4096])
@@ -125,7 +125,7 @@ def _resident_mib() -> float:
 def test_zeros_paged_on_write_hold_only_the_pages_written():
     import torch
 
-    from searchplay.runtime import zeros_paged_on_write
+    from searchplay.process import zeros_paged_on_write
 
     before = _resident_mib()
     cache = zeros_paged_on_write((16, 4, 4096, 64), torch.float32, "cpu")  # 64 MiB
@@ -144,7 +144,7 @@ def test_zeros_paged_on_write_hold_only_the_pages_written():
 def test_zeros_paged_on_write_are_plain_zeros_off_the_cpu():
     import torch
 
-    from searchplay.runtime import zeros_paged_on_write
+    from searchplay.process import zeros_paged_on_write
 
     tensor = zeros_paged_on_write((2, 3), torch.float32, "meta")
     assert tensor.device.type == "meta" and tensor.shape == (2, 3)
@@ -159,61 +159,61 @@ def test_a_command_that_ends_well_logs_its_peak_memory_and_a_failed_one_only_its
     from searchplay.cli import app
 
     sets = ["--set", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}", "--set", f"selfplay.checkpoint_dir={tmp_path}",
-            "--set", f"warmstart.out_dir={tmp_path / 'ws'}", "--set", f"warmstart.eve_out_dir={tmp_path / 'wse'}"]
-    with caplog.at_level(logging.INFO, logger="searchplay.runtime"):
+            "--set", f"warmstart.out_dir={tmp_path / 'ws'}", "--set", f"eve.warmstart_out_dir={tmp_path / 'wse'}"]
+    with caplog.at_level(logging.INFO, logger="searchplay.process"):
         result = CliRunner().invoke(app, [*sets, "status"])
         failed = CliRunner().invoke(app, ["--set", "selfplay.iterations=many", "status"])
-    lines = [r.getMessage() for r in caplog.records if r.name == "searchplay.runtime"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "searchplay.process"]
     assert result.exit_code == 0 and failed.exit_code == 2
     assert len(lines) == 1 and lines[0].startswith("peak memory of `searchplay status")
 
 
 
 def test_threads_wait_passively_only_where_the_machine_is_busy_at_the_start():
-    assert runtime.choose_thread_wait(environ := {}, measure=lambda: 1.2) == "passive"
+    assert process.choose_thread_wait(environ := {}, measure=lambda: 1.2) == "passive"
     assert environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert runtime.choose_thread_wait(environ, measure=lambda: 0.1) == "spin"  # a child stage, machine now idle
+    assert process.choose_thread_wait(environ, measure=lambda: 0.1) == "spin"  # a child stage, machine now idle
     assert environ == {}
-    assert runtime.choose_thread_wait(environ := {}, measure=lambda: 0.1) == "spin" and environ == {}
-    assert runtime.choose_thread_wait(environ := {}, measure=lambda: None) == "spin" and environ == {}  # no /proc
+    assert process.choose_thread_wait(environ := {}, measure=lambda: 0.1) == "spin" and environ == {}
+    assert process.choose_thread_wait(environ := {}, measure=lambda: None) == "spin" and environ == {}  # no /proc
 
 
 def test_the_users_setting_wins_over_the_load_check():
     def never():
         raise AssertionError("measured although the choice was made")
 
-    assert runtime.choose_thread_wait(environ := {"OMP_WAIT_POLICY": "ACTIVE"}, measure=never) == "user"
+    assert process.choose_thread_wait(environ := {"OMP_WAIT_POLICY": "ACTIVE"}, measure=never) == "user"
     assert environ == {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert runtime.choose_thread_wait(environ := {runtime.THREAD_WAIT_ENV: "passive"}, measure=never) == "passive"
+    assert process.choose_thread_wait(environ := {process.THREAD_WAIT_ENV: "passive"}, measure=never) == "passive"
     assert environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert runtime.choose_thread_wait(environ := {runtime.THREAD_WAIT_ENV: "spin"}, measure=never) == "spin"
+    assert process.choose_thread_wait(environ := {process.THREAD_WAIT_ENV: "spin"}, measure=never) == "spin"
     with pytest.raises(ValueError, match="expected auto, spin or passive"):
-        runtime.choose_thread_wait({runtime.THREAD_WAIT_ENV: "fast"}, measure=never)
+        process.choose_thread_wait({process.THREAD_WAIT_ENV: "fast"}, measure=never)
 
 
 def test_busy_cores_reads_the_other_processes_share_of_the_window(monkeypatch):
     readings = iter([(100, 1000), (100 + 150, 1000 + 200)])  # 150 of 200 jiffies busy over the window
-    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
-    assert runtime.busy_cores(0.0, ticks=lambda: next(readings)) == pytest.approx(1.5)
-    assert runtime.busy_cores(0.0, ticks=lambda: None) is None
+    monkeypatch.setattr(process.os, "cpu_count", lambda: 2)
+    assert process.busy_cores(0.0, ticks=lambda: next(readings)) == pytest.approx(1.5)
+    assert process.busy_cores(0.0, ticks=lambda: None) is None
 
 
 def test_cpu_ticks_reads_the_aggregate_line(tmp_path):
     stat = tmp_path / "stat"
     stat.write_text("cpu  10 1 5 80 4 0 0 0 0 0\ncpu0 5 0 2 40 2 0 0 0 0 0\n")
-    assert runtime._cpu_ticks(str(stat)) == (16, 100)
-    assert runtime._cpu_ticks(str(tmp_path / "none")) is None
+    assert process._cpu_ticks(str(stat)) == (16, 100)
+    assert process._cpu_ticks(str(tmp_path / "none")) is None
 
 
-@pytest.mark.skipif(not os.path.exists(runtime.PROC_STAT), reason="no /proc/stat on this platform")
+@pytest.mark.skipif(not os.path.exists(process.PROC_STAT), reason="no /proc/stat on this platform")
 def test_busy_cores_measures_this_machine():
-    assert 0.0 <= runtime.busy_cores(0.1) <= (os.cpu_count() or 1) + 0.01
+    assert 0.0 <= process.busy_cores(0.1) <= (os.cpu_count() or 1) + 0.01
 
 
 def test_a_bad_thread_wait_setting_is_a_configuration_error(monkeypatch):
     from searchplay import cli
 
-    monkeypatch.setenv(runtime.THREAD_WAIT_ENV, "fast")
+    monkeypatch.setenv(process.THREAD_WAIT_ENV, "fast")
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     result = CliRunner().invoke(cli.app, ["assets", "--check"])
     assert result.exit_code == 2 and "expected auto, spin or passive" in result.output
@@ -223,16 +223,16 @@ def test_math_kernels_are_warmed_on_one_thread_then_on_all(monkeypatch):
     import torch
 
     calls: list[tuple[str, int]] = []
-    for name in runtime.WARMED_KERNELS:
+    for name in process.WARMED_KERNELS:
         monkeypatch.setattr(torch, name, lambda x, name=name: calls.append((name, x.numel())))
-    runtime.warm_math_kernels.__wrapped__()
+    process.warm_math_kernels.__wrapped__()
     assert {name for name, _ in calls} >= {"cos", "sin"}  # the rotary embedding's
-    assert calls == [(name, size) for name in runtime.WARMED_KERNELS for size in (16, runtime.PARALLEL_ELEMENTS)]
-    assert runtime.PARALLEL_ELEMENTS > 32_768  # ATen's grain size: a smaller tensor runs on the calling thread alone
+    assert calls == [(name, size) for name in process.WARMED_KERNELS for size in (16, process.PARALLEL_ELEMENTS)]
+    assert process.PARALLEL_ELEMENTS > 32_768  # ATen's grain size: a smaller tensor runs on the calling thread alone
 
 
 def test_math_kernels_are_warmed_once_per_process():
-    runtime.warm_math_kernels()
-    before = runtime.warm_math_kernels.cache_info().hits
-    runtime.warm_math_kernels()
-    assert runtime.warm_math_kernels.cache_info().hits == before + 1
+    process.warm_math_kernels()
+    before = process.warm_math_kernels.cache_info().hits
+    process.warm_math_kernels()
+    assert process.warm_math_kernels.cache_info().hits == before + 1
