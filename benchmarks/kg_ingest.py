@@ -137,23 +137,36 @@ def old_ingest(dump: Path, store_dir: Path, workers: int) -> None:
     _index(store_dir / STORE_FILE)
 
 
-def decompression_rates(dump: Path, threads: int) -> dict[str, float]:
-    """MB/s of decompressed output: the stdlib on one thread, indexed_bzip2 on ``threads``, and the chunk feed."""
+def decompression_rates(dump: Path, threads: int, repeat: int) -> dict[str, list[float]]:
+    """MB of decompressed output per CPU-second of this process (all its threads), ``repeat`` times: the stdlib,
+    indexed_bzip2 on 1 and ``threads`` threads (.bz2), and the chunk feed the workers get (decompression, cutting
+    at lines). CPU time, not wall time: what a core can do, whatever else the machine runs."""
     from searchplay.kg.readers import DumpReader, open_dump
 
     def rate(read) -> float:
-        start, size = time.perf_counter(), read()
-        return size / 1e6 / (time.perf_counter() - start)
+        start, size = time.process_time(), read()
+        return size / 1e6 / (time.process_time() - start)
 
     def drain(handle) -> int:
         with handle:
             return sum(len(block) for block in iter(lambda: handle.read(1 << 22), b""))
 
-    rates = {"stdlib": rate(lambda: drain(open_dump(dump)))}
+    def indexed(count: int):
+        import indexed_bzip2
+
+        return lambda: drain(indexed_bzip2.open(str(dump), parallelization=count))
+
+    readers = {"stdlib": lambda: drain(open_dump(dump))}
     if dump.suffix == ".bz2":
-        rates[f"indexed_bzip2 x{threads}"] = rate(lambda: drain(open_dump(dump, threads)))
-    rates[f"chunk feed x{threads}"] = rate(lambda: sum(len(chunk) for _, chunk in DumpReader(dump).chunks(threads)))
-    return rates
+        readers |= {"indexed_bzip2 x1": indexed(1), f"indexed_bzip2 x{threads}": indexed(threads)}
+    readers[f"chunk feed x{threads}"] = lambda: sum(len(chunk) for _, chunk in DumpReader(dump).chunks(threads))
+    return {name: [rate(read) for _ in range(repeat)] for name, read in readers.items()}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the ingest workers), all threads."""
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
 def compare(plain: Path, folder: Path, suffixes: list[str], repeat: int) -> None:
@@ -165,23 +178,27 @@ def compare(plain: Path, folder: Path, suffixes: list[str], repeat: int) -> None
         with plain.open("rb") as src, (gzip.open if suffix == "gz" else bz2.open)(dump, "wb") as dst:
             shutil.copyfileobj(src, dst)
         size_mb = plain.stat().st_size / 1e6
-        print(f"\n.{suffix}: {dump.stat().st_size / 1e6:.1f} MB compressed, {size_mb:.1f} MB of JSON; decompression "
-              + ", ".join(f"{name} {mb_s:.0f} MB/s" for name, mb_s in decompression_rates(dump, 2).items()))
+        print(f"\n.{suffix}: {dump.stat().st_size / 1e6:.1f} MB compressed, {size_mb:.1f} MB of JSON; decompressed "
+              "MB per CPU-second, median (runs): " + ", ".join(
+                  f"{name} {statistics.median(rates):.0f} ({' '.join(f'{r:.0f}' for r in rates)})"
+                  for name, rates in decompression_rates(dump, 2, repeat).items()))
         runs = {"1 worker": lambda d, dump=dump: ingest_dump(dump, d),
                 "2 workers, old (each decompresses all)": lambda d, dump=dump: old_ingest(dump, d, 2),
                 "2 workers, new (decompressed once)": lambda d, dump=dump: ingest_dump(dump, d, workers=2)}
         times: dict[str, list[float]] = {name: [] for name in runs}
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
         for round_ in range(repeat):
             for name in list(runs)[:: 1 if round_ % 2 == 0 else -1]:  # alternate the order against drift
                 store = folder / "store"
                 shutil.rmtree(store, ignore_errors=True)
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), _cpu_seconds()
                 runs[name](store)
                 times[name].append(time.perf_counter() - start)
+                cpu[name].append(_cpu_seconds() - cpu_start)
         for name, seconds in times.items():
             median = statistics.median(seconds)
-            print(f"  {name:<40} median {median:6.2f} s  ({size_mb / median:5.1f} MB/s)  runs "
-                  + " ".join(f"{s:.2f}" for s in seconds))
+            print(f"  {name:<40} median {median:6.2f} s  ({size_mb / median:5.1f} MB/s), "
+                  f"{statistics.median(cpu[name]):5.2f} CPU-s; runs " + " ".join(f"{s:.2f}" for s in seconds))
         old, new, one = (statistics.median(times[name]) for name in (*list(runs)[1:], "1 worker"))
         print(f"  new / old with 2 workers: {old / new:.2f}x faster; 2 workers new / 1 worker: {one / new:.2f}x")
 
