@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from searchplay.kg.readers import DumpError, DumpReader, SampleReader, TruncatedDumpError, bz2_complete
+from searchplay.kg.readers import DumpError, DumpReader, SampleReader, TruncatedDumpError, bz2_cut
 
 
 def test_excerpt_streams_every_entity(wikidata_excerpt):
@@ -163,14 +163,15 @@ def test_bz2_footer_found_whatever_its_bit_offset(tmp_path, tiny_dump):
     """The end marker of a .bz2 is not byte-aligned: dumps of different lengths put it at different bit offsets."""
     for extra in range(24):
         path = _dump(tmp_path, tiny_dump + b" " * extra, ".bz2")
-        assert bz2_complete(path)
+        assert not bz2_cut(path)
         path.write_bytes(path.read_bytes()[:-1])
-        assert not bz2_complete(path)
+        assert bz2_cut(path)
 
 
-def test_corrupt_bz2_block_on_threads_is_unreadable_not_truncated(tmp_path, wikidata_excerpt):
+@pytest.mark.parametrize("damage", ["corrupt block", "not bzip2"])
+def test_bad_bz2_on_threads_is_unreadable_not_truncated(tmp_path, wikidata_excerpt, damage):
     path = _dump(tmp_path, wikidata_excerpt.read_bytes(), ".bz2")
-    data = bytearray(path.read_bytes())
+    data = bytearray(path.read_bytes() if damage == "corrupt block" else wikidata_excerpt.read_bytes())
     for i in range(len(data) // 2, len(data) // 2 + 50):
         data[i] ^= 0x55
     path.write_bytes(bytes(data))

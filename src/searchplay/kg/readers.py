@@ -92,24 +92,28 @@ def open_dump(path: Path, threads: int = 1) -> IO[bytes]:
     """Open a dump for binary line reading, decompressing .gz / .bz2 by suffix.
 
     With ``threads > 1`` a ``.bz2`` is decompressed by indexed_bzip2 on that many threads (its blocks
-    are independent); its end-of-stream marker is checked first, since that decoder's errors do not
-    say whether a stream was cut. A ``.gz`` always goes through the stdlib (one thread).
+    are independent). Its header and end-of-stream marker are checked first: on several threads that
+    decoder read a file that is not bzip2 as empty, and its errors do not say whether a stream was
+    cut. A ``.gz`` always goes through the stdlib (one thread).
     """
     if not path.is_file():
         raise DumpError(f"dump {path} is not a readable file; expected a Wikidata JSON dump (.json/.json.gz/.json.bz2)")
     if path.suffix == ".bz2" and threads > 1:
-        if not bz2_complete(path):
-            raise EOFError(path)
+        with path.open("rb") as handle:
+            if handle.read(3) != b"BZh":
+                raise OSError("not a bzip2 file (no 'BZh' header)")
+        if bz2_cut(path):
+            raise EOFError(path)  # read as the stdlib reports a stream that ends early
         return indexed_bzip2.open(str(path), parallelization=threads)
     return COMPRESSED.get(path.suffix, open)(path, "rb")
 
 
-def bz2_complete(path: Path) -> bool:
-    """Whether a .bz2 file ends with a stream footer: the 48-bit end magic and a CRC, padded to a byte."""
+def bz2_cut(path: Path) -> bool:
+    """Whether a .bz2 file lacks the stream footer at its end: the 48-bit end magic and a CRC, padded to a byte."""
     with path.open("rb") as handle:
         handle.seek(max(0, path.stat().st_size - 11))
         tail = int.from_bytes(handle.read(), "big")
-    return any((tail >> (32 + pad)) & (2**48 - 1) == BZ2_END for pad in range(8))
+    return not any((tail >> (32 + pad)) & (2**48 - 1) == BZ2_END for pad in range(8))
 
 
 def parse_line(line: bytes) -> Entity | None:

@@ -9,6 +9,7 @@ decompressed once, here, and its line chunks go to the workers. docs/decisions/k
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -34,6 +35,7 @@ STORE_FILE = "graph.sqlite"
 LOAD = "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"  # a failed load is removed whole, never resumed
 QUEUED_CHUNKS = 2  # chunks handed to each worker ahead of time: it never waits, memory stays bounded
 ALL_ROWS = (0, 2**63 - 1)  # rowid range of a whole shard
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -216,7 +218,8 @@ def _feed(dump: Path, store_dir: Path, workers: int, max_bad: float,
     feeder = DumpReader(dump, max_bad)
     jobs = ((str(dump), max_bad, first, chunk, batch_size) for first, chunk in feeder.chunks(workers, CHUNK_BYTES))
     pieces, report = [], ReadReport(source=str(dump))
-    with ProcessPoolExecutor(workers, multiprocessing.get_context("spawn"), _open_shard, (str(store_dir),)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_open_shard,
+                             initargs=(str(store_dir),)) as pool:
         try:
             for piece, part in _in_order(pool, _ingest_chunk, jobs, workers * QUEUED_CHUNKS):
                 pieces.append(piece)
@@ -224,6 +227,8 @@ def _feed(dump: Path, store_dir: Path, workers: int, max_bad: float,
         finally:
             pool.shutdown(cancel_futures=True)
     report.bytes_decompressed = feeder.report.bytes_decompressed
+    if report.bad_lines:
+        log.warning(report.summary())  # the workers read chunks and say nothing; here is the whole dump's summary
     return pieces, report
 
 
