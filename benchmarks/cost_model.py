@@ -34,6 +34,10 @@ QWEN25_7B = {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers
              "num_key_value_heads": 4, "vocab_size": 152064}
 H20_BF16_FLOPS = 148e12  # dense bf16 peak of one H20 (NVIDIA's H20 datasheet)
 
+# Decompression, MB of JSON out per CPU-second (benchmarks/kg_ingest.py --compressed; docs/scale.md says where):
+# the stdlib's gzip and bz2, and the chunk feeds (decoding, cutting lines) of a .gz and of a .bz2 (indexed_bzip2).
+GZIP_MB_S, GZIP_FEED_MB_S, BZ2_MB_S, BZ2_FEED_MB_S = 654.0, 509.0, 74.0, 73.0
+
 # The KG paper's run (Tables 4-5, C.2): 195 steps of 256 seeds, G = 5, 1 Proposer sample, 10 rounds at
 # most, about 242 ms per turn for about 69 h on 8 H20, about 552 GPU-hours.
 PAPER = {"steps": 195, "seeds": 256, "group": 5, "hours": 69.0, "gpus": 8, "gpu_hours": 552.0, "turn_s": 0.242}
@@ -177,6 +181,21 @@ def dump_estimate(dump_bytes: float, entities: float, mb_per_core: float, rss_mb
             f"peak RSS about {rss_mb * workers / 1000:.1f} GB ({rss_mb:.0f} MB per worker, flat in the dump size)")
 
 
+def compressed_dump_minutes(dump_bytes: float, mb_per_core: float, workers: int, rates: dict[str, float]) -> dict:
+    """Minutes to ingest a compressed dump on ``workers`` cores, the old way and the new (decompressed once).
+
+    Old: every worker decompresses the whole stream (the stdlib, one thread each) and parses 1/n of it.
+    New .gz: the parent's one thread feeds every worker, so the slower of feed and parsing bounds the run.
+    New .bz2: indexed_bzip2's threads and the workers share the cores: the feed's and the parsing's CPU add up.
+    """
+    megabytes = dump_bytes / 1e6
+    parse = megabytes / mb_per_core / workers
+    seconds = {"gz old": megabytes / rates["gzip"] + parse, "gz new": max(parse, megabytes / rates["gzip_feed"]),
+               "bz2 old": megabytes / rates["bz2"] + parse,
+               "bz2 new": (megabytes / rates["bz2_feed"] + megabytes / mb_per_core) / workers}
+    return {name: value / 60 for name, value in seconds.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=None, help="policy folder (default: the bundled SmolLM2-135M)")
@@ -191,6 +210,13 @@ def main() -> None:
                         help="benchmarks/kg_ingest.py's MB/s per core (README: 44.9 on 1 worker, 40.9 on 2)")
     parser.add_argument("--ingest-rss-mb", type=float, default=51.0, help="benchmarks/kg_ingest.py's peak RSS")
     parser.add_argument("--ingest-workers", type=int, default=16)
+    parser.add_argument("--gzip-mb-s", type=float, default=GZIP_MB_S,
+                        help="stdlib gzip, MB decompressed per CPU-second (benchmarks/kg_ingest.py --compressed)")
+    parser.add_argument("--gzip-feed-mb-s", type=float, default=GZIP_FEED_MB_S,
+                        help="a .gz's chunk feed (decoding and cutting lines), MB per CPU-second")
+    parser.add_argument("--bz2-mb-s", type=float, default=BZ2_MB_S, help="stdlib bz2, MB per CPU-second")
+    parser.add_argument("--bz2-feed-mb-s", type=float, default=BZ2_FEED_MB_S,
+                        help="a .bz2's chunk feed on indexed_bzip2's threads, MB per CPU-second (all threads)")
     args = parser.parse_args()
 
     from searchplay.assets import resolve
@@ -227,7 +253,14 @@ def main() -> None:
               f"{estimate['gpu_hours']:.0f} H20 GPU-hours at MFU {args.train_mfu} (update) / {args.rollout_mfu} "
               f"(rollouts); paper {PAPER['gpu_hours']:.0f} ({PAPER['gpu_hours'] / estimate['gpu_hours']:.1f}x)")
     print("\nfull Wikidata dump (KG paper C.2: about 1.7 TB, 120M entities): "
-          + dump_estimate(1.7e12, 120e6, args.ingest_mb_per_core, args.ingest_rss_mb, args.ingest_workers))
+          + dump_estimate(1.7e12, 120e6, args.ingest_mb_per_core, args.ingest_rss_mb, args.ingest_workers)
+          + " (uncompressed, split by byte ranges)")
+    rates = {"gzip": args.gzip_mb_s, "gzip_feed": args.gzip_feed_mb_s, "bz2": args.bz2_mb_s,
+             "bz2_feed": args.bz2_feed_mb_s}
+    minutes = compressed_dump_minutes(1.7e12, args.ingest_mb_per_core, args.ingest_workers, rates)
+    print(f"  compressed, on {args.ingest_workers} workers (MB per CPU-second: "
+          + ", ".join(f"{name} {rate:.0f}" for name, rate in rates.items()) + "): "
+          + ", ".join(f"{name} {value:.0f} min" for name, value in minutes.items()))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,13 @@
 """Benchmark the kg stage: ingestion MB/s and entities/s per core, peak RSS, extraction subgraphs/s.
 
     python benchmarks/kg_ingest.py [--size-mb 200] [--workers 1] [--keep DIR]
+    python benchmarks/kg_ingest.py --compressed gz bz2 [--size-mb 40] [--source DUMP] [--repeat 3]
+
+``--compressed`` compares, on .gz and .bz2 copies of the dump, one worker with two workers the old way
+(every worker decompresses the whole stream and parses every second line) and the new way (the
+stream is decompressed once and its line chunks go to the workers), repeated and alternated in one
+run; it also times decompression alone and the chunk feed, the figures the full-dump estimate uses.
+``--source`` repeats the entity lines of a real dump instead of generating synthetic ones.
 
 Generates a synthetic but valid Wikidata JSON dump (``[``, one entity per line, ``]``) whose lines
 look like real ones: labels/descriptions/aliases in several languages, sitelinks, and statements
@@ -12,10 +19,14 @@ Ingestion runs in a child process per worker so peak RSS is measured per process
 from __future__ import annotations
 
 import argparse
+import bz2
+import gzip
 import json
+import multiprocessing
 import random
 import resource
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -92,6 +103,106 @@ def generate(path: Path, size_mb: float, seed: int = 0) -> int:
     return n
 
 
+def repeat_source(path: Path, source: Path, size_mb: float) -> int:
+    """Write a dump of at least ``size_mb`` MB by repeating the entity lines of a real one; returns the line count."""
+    lines = [line.rstrip(b",\n") + b",\n" for line in source.read_bytes().splitlines(keepends=True)
+             if line.strip() not in (b"[", b"]", b"")]
+    body = b"".join(lines)
+    copies = max(1, int(size_mb * 1e6 / len(body)) + 1)
+    path.write_bytes(b"[\n" + body * copies + b"]\n")
+    return len(lines) * copies
+
+
+def _old_shard(args: tuple[str, int, int, str]) -> int:
+    """The old way, one worker: decompress the whole stream, parse lines ``number % count == index``."""
+    from searchplay.kg.readers import DumpReader, open_dump
+    from searchplay.kg.store import write_entities
+
+    dump, index, count, shard = args
+    reader = DumpReader(dump)
+    with open_dump(Path(dump)) as handle:
+        return write_entities(Path(shard), reader.parse(line for number, line in enumerate(handle)
+                                                        if number % count == index))
+
+
+def old_ingest(dump: Path, store_dir: Path, workers: int) -> None:
+    """Ingestion of a compressed dump as it was before it was decompressed once: each worker reads all of it."""
+    from searchplay.kg.store import STORE_FILE, Piece, _index, _merge
+
+    store_dir.mkdir(parents=True, exist_ok=True)
+    shards = [str(store_dir / f"shard-{i}.sqlite") for i in range(workers)]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(_old_shard, [(str(dump), i, workers, shard) for i, shard in enumerate(shards)])
+    _merge(store_dir / STORE_FILE, [Piece(shard) for shard in shards])
+    _index(store_dir / STORE_FILE)
+
+
+def decompression_rates(dump: Path, threads: int, repeat: int) -> dict[str, list[float]]:
+    """MB of decompressed output per CPU-second of this process (all its threads), ``repeat`` times: the stdlib,
+    indexed_bzip2 on 1 and ``threads`` threads (.bz2), and the chunk feed the workers get (decompression, cutting
+    at lines). CPU time, not wall time: what a core can do, whatever else the machine runs."""
+    from searchplay.kg.readers import DumpReader, open_dump
+
+    def rate(read) -> float:
+        start, size = time.process_time(), read()
+        return size / 1e6 / (time.process_time() - start)
+
+    def drain(handle) -> int:
+        with handle:
+            return sum(len(block) for block in iter(lambda: handle.read(1 << 22), b""))
+
+    def indexed(count: int):
+        import indexed_bzip2
+
+        return lambda: drain(indexed_bzip2.open(str(dump), parallelization=count))
+
+    readers = {"stdlib": lambda: drain(open_dump(dump))}
+    if dump.suffix == ".bz2":
+        readers |= {"indexed_bzip2 x1": indexed(1), f"indexed_bzip2 x{threads}": indexed(threads)}
+    readers[f"chunk feed x{threads}"] = lambda: sum(len(chunk) for _, chunk in DumpReader(dump).chunks(threads))
+    return {name: [rate(read) for _ in range(repeat)] for name, read in readers.items()}
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the ingest workers), all threads."""
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def compare(plain: Path, folder: Path, suffixes: list[str], repeat: int) -> None:
+    """One worker, two the old way, two the new way, on each compression; ``repeat`` rounds, alternated."""
+    from searchplay.kg.store import ingest_dump
+
+    for suffix in suffixes:
+        dump = folder / f"{plain.name}.{suffix}"
+        with plain.open("rb") as src, (gzip.open if suffix == "gz" else bz2.open)(dump, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        size_mb = plain.stat().st_size / 1e6
+        print(f"\n.{suffix}: {dump.stat().st_size / 1e6:.1f} MB compressed, {size_mb:.1f} MB of JSON; decompressed "
+              "MB per CPU-second, median (runs): " + ", ".join(
+                  f"{name} {statistics.median(rates):.0f} ({' '.join(f'{r:.0f}' for r in rates)})"
+                  for name, rates in decompression_rates(dump, 2, repeat).items()))
+        runs = {"1 worker": lambda d, dump=dump: ingest_dump(dump, d),
+                "2 workers, old (each decompresses all)": lambda d, dump=dump: old_ingest(dump, d, 2),
+                "2 workers, new (decompressed once)": lambda d, dump=dump: ingest_dump(dump, d, workers=2)}
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
+        for round_ in range(repeat):
+            for name in list(runs)[:: 1 if round_ % 2 == 0 else -1]:  # alternate the order against drift
+                store = folder / "store"
+                shutil.rmtree(store, ignore_errors=True)
+                start, cpu_start = time.perf_counter(), _cpu_seconds()
+                runs[name](store)
+                times[name].append(time.perf_counter() - start)
+                cpu[name].append(_cpu_seconds() - cpu_start)
+        for name, seconds in times.items():
+            median = statistics.median(seconds)
+            print(f"  {name:<40} median {median:6.2f} s  ({size_mb / median:5.1f} MB/s), "
+                  f"{statistics.median(cpu[name]):5.2f} CPU-s; runs " + " ".join(f"{s:.2f}" for s in seconds))
+        old, new, one = (statistics.median(times[name]) for name in (*list(runs)[1:], "1 worker"))
+        print(f"  new / old with 2 workers: {old / new:.2f}x faster; 2 workers new / 1 worker: {one / new:.2f}x")
+
+
 def _ingest_child(dump: str, store: str, workers: int, queue) -> None:
     from searchplay.kg.store import ingest_dump
 
@@ -110,16 +221,25 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--subgraphs", type=int, default=500)
     parser.add_argument("--keep", type=Path, default=None, help="keep the dump and store in this folder")
+    parser.add_argument("--compressed", nargs="+", choices=["gz", "bz2"], default=None,
+                        help="compare 1 worker, 2 the old way and 2 the new way on these compressions")
+    parser.add_argument("--source", type=Path, default=None, help="repeat this dump's entity lines (real ones)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of the --compressed comparison")
     args = parser.parse_args()
-    import multiprocessing
 
     folder = args.keep or Path(tempfile.mkdtemp(prefix="kg_bench_"))
     folder.mkdir(parents=True, exist_ok=True)
     dump = folder / "synthetic-dump.json"
     start = time.perf_counter()
-    entities = generate(dump, args.size_mb)
+    entities = repeat_source(dump, args.source, args.size_mb) if args.source else generate(dump, args.size_mb)
     size_mb = dump.stat().st_size / 1e6
-    print(f"generated {dump} ({size_mb:.1f} MB, {entities} items) in {time.perf_counter() - start:.1f} s")
+    print(f"{'repeated ' + str(args.source) if args.source else 'generated'} {dump} ({size_mb:.1f} MB, {entities} "
+          f"items) in {time.perf_counter() - start:.1f} s")
+    if args.compressed:
+        compare(dump, folder, args.compressed, args.repeat)
+        if args.keep is None:
+            shutil.rmtree(folder)
+        return
 
     queue = multiprocessing.get_context("spawn").Queue()
     child = multiprocessing.get_context("spawn").Process(target=_ingest_child,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
+import sqlite3
 
 import pytest
 
+from searchplay.kg import store as store_module
 from searchplay.kg.readers import TruncatedDumpError
 from searchplay.kg.store import GraphStore, ingest_dump
 
@@ -32,13 +35,33 @@ def test_preferred_before_normal(tmp_path, wikidata_excerpt):
             assert ranks == sorted(ranks, reverse=True)
 
 
-def test_sharded_ingestion_matches_single_process(tmp_path, wikidata_excerpt):
-    ingest_dump(wikidata_excerpt, tmp_path / "one")
-    ingest_dump(wikidata_excerpt, tmp_path / "two", workers=2)
-    one, two = GraphStore(tmp_path / "one"), GraphStore(tmp_path / "two")
-    assert one.count("entities") == two.count("entities") == 63
-    assert one.count("statements") == two.count("statements")
-    assert not list((tmp_path / "two").glob("shard-*"))
+COMPRESS = {"": lambda data: data, ".gz": gzip.compress, ".bz2": bz2.compress}
+
+
+def _rows(store_dir) -> tuple[list, list]:
+    db = sqlite3.connect(store_dir / "graph.sqlite")
+    return db.execute("SELECT * FROM entities").fetchall(), db.execute("SELECT * FROM statements").fetchall()
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz", ".bz2"])
+def test_sharded_ingestion_matches_single_process(tmp_path, wikidata_excerpt, monkeypatch, suffix):
+    """Two workers store the same rows in the same order as one, and a compressed dump is decompressed once."""
+    monkeypatch.setattr(store_module, "CHUNK_BYTES", 200_000)  # ~20 chunks, so the two workers interleave
+    lines = wikidata_excerpt.read_bytes().splitlines(keepends=True)
+    lines[40] = lines[40][:50] + b"\n"  # a corrupt line: reported with its line number whoever parsed it
+    data = b"".join(lines)
+    dump = tmp_path / f"dump.json{suffix}"
+    dump.write_bytes(COMPRESS[suffix](data))
+    one = ingest_dump(dump, tmp_path / "one", max_bad_line_share=0.05)
+    two = ingest_dump(dump, tmp_path / "two", workers=2, max_bad_line_share=0.05)
+    entities, statements = _rows(tmp_path / "one")
+    assert len(entities) == 62 and len(statements) > 4000 and (entities, statements) == _rows(tmp_path / "two")
+    assert (two.lines, two.entities, two.bad_lines, two.bytes_read) == (one.lines, one.entities, 1, len(data))
+    assert one.first_bad == "line 41: JSONDecodeError"
+    if suffix:  # a byte range numbers its lines from its own start
+        assert two.examples == one.examples and two.first_bad == one.first_bad
+    assert two.bytes_decompressed == one.bytes_decompressed == (len(data) if suffix else 0)
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == ["graph.sqlite"]
 
 
 def test_quantity_rendered_with_unit_label(sample_store):
@@ -47,11 +70,12 @@ def test_quantity_rendered_with_unit_label(sample_store):
     assert elevation[0].label == "8849 metre" and elevation[0].is_literal
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_failed_ingestion_leaves_no_store_and_no_shards(tmp_path, tiny_dump, workers):
+def test_failed_ingestion_leaves_no_store_and_no_shards(tmp_path, tiny_dump, workers, suffix):
     """A dump cut mid-stream fails after some batches were written: none of them, nor a shard, stays."""
-    whole = gzip.compress(tiny_dump)
-    dump = tmp_path / "cut.json.gz"
+    whole = COMPRESS[suffix](tiny_dump)
+    dump = tmp_path / f"cut.json{suffix}"
     dump.write_bytes(whole[: len(whole) * 3 // 4])
     with pytest.raises(TruncatedDumpError, match="is truncated"):
         ingest_dump(dump, tmp_path / "store", workers=workers, batch_size=5)

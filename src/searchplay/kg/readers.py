@@ -7,6 +7,10 @@ when the share of bad lines exceeds ``max_bad_line_share``, when no usable entit
 always when the dump is truncated (``TruncatedDumpError``): a compressed stream that ends before its
 end-of-stream marker, an array opened with ``[`` whose last line is not ``]``, or a last line without
 its newline that does not parse.
+
+Several ingest workers share one pass over a compressed dump: ``DumpReader.chunks`` decompresses it
+once (a ``.bz2`` with indexed_bzip2's parallel decoder) and cuts it into chunks of whole lines that the
+workers parse with ``DumpReader.parse``. A plain dump is split by byte ranges instead (``shard``).
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from __future__ import annotations
 import logging
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+import indexed_bzip2
 import orjson
 
 from searchplay.assets import bundled_sample_path
@@ -29,6 +34,8 @@ log = logging.getLogger(__name__)
 MAX_EXAMPLES = 5  # bad lines quoted in the summary
 TAIL_BYTES = 65536  # read from the end of a plain dump to find its last line (the closing "]")
 AGAIN = "copy or download the dump again (an interrupted transfer?)"
+CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk handed to an ingest worker (~1 ms to pickle, 2 queued a worker)
+BZ2_END = 0x177245385090  # the 48-bit magic that opens a bzip2 stream's footer (then a 32-bit CRC, bit padding)
 
 
 class DumpError(ValueError):
@@ -48,6 +55,7 @@ class ReadReport:
     entities: int = 0
     bad_lines: int = 0
     bytes_read: int = 0
+    bytes_decompressed: int = 0  # bytes that came out of a decompressor in this reader (0 for a plain dump)
     examples: list[str] = field(default_factory=list)
     first_bad: str = ""  # "line N: reason" of the first bad line (the one-line error names it)
 
@@ -80,11 +88,32 @@ class EntitySource(Protocol):
     def entities(self) -> Iterator[Entity]: ...
 
 
-def open_dump(path: Path) -> IO[bytes]:
-    """Open a dump for binary line reading, decompressing .gz / .bz2 by suffix."""
+def open_dump(path: Path, threads: int = 1) -> IO[bytes]:
+    """Open a dump for binary line reading, decompressing .gz / .bz2 by suffix.
+
+    With ``threads > 1`` a ``.bz2`` is decompressed by indexed_bzip2 on that many threads (its blocks
+    are independent). Its header and end-of-stream marker are checked first: on several threads that
+    decoder read a file that is not bzip2 as empty, and its errors do not say whether a stream was
+    cut. A ``.gz`` always goes through the stdlib (one thread).
+    """
     if not path.is_file():
         raise DumpError(f"dump {path} is not a readable file; expected a Wikidata JSON dump (.json/.json.gz/.json.bz2)")
+    if path.suffix == ".bz2" and threads > 1:
+        with path.open("rb") as handle:
+            if handle.read(3) != b"BZh":
+                raise OSError("not a bzip2 file (no 'BZh' header)")
+        if bz2_cut(path):
+            raise EOFError(path)  # read as the stdlib reports a stream that ends early
+        return indexed_bzip2.open(str(path), parallelization=threads)
     return COMPRESSED.get(path.suffix, open)(path, "rb")
+
+
+def bz2_cut(path: Path) -> bool:
+    """Whether a .bz2 file lacks the stream footer at its end: the 48-bit end magic and a CRC, padded to a byte."""
+    with path.open("rb") as handle:
+        handle.seek(max(0, path.stat().st_size - 11))
+        tail = int.from_bytes(handle.read(), "big")
+    return not any((tail >> (32 + pad)) & (2**48 - 1) == BZ2_END for pad in range(8))
 
 
 def parse_line(line: bytes) -> Entity | None:
@@ -126,11 +155,11 @@ def plain_ends(path: Path) -> tuple[bytes | None, bytes | None]:
 
 
 class DumpReader:
-    """Stream a Wikidata JSON dump; ``shard=(i, n)`` reads only the i-th of n parts.
+    """Stream a Wikidata JSON dump; ``shard=(i, n)`` reads only the i-th of n byte ranges of a plain file.
 
-    Plain files are split by byte ranges; compressed files cannot seek, so every shard decompresses
-    the stream and parses only lines with ``number % n == i`` (parsing dominates the cost).
-    A truncated dump raises ``TruncatedDumpError`` in every mode (module docstring).
+    A compressed dump cannot be split by byte ranges: it is read whole here, or cut by ``chunks`` into
+    line chunks for several workers, each decompressed once. A truncated dump raises
+    ``TruncatedDumpError`` in every mode (module docstring).
     """
 
     def __init__(self, path: str | Path, max_bad_line_share: float = 0.01, shard: tuple[int, int] = (0, 1)):
@@ -139,52 +168,81 @@ class DumpReader:
         self.shard = shard
         self.report = ReadReport(source=str(self.path))
         self.compressed = self.path.suffix in COMPRESSED
-        self._first: bytes | None = None  # first and last non-blank lines of the stream, where it all passes here
-        self._last: bytes | None = None
+        if self.compressed and shard[1] > 1:
+            raise ValueError(f"{self.path}: a compressed dump is not split by byte ranges; share it with chunks()")
 
     def _lines(self, handle: IO[bytes]) -> Iterator[bytes]:
         index, count = self.shard
-        if count > 1 and not self.compressed:
+        if count > 1:
             size = self.path.stat().st_size
             yield from iter_lines(handle, size * index // count, size * (index + 1) // count)
-            return
-        for number, line in enumerate(handle):
-            if line.strip():
-                self._first = self._first or line
-                self._last = line
-            if number % count == index:
-                yield line
+        else:
+            yield from handle
 
     def entities(self) -> Iterator[Entity]:
-        report = self.report
+        ends = Ends()
         try:
             with open_dump(self.path) as handle:
                 if not self.compressed:
                     self._check_closed(*plain_ends(self.path))  # before any parsing: a cut file fails fast
-                for line in self._lines(handle):
-                    report.lines += 1
-                    report.bytes_read += len(line)
-                    try:
-                        entity = parse_line(line)
-                    except (ValueError, TypeError, AttributeError, KeyError) as exc:
-                        if not line.endswith(b"\n"):  # only the last line of a file can lack one
-                            raise TruncatedDumpError(
-                                f"dump {self.path} is truncated: its last line has no newline and does not parse "
-                                f"({type(exc).__name__}): ...{line[-80:]!r}; {AGAIN}") from None
-                        report.bad(report.lines, line, type(exc).__name__)
-                        continue
-                    if entity is not None:
-                        report.entities += 1
-                        yield entity
+                yield from self.parse(ends.watch(self._lines(handle), self.report) if self.compressed
+                                      else self._lines(handle))
         except EOFError:
-            raise TruncatedDumpError(f"dump {self.path} is truncated: the {self.path.suffix} stream ends before its "
-                                     f"end-of-stream marker (after {report.lines} lines); {AGAIN}") from None
+            raise self._ended_early() from None
         except (OSError, zlib.error) as exc:  # not a gzip/bz2 file, a corrupt block, a read error
-            raise DumpError(f"cannot read dump {self.path} (after {report.lines} lines): {exc}; expected a Wikidata "
-                            "JSON dump (.json/.json.gz/.json.bz2)") from None
+            raise self._unreadable(exc) from None
         if self.compressed:
-            self._check_closed(self._first, self._last)
+            self._check_closed(ends.first, ends.last)
         self.check()
+
+    def chunks(self, threads: int = 1, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+        """(number of its first line, chunk of whole lines) over the whole dump, decompressed once.
+
+        The reader that parses a chunk is told its first line's number (``parse``), so bad lines are
+        quoted with their line in the dump. ``threads`` decompress a ``.bz2`` (``open_dump``).
+        """
+        ends, number = Ends(), 1
+        try:
+            with open_dump(self.path, threads) as handle:
+                while chunk := handle.read(chunk_bytes) + handle.readline():
+                    self.report.bytes_decompressed += len(chunk) if self.compressed else 0
+                    ends.see(chunk)
+                    yield number, chunk
+                    number += chunk.count(b"\n")
+        except EOFError:
+            raise self._ended_early() from None
+        except DumpError:
+            raise
+        except (OSError, zlib.error, RuntimeError, ValueError) as exc:  # indexed_bzip2 raises the last two
+            raise self._unreadable(exc) from None
+        self._check_closed(ends.first, ends.last)
+
+    def parse(self, lines: Iterable[bytes], first: int = 1) -> Iterator[Entity]:
+        """Entities of ``lines`` (numbered from ``first`` in the dump); bad ones counted and skipped in the report."""
+        report = self.report
+        for number, line in enumerate(lines, first):
+            report.lines += 1
+            report.bytes_read += len(line)
+            try:
+                entity = parse_line(line)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                if not line.endswith(b"\n"):  # only the last line of a file can lack one
+                    raise TruncatedDumpError(
+                        f"dump {self.path} is truncated: its last line has no newline and does not parse "
+                        f"({type(exc).__name__}): ...{line[-80:]!r}; {AGAIN}") from None
+                report.bad(number, line, type(exc).__name__)
+                continue
+            if entity is not None:
+                report.entities += 1
+                yield entity
+
+    def _ended_early(self) -> TruncatedDumpError:
+        return TruncatedDumpError(f"dump {self.path} is truncated: the {self.path.suffix} stream ends before its "
+                                  f"end-of-stream marker (after {self.report.lines} lines); {AGAIN}")
+
+    def _unreadable(self, exc: Exception) -> DumpError:
+        return DumpError(f"cannot read dump {self.path} (after {self.report.lines} lines): {exc}; expected a Wikidata "
+                         "JSON dump (.json/.json.gz/.json.bz2)")
 
     def _check_closed(self, first: bytes | None, last: bytes | None) -> None:
         """A dump that opens a JSON array with ``[`` must end with ``]``; any other last line means it was cut."""
@@ -199,6 +257,29 @@ class DumpReader:
             raise DumpError(report.too_many_bad_lines(self.max_bad_line_share))
         if report.bad_lines:
             log.warning(report.summary())
+
+
+@dataclass
+class Ends:
+    """First and last non-blank lines of a stream that passes by whole (a compressed dump's array check)."""
+
+    first: bytes | None = None
+    last: bytes | None = None
+
+    def see(self, text: bytes) -> None:
+        """Take in the next piece of the stream (whole lines)."""
+        stripped = text.strip()
+        if stripped:
+            if self.first is None:
+                self.first = stripped.split(b"\n", 1)[0]
+            self.last = stripped[stripped.rfind(b"\n") + 1:]
+
+    def watch(self, lines: Iterable[bytes], report: ReadReport) -> Iterator[bytes]:
+        """Pass ``lines`` on, seeing each and counting its bytes as decompressed."""
+        for line in lines:
+            report.bytes_decompressed += len(line)
+            self.see(line)
+            yield line
 
 
 class SampleReader(DumpReader):

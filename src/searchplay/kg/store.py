@@ -1,22 +1,27 @@
 """On-disk graph store (sqlite): entities and statements, answering "outgoing edges of v" by index.
 
 Ingestion streams entities in batches (memory bounded by ``batch_size``, not by the dump), and can
-be split across processes: each worker fills its own shard database, then the shards are merged
-and indexed once. docs/decisions/kg.md says why sqlite (stdlib, one file, B-tree lookups).
+be split across processes: each worker fills its own shard database, then the shards are merged in
+the dump's order and indexed once. A plain dump is split by byte ranges; a compressed one is
+decompressed once, here, and its line chunks go to the workers. docs/decisions/kg.md says why.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
+import os
 import shutil
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.kg.entities import Entity
-from searchplay.kg.readers import DumpError, DumpReader, ReadReport
+from searchplay.kg.readers import CHUNK_BYTES, DumpError, DumpReader, ReadReport
 from searchplay.kg.values import render_quantity
 
 SCHEMA = """
@@ -27,6 +32,10 @@ CREATE TABLE IF NOT EXISTS statements (subject TEXT, property TEXT, datatype TEX
 """
 INDEXES = "CREATE INDEX IF NOT EXISTS statements_subject ON statements(subject);"
 STORE_FILE = "graph.sqlite"
+LOAD = "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;"  # a failed load is removed whole, never resumed
+QUEUED_CHUNKS = 2  # chunks handed to each worker ahead of time: it never waits, memory stays bounded
+ALL_ROWS = (0, 2**63 - 1)  # rowid range of a whole shard
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,8 +73,20 @@ def _rows(entities: Iterable[Entity]) -> Iterator[tuple[tuple, list[tuple]]]:
 
 def write_entities(path: Path, entities: Iterable[Entity], batch_size: int = 5000) -> int:
     """Insert entities into the sqlite file at ``path`` in batches of ``batch_size``; returns the count."""
+    db = _connect(path)
+    count = insert_entities(db, entities, batch_size)
+    db.close()
+    return count
+
+
+def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path)
-    db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
+    db.executescript(LOAD + SCHEMA)
+    return db
+
+
+def insert_entities(db: sqlite3.Connection, entities: Iterable[Entity], batch_size: int) -> int:
+    """Insert entities into ``db`` in batches of ``batch_size``, each committed; returns the count."""
     count, entity_rows, statement_rows = 0, [], []
     for entity_row, statements in _rows(entities):
         entity_rows.append(entity_row)
@@ -74,7 +95,6 @@ def write_entities(path: Path, entities: Iterable[Entity], batch_size: int = 500
         if len(entity_rows) >= batch_size:
             _flush(db, entity_rows, statement_rows)
     _flush(db, entity_rows, statement_rows)
-    db.close()
     return count
 
 
@@ -86,11 +106,48 @@ def _flush(db: sqlite3.Connection, entity_rows: list, statement_rows: list) -> N
     statement_rows.clear()
 
 
-def _ingest_shard(args: tuple[str, float, int, int, str, int]) -> ReadReport:
+@dataclass(frozen=True)
+class Piece:
+    """Rows one worker wrote for one part of the dump: its shard file and the (after, up to] rowid ranges."""
+
+    shard: str
+    entities: tuple[int, int] = ALL_ROWS
+    statements: tuple[int, int] = ALL_ROWS
+
+
+def _ingest_shard(args: tuple[str, float, int, int, str, int]) -> tuple[Piece, ReadReport]:
+    """A worker's byte range of a plain dump -> its own shard file."""
     dump, max_bad, index, count, shard_path, batch_size = args
     reader = DumpReader(dump, max_bad, shard=(index, count))
     write_entities(Path(shard_path), reader.entities(), batch_size)
-    return reader.report
+    return Piece(shard_path), reader.report
+
+
+_shard: tuple[str, sqlite3.Connection] | None = None  # this worker process's shard (a compressed dump's chunks)
+
+
+def _open_shard(store_dir: str) -> None:
+    """Worker initializer: one shard file per process, named by its pid."""
+    global _shard
+    path = Path(store_dir) / f"shard-{os.getpid()}.sqlite"
+    _shard = (str(path), _connect(path))
+
+
+def _ingest_chunk(args: tuple[str, float, int, bytes, int]) -> tuple[Piece, ReadReport]:
+    """One chunk of lines (the parent decompressed it) -> rows appended to this worker's shard."""
+    dump, max_bad, first, chunk, batch_size = args
+    assert _shard is not None, "_open_shard runs first"
+    path, db = _shard
+    before = _last_rowids(db)
+    reader = DumpReader(dump, max_bad)
+    insert_entities(db, reader.parse(chunk.splitlines(keepends=True), first), batch_size)
+    after = _last_rowids(db)
+    return Piece(path, (before[0], after[0]), (before[1], after[1])), reader.report
+
+
+def _last_rowids(db: sqlite3.Connection) -> tuple[int, int]:
+    return tuple(db.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {table}").fetchone()[0]
+                 for table in ("entities", "statements"))
 
 
 class StoreWriteError(RuntimeError):
@@ -109,43 +166,81 @@ def ingest_dump(dump: str | Path, store_dir: str | Path, workers: int = 1, max_b
     store_dir = Path(store_dir)
     store_dir.mkdir(parents=True, exist_ok=True)
     final = store_dir / STORE_FILE
-    shards = [store_dir / f"shard-{i}.sqlite" for i in range(workers)] if workers > 1 else []
     _remove(final, *store_dir.glob("shard-*.sqlite"))
     try:
-        report = _ingest(dump, final, shards, max_bad_line_share, batch_size, progress)
+        report = _ingest(dump, final, workers, max_bad_line_share, batch_size, progress)
+        _remove(*store_dir.glob("shard-*.sqlite"))  # merged (a worker that got no chunk left an empty one)
         _index(final)
     except sqlite3.OperationalError as exc:  # "database or disk is full", "disk I/O error", ...
-        _remove(final, *shards)
+        _remove(final, *store_dir.glob("shard-*.sqlite"))
         raise StoreWriteError(f"writing the KG store {final} failed: {exc} "
                               f"({shutil.disk_usage(store_dir).free / 2**30:.1f} GiB free there)") from None
     except BaseException:
-        _remove(final, *shards)
+        _remove(final, *store_dir.glob("shard-*.sqlite"))
         raise
     return report
 
 
-def _ingest(dump: str | Path, final: Path, shards: list[Path], max_bad_line_share: float, batch_size: int,
+def _ingest(dump: str | Path, final: Path, workers: int, max_bad_line_share: float, batch_size: int,
             progress: Callable[[int], None] | None) -> ReadReport:
-    if not shards:
+    if workers == 1:
         reader = DumpReader(dump, max_bad_line_share)
         entities = reader.entities()
         if progress is not None:
             entities = _counting(entities, progress)
         write_entities(final, entities, batch_size)
-        reports = [reader.report]
+        report = reader.report
     else:
-        jobs = [(str(dump), max_bad_line_share, i, len(shards), str(shard), batch_size)
-                for i, shard in enumerate(shards)]
-        with multiprocessing.get_context("spawn").Pool(len(shards)) as pool:
-            reports = pool.map(_ingest_shard, jobs)
-        _merge(final, [str(shard) for shard in shards])
-    report = _combine(str(dump), reports)
+        fed = DumpReader(dump, max_bad_line_share).compressed
+        pieces, report = (_feed if fed else _ranges)(Path(dump), final.parent, workers, max_bad_line_share, batch_size)
+        _merge(final, pieces)
     if report.bad_share > max_bad_line_share:
         raise DumpError(report.too_many_bad_lines(max_bad_line_share))
     if report.entities == 0:
         raise DumpError(f"dump {dump} holds no usable Wikidata entity ({report.lines} lines read); expected a JSON "
                         "array with one entity object per line")
     return report
+
+
+def _ranges(dump: Path, store_dir: Path, workers: int, max_bad: float,
+            batch_size: int) -> tuple[list[Piece], ReadReport]:
+    """A plain dump: each worker reads its own byte range into its own shard."""
+    jobs = [(str(dump), max_bad, i, workers, str(store_dir / f"shard-{i}.sqlite"), batch_size)
+            for i in range(workers)]
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        results = pool.map(_ingest_shard, jobs)
+    return [piece for piece, _ in results], _combine(str(dump), [report for _, report in results])
+
+
+def _feed(dump: Path, store_dir: Path, workers: int, max_bad: float,
+          batch_size: int) -> tuple[list[Piece], ReadReport]:
+    """A compressed dump: decompressed once here (on ``workers`` threads for .bz2), its chunks parsed by the workers."""
+    feeder = DumpReader(dump, max_bad)
+    jobs = ((str(dump), max_bad, first, chunk, batch_size) for first, chunk in feeder.chunks(workers, CHUNK_BYTES))
+    pieces, report = [], ReadReport(source=str(dump))
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_open_shard,
+                             initargs=(str(store_dir),)) as pool:
+        try:
+            for piece, part in _in_order(pool, _ingest_chunk, jobs, workers * QUEUED_CHUNKS):
+                pieces.append(piece)
+                report = _combine(str(dump), [report, part])
+        finally:
+            pool.shutdown(cancel_futures=True)
+    report.bytes_decompressed = feeder.report.bytes_decompressed
+    if report.bad_lines:
+        log.warning(report.summary())  # the workers read chunks and say nothing; here is the whole dump's summary
+    return pieces, report
+
+
+def _in_order(pool: ProcessPoolExecutor, function: Callable, jobs: Iterable, ahead: int) -> Iterator:
+    """``function`` over ``jobs`` in the pool, results in the jobs' order, at most ``ahead`` jobs submitted at once."""
+    pending: deque[Future] = deque()
+    for job in jobs:
+        pending.append(pool.submit(function, job))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def _remove(*paths: Path) -> None:
@@ -166,21 +261,23 @@ def _combine(source: str, reports: list[ReadReport]) -> ReadReport:
         total.entities += r.entities
         total.bad_lines += r.bad_lines
         total.bytes_read += r.bytes_read
+        total.bytes_decompressed += r.bytes_decompressed
         total.examples += r.examples[: 5 - len(total.examples)]
         total.first_bad = total.first_bad or r.first_bad
     return total
 
 
-def _merge(final: Path, shards: list[str]) -> None:
-    db = sqlite3.connect(final)
-    db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + SCHEMA)
-    for shard in shards:
-        db.execute("ATTACH DATABASE ? AS shard", (shard,))
-        db.execute("INSERT OR REPLACE INTO entities SELECT * FROM shard.entities")
-        db.execute("INSERT INTO statements SELECT * FROM shard.statements")
+def _merge(final: Path, pieces: list[Piece]) -> None:
+    """Copy the pieces' rows into the store in the dump's order (the order of ``pieces``)."""
+    db = _connect(final)
+    for piece in pieces:
+        db.execute("ATTACH DATABASE ? AS shard", (piece.shard,))
+        db.execute("INSERT OR REPLACE INTO entities SELECT * FROM shard.entities WHERE rowid > ? AND rowid <= ?",
+                   piece.entities)
+        db.execute("INSERT INTO statements SELECT * FROM shard.statements WHERE rowid > ? AND rowid <= ?",
+                   piece.statements)
         db.commit()
         db.execute("DETACH DATABASE shard")
-        Path(shard).unlink()
     db.close()
 
 
