@@ -115,7 +115,8 @@ def test_a_recipe_outside_the_repository_trains_and_evaluates_through_the_cli(tm
     assert row["solver/rollouts"] == 4 and row["train/samples_solver"] == 4  # 2 template questions x 2 rollouts
     # every rollout generated a token: the toy reward, read from its own rollout field, not the judge's c_i
     assert row["solver/reward_mean"] == 1.0 and row["solver/accuracy"] < 1.0
-    assert (tmp_path / "checkpoints" / "toy" / "iter_000001").is_dir()
+    assert (tmp_path / "checkpoints" / "toy" / "resume" / "iter_000001").is_dir()
+    assert (tmp_path / "checkpoints" / "toy" / "model" / "config.json").is_file()  # the export evaluation reads
 
     evaluate = run(tmp_path, "evaluate", "--variant", "toy", "--benchmarks", "bamboogle", "--n", "1",
                    "--data-dir", str(REPO / "data" / "benchmarks"), "--out", str(tmp_path / "eval"))

@@ -2,11 +2,11 @@
 
 The DVC stage runs ``searchplay selfplay --resume-if-unchanged``; its checkpoints (``<checkpoints>/<run>/resume/``)
 are no DVC output, so DVC leaves them between runs. The run's inputs go to
-``<checkpoints>/<run>/resume/resume_inputs.json`` before its first iteration: the params digest (``Params.digest``),
-the start model's weights and configuration, the state that pins a phase (a two-phase recipe's hand-off set) and the package's
-code. A later run with the same inputs continues from the newest complete checkpoint; one whose inputs differ, or
-that finds no inputs file, removes the old checkpoints and starts at iteration 1, which is what DVC does to an
-output. ``.dvcignore`` lists the file.
+``<checkpoints>/<run>/resume/resume_inputs.json`` before its first iteration: the params digest
+(``Params.digest``), the start model's weights and configuration, the state that pins a phase (a two-phase recipe's
+hand-off set) and the package's code. A later run with the same inputs continues from the newest complete
+checkpoint; one whose inputs differ, or that finds no inputs file, removes the old checkpoints and starts at
+iteration 1, which is what DVC does to an output. ``.dvcignore`` lists the file.
 """
 
 from __future__ import annotations
