@@ -180,3 +180,53 @@ def small_llama(folder: Path, smollm2_path: Path) -> Path:
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def selector_requests() -> list:
+    """Relation-selection requests with 1, 2, 3, 5 and 10 candidate edges."""
+    from searchplay.kg.selectors import SelectionRequest
+    from searchplay.kg.store import Edge
+
+    def edges(*pairs: tuple[str, str]) -> list[Edge]:
+        return [Edge(f"P{i}", relation, "wikibase-item", 1, f"Q{i}", label, "")
+                for i, (relation, label) in enumerate(pairs, start=1)]
+
+    return [
+        SelectionRequest(["Ulm"], [], "city in Germany", edges(("country", "Germany"))),
+        SelectionRequest(["Danube"], [], "river in Europe", edges(("mouth of the watercourse", "Black Sea"),
+                                                                   ("country", "Austria"))),
+        SelectionRequest(["Albert Einstein"], [], "physicist", edges(
+            ("place of birth", "Ulm"), ("educated at", "ETH Zurich"), ("field of work", "physics"))),
+        SelectionRequest(["Hamlet", "William Shakespeare"], ["author"], "English playwright", edges(
+            ("place of birth", "Stratford-upon-Avon"), ("spouse", "Anne Hathaway"), ("languages spoken", "English"),
+            ("movement", "English Renaissance theatre"), ("place of burial", "Holy Trinity Church"))),
+        SelectionRequest(["France"], [], "country in Western Europe", edges(
+            ("capital", "Paris"), ("official language", "French"), ("continent", "Europe"), ("currency", "euro"),
+            ("head of state", "Emmanuel Macron"), ("highest point", "Mont Blanc"), ("anthem", "La Marseillaise"),
+            ("member of", "European Union"), ("shares border with", "Spain"), ("motto", "Liberty, Equality"))),
+    ]
+
+
+@pytest.mark.slow
+def test_constrained_selector_replies_on_the_engine(vllm_installed, smollm2_path):
+    """The KG selector's constraint holds on the engine (structured output): every reply is {"answer": k} with
+    0 <= k <= n, greedy and sampled, and the greedy k equals the transformers backend's (token mask) on the same
+    fp32 weights. Unconstrained, the same engine writes replies that fall outside."""
+    from searchplay.kg.selectors import LocalSelector
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    requests = selector_requests()
+    engine = VllmBackend(str(smollm2_path), dtype="float32", max_model_len=2048)
+
+    def select(backend, temperature: float, constrained: bool = True) -> list:
+        return LocalSelector(backend, max_retries=0, temperature=temperature, constrained=constrained).select(requests)
+
+    greedy = select(engine, 0.0)
+    sampled = select(engine, 1.5)
+    for request, selection in zip(requests * 2, greedy + sampled, strict=True):
+        assert selection.replies == [f'{{"answer": {selection.choice}}}'] and not selection.invalid
+        assert 0 <= selection.choice <= len(request.candidates)
+    reference = TransformersBackend(str(smollm2_path), tokenizer=engine.tokenizer, dtype="float32", device="cpu")
+    assert [s.choice for s in greedy] == [s.choice for s in select(reference, 0.0)]
+    free = select(engine, 0.0, constrained=False)
+    assert any(s.invalid or s.replies[0] != f'{{"answer": {s.choice}}}' for s in free), [s.replies for s in free]
