@@ -4,7 +4,7 @@
 else that looks a variant up by name. A recipe's ``__init__`` registers its parts at import: its params section
 (``searchplay.config.register_section``), self-play variant and Proposer prompt (``searchplay.selfplay.variants``),
 rewards (``searchplay.rewards``), advantage estimators (``searchplay.rl``), step function and seed source
-(``searchplay.selfplay.loop``), phases (``searchplay.selfplay.phases``), warm-start (``searchplay.policy``,
+(``searchplay.selfplay.loop``), phases (``searchplay.selfplay.phases``), warm-start (``searchplay.model_paths``,
 ``searchplay.warmstart.commands``), warm-start demo formats (``searchplay.warmstart.formats``), its models'
 colours (``searchplay.colors``) and what else it hooks into. The packages below never import a recipe
 (docs/architecture.md, "Package floors").
