@@ -79,8 +79,8 @@ def main() -> None:
     keep_freed_memory()  # as every searchplay command runs
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.proposer_prompts import kg_proposer_messages
-    from searchplay.config import load_params
     from searchplay.llm.tokenizer import encode_prompt, load_tokenizer
+    from searchplay.recipes import load_params
     from searchplay.selfplay.seeds import load_kg_seeds
 
     params = load_params(args.params)
