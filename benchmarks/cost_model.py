@@ -220,7 +220,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from searchplay.assets import resolve
-    from searchplay.config import load_params
+    from searchplay.recipes import load_params
 
     model_path = str(resolve(args.model or load_params(REPO / "params.yaml").models.policy))
     small = Architecture.from_config(json.loads((Path(model_path) / "config.json").read_text()))

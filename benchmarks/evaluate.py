@@ -97,9 +97,9 @@ def main() -> None:
 
 def compare_continuous(model: str | None) -> None:
     """The main job's evaluation of ``model``, rollouts in one running batch and turn by turn, same process."""
-    from searchplay.config import load_params
     from searchplay.eval.evaluate import evaluate
     from searchplay.llm import load_backend
+    from searchplay.recipes import load_params
     from searchplay.retrieval import load_search_tool
 
     if not model:

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import psutil
 
-from searchplay.config import load_params
 from searchplay.process import MALLOC_TUNING_ENV, keep_freed_memory
+from searchplay.recipes import load_params
 from searchplay.rl import PolicyTrainer, TrainingSample
 
 

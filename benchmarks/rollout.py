@@ -74,8 +74,8 @@ def main() -> None:
 
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.rollout import RolloutConfig, encode_prompt, run_rollouts
-    from searchplay.config import load_params
     from searchplay.llm import load_backend
+    from searchplay.recipes import load_params
 
     params = load_params()
     tool, where = search_tool(params, args.passages)

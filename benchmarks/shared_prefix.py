@@ -53,12 +53,12 @@ def _samples(proposer_prompts, solver_prompts, corpus: list[int], rng: random.Ra
 
 
 def _update(params, model: str, share: bool, samples) -> float:
-    import searchplay.rl.trainer as trainer_module
+    import searchplay.rl.forward as forward_module
     from searchplay.rl import PolicyTrainer
 
-    original = trainer_module.shared_prefixes
+    original = forward_module.shared_prefixes
     if not share:
-        trainer_module.shared_prefixes = lambda prompts, limits: []
+        forward_module.shared_prefixes = lambda prompts, limits: []
     try:
         trainer = PolicyTrainer(model, params)
         started = time.perf_counter()
@@ -66,7 +66,7 @@ def _update(params, model: str, share: bool, samples) -> float:
             trainer.update(samples, params.selfplay.solver_mini_batches)
         return time.perf_counter() - started
     finally:
-        trainer_module.shared_prefixes = original
+        forward_module.shared_prefixes = original
 
 
 def main() -> None:
@@ -79,8 +79,8 @@ def main() -> None:
     keep_freed_memory()  # as every searchplay command runs
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.proposer_prompts import kg_proposer_messages
-    from searchplay.config import load_params
     from searchplay.llm.tokenizer import encode_prompt, load_tokenizer
+    from searchplay.recipes import load_params
     from searchplay.selfplay.seeds import load_kg_seeds
 
     params = load_params(args.params)

@@ -45,8 +45,8 @@ def measure(engine: str, index: str, out: str) -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     from searchplay.agent.prompts import solver_messages
     from searchplay.agent.rollout import RolloutConfig, encode_prompt, run_rollouts
-    from searchplay.config import load_params
     from searchplay.llm import load_backend
+    from searchplay.recipes import load_params
     from searchplay.retrieval import load_search_tool
 
     params = load_params()

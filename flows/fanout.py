@@ -52,7 +52,7 @@ def evaluate_one(variant: str, benchmark: str | None, root: str) -> str:
 @flow(name="evaluate-fanout", log_prints=True)
 def evaluate_fanout(variant: str = "kg_wcr", benchmarks: list[str] | None = None,
                     root: str = str(REPO_ROOT)) -> str:
-    from searchplay.config import load_params
+    from searchplay.recipes import load_params
 
     chosen = benchmarks or list(load_params(Path(root) / "params.yaml").evaluate.benchmarks)
     futures = [evaluate_one.submit(variant, name, root) for name in chosen]

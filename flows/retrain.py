@@ -28,7 +28,8 @@ def apply_overrides(root: Path, overrides: dict[str, object]) -> None:
     """Write dotted-key overrides into params.yaml, keeping its comments (DVC's own YAML editor)."""
     from dvc.utils.serialize import modify_yaml
 
-    from searchplay.config import load_params, set_dotted
+    from searchplay.config import set_dotted
+    from searchplay.recipes import load_params
 
     if not overrides:
         return
@@ -54,14 +55,15 @@ def run_scoped_overrides(root: Path, overrides: dict[str, object]) -> Iterator[N
 
 
 def quick_profile(root: Path) -> dict[str, object]:
-    from searchplay.config import _flatten, load_params
+    from searchplay.config import _flatten
+    from searchplay.recipes import load_params
 
     quick_file = root / load_params(root / "params.yaml").pipeline.quick
     return dict(_flatten(yaml.safe_load(quick_file.read_text()) or {}))
 
 
 def selected_variants(root: Path, variants: list[str] | None) -> list[str]:
-    from searchplay.config import load_params
+    from searchplay.recipes import load_params
 
     configured = list(load_params(root / "params.yaml").pipeline.variants)
     unknown = sorted(set(variants or []) - set(configured))
@@ -98,7 +100,7 @@ def variant_prerequisites(root: Path, variant: str, done: set[str]) -> list[str]
     """The stages between the shared ones and ``selfplay@<variant>``, in run order: the producers of its
     ``pipeline.variants`` start and their own inputs, back to stages in ``done`` (eve: warmstart_eve,
     eve_phase_a; a one-phase variant: none)."""
-    from searchplay.config import load_params
+    from searchplay.recipes import load_params
 
     stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
     producers = {(out if isinstance(out, str) else next(iter(out))): name for name, body in stages.items()

@@ -30,7 +30,7 @@ SOURCE = ROOT / "src"
 PACKAGE = "searchplay"
 ENTRY = f"{PACKAGE}.cli"
 RECIPES = f"{PACKAGE}.recipes"
-NAME_REGISTRIES = {f"{PACKAGE}.config", f"{PACKAGE}.policy"}
+NAME_REGISTRIES = {f"{PACKAGE}.config", f"{PACKAGE}.model_paths"}
 
 
 def module_file(name: str) -> Path | None:

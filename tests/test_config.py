@@ -55,7 +55,7 @@ def test_bad_choice_lists_the_allowed_values(tmp_path):
 def test_an_unregistered_variant_lists_the_registered_ones(tmp_path):
     """The variants are registered above config (self-play, the recipes): the caller passes their names, as the
     CLI does for every verb (tests/test_cli.py), and an unknown one fails before any work with all of them."""
-    from searchplay.policy import selfplay_variants
+    from searchplay.model_paths import selfplay_variants
 
     path = write(tmp_path, "selfplay:\n  variant: kgwcr\n")
     with pytest.raises(ConfigError) as error:
@@ -108,7 +108,7 @@ def test_the_digest_leaves_out_knobs_that_change_no_output():
 
 @pytest.mark.parametrize("name", ["params.yaml", "params.paper.yaml"])
 def test_shipped_profiles_are_valid(repo_root, name):
-    from searchplay.policy import selfplay_variants
+    from searchplay.model_paths import selfplay_variants
 
     load_params(repo_root / name, variants=selfplay_variants())
 
@@ -127,7 +127,7 @@ def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
 
 
 def test_a_pipeline_variant_names_two_keys_a_start_a_phase_and_its_code(tmp_path):
-    from searchplay.policy import selfplay_variants
+    from searchplay.model_paths import selfplay_variants
 
     entry = {"params": ["wcr.alpha", "wcr.casefold"], "start": "checkpoints/warmstart",
              "phase": "all", "code": "src/searchplay/recipes/__init__.py"}

@@ -2,6 +2,8 @@
 
 import ast
 import inspect
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -282,3 +284,13 @@ def test_the_outputs_a_killed_stage_resumes_from_are_kept_between_runs(repo_root
         "checkpoints/eve_phase_a/solver_set.jsonl")
     for name in ("eve_phase_a", "selfplay"):
         assert stages[name].get("do", stages[name])["cmd"].endswith("--resume-if-unchanged")
+
+
+def test_the_flows_read_params_with_every_recipe_section(repo_root):
+    """A Prefect worker runs the flow in a fresh interpreter, where no CLI has loaded the recipes: the flow's
+    params reads must know a recipe's section (``eve``) rather than call it an unknown key."""
+    code = ("from pathlib import Path; from flows.retrain import quick_profile, selected_variants; "
+            "root = Path('.'); print(sorted(selected_variants(root, None)), bool(quick_profile(root)))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'eve'" in done.stdout and "True" in done.stdout

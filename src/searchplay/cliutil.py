@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from searchplay.config import ConfigError, Params, load_params
-from searchplay.policy import selfplay_variants
+from searchplay.model_paths import selfplay_variants
 
 console = Console(stderr=True)
 

@@ -8,7 +8,7 @@ Every field is declared once here with its meaning; an unknown key or a wrong va
 
 The self-play variants are registered above this module (``searchplay.selfplay.variants`` and the recipes), so
 ``selfplay.variant`` and the ``pipeline.variants`` keys are checked against the names the caller passes
-(``load_params(..., variants=...)``; the CLI passes ``searchplay.policy.selfplay_variants()`` for every verb).
+(``load_params(..., variants=...)``; the CLI passes ``searchplay.model_paths.selfplay_variants()`` for every verb).
 
 Model and data fields accept three forms: a bundled-asset alias (``bundled:smollm2``), a local
 path, or a Hugging Face hub id (``Qwen/Qwen2.5-7B-Instruct``); see ``searchplay.assets.resolve``.

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.config import Params
-from searchplay.policy import RESUME_DIR, WARMSTARTS, complete_checkpoints, warmstart_out_dir
+from searchplay.model_paths import RESUME_DIR, WARMSTARTS, complete_checkpoints, warmstart_out_dir
 
 
 @dataclass

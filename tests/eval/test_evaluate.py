@@ -190,7 +190,7 @@ def test_the_eve_warmstart_is_its_own_checkpoint_or_a_clear_error(tmp_path, monk
 
 
 def test_warmstart_folder_follows_warmstart_out_dir(tmp_path):
-    pytest.importorskip("searchplay.policy")
+    pytest.importorskip("searchplay.model_paths")
     params = Params.model_validate({"warmstart": {"out_dir": str(tmp_path / "ws")}})
     assert stage.warmstart_model(params, "warmstart") == tmp_path / "ws" / "model"
     assert stage.warmstart_model(Params(), "warmstart").as_posix().endswith("checkpoints/warmstart/model")

@@ -92,31 +92,33 @@ def smollm2_tokenizer(smollm2_path):
 
 @pytest.mark.parametrize(("num_candidates", "written", "allowed"), [
     (3, "", "0123"), (10, "", "0123456789"), (10, "1", ["0", "}"]), (9, "1", ["}"]), (10, "10", ["}"]),
-    (3, "2", ["}"]),
+    (3, "2", ["}"]), (12, "1", ["0", "1", "2", "}"]),
 ])
-def test_choice_constraint_allows_only_valid_replies(smollm2_tokenizer, num_candidates, written, allowed):
-    """After '{"answer": ' only k} with 0 <= k <= n may follow; "1" may still become "10" when n = 10."""
+def test_answer_choices_allow_only_valid_replies(smollm2_tokenizer, num_candidates, written, allowed):
+    """After '{"answer": ' only k} with 0 <= k <= n may follow (the transformers backend's token mask); "1" may
+    still become "10" when n = 10."""
+    from searchplay.kg.selectors import answer_choices
+    from searchplay.llm.backend import choice_tokens
 
-    from searchplay.kg.selectors import ChoiceConstraint
-
-    constraint = ChoiceConstraint(smollm2_tokenizer).for_rows([num_candidates])
+    constraint = choice_tokens(smollm2_tokenizer, [answer_choices(num_candidates)])
     ids = smollm2_tokenizer.encode(written, add_special_tokens=False)
     assert sorted(smollm2_tokenizer.decode([i]) for i in constraint(0, ids)) == sorted(allowed)
     closed = smollm2_tokenizer.encode(written + "}", add_special_tokens=False)
     assert constraint(0, closed) == [smollm2_tokenizer.eos_token_id]
 
 
-def test_choice_constraint_rejects_a_tokenizer_that_merges_digits():
-    from searchplay.kg.selectors import ChoiceConstraint
+def test_a_tokenizer_that_merges_digits_is_masked_by_its_own_tokens():
+    """Each reply is allowed as its tokenizer writes it: "10" as one token where the tokenizer merges it."""
+    from searchplay.llm.backend import choice_tokens
 
     class MergingTokenizer:
         eos_token_id = 0
 
         def encode(self, text, add_special_tokens=False):
-            return [1, 2] if text == "}" else [ord(text)]
+            return [100 + int(text[:-1]), 1]  # "k}" -> [k's own token, "}"]
 
-    with pytest.raises(ValueError, match="selector_constrained=false"):
-        ChoiceConstraint(MergingTokenizer())
+    allowed = choice_tokens(MergingTokenizer(), [("0}", "10}")])
+    assert allowed(0, []) == [100, 110] and allowed(0, [110]) == [1] and allowed(0, [110, 1]) == [0]
 
 
 def test_local_selector_is_served_by_the_policy_backend(monkeypatch, smollm2_tokenizer):

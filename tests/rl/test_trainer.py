@@ -196,7 +196,7 @@ def test_moments_on_disk_train_and_checkpoint_the_same_to_the_bit(tiny_model_pat
         stats.append(resumed.step(batches[2]))
         runs[on_disk] = (stats, resumed)
     (plain_stats, plain), (disk_stats, disk) = runs[False], runs[True]
-    assert plain.moments is None and disk.moments.on_disk
+    assert plain.savers.moments is None and disk.savers.moments.on_disk
     assert not any("exp_avg" in state for state in disk.optimizer.state.values())
     for a, b in zip(plain_stats, disk_stats, strict=True):
         assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == \
@@ -464,7 +464,7 @@ def test_layers_recomputed_in_the_backward_train_the_same_to_the_bit(tiny_model_
                _sample([33, 34], [1, 1], 0.25)]
     trainers = [PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True, recompute_layers=choice))
                 for choice in (True, setting)]
-    assert [t._recompute_layers for t in trainers] == [True, setting == "auto"]
+    assert [t.savers.recompute_layers for t in trainers] == [True, setting == "auto"]
     for _ in range(2):
         recomputed, other = (trainer.step(samples) for trainer in trainers)
         assert {k: v for k, v in recomputed.items() if "second" not in k and "per_s" not in k} == \
@@ -489,18 +489,18 @@ def _grouped_samples():
 def test_shared_prompt_prefixes_give_the_same_update(tiny_model_path, monkeypatch):
     """The update runs a prompt prefix its samples share once (searchplay.prefix_kv): the same loss, statistics
     and gradient as running every sample's prompt on its own."""
-    import searchplay.rl.trainer as trainer_module
+    import searchplay.rl.forward as forward_module
 
     samples = _grouped_samples()
     shared = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True))
     built = []
-    original_build = trainer_module.PrefixStore.build
-    monkeypatch.setattr(trainer_module.PrefixStore, "build",
+    original_build = forward_module.PrefixStore.build
+    monkeypatch.setattr(forward_module.PrefixStore, "build",
                         lambda self, decoder, config, prefixes: (built.extend(prefixes),
                                                                  original_build(self, decoder, config, prefixes)))
     shared_grad, shared_stats = _all_grads(shared, samples)
     assert sorted(len(p) for p in built) == [18, 20]  # the 18 tokens all four share, then the group's prompt
-    monkeypatch.setattr(trainer_module, "shared_prefixes", lambda prompts, limits: [])
+    monkeypatch.setattr(forward_module, "shared_prefixes", lambda prompts, limits: [])
     alone_grad, alone_stats = _all_grads(PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True)),
                                          samples)
     for key in ("loss", "pg_loss", "entropy", "ratio_mean", "tokens"):
@@ -517,12 +517,12 @@ def test_reference_and_old_logprobs_with_shared_prefixes_match_the_plain_forward
     for mine, theirs in zip(segmented.compute_logprobs(samples), plain.compute_logprobs(samples), strict=True):
         assert np.allclose(mine, theirs, atol=1e-5)
     segmented.step(samples)  # the policy moves; the reference does not
-    batch = segmented._collate(samples)
+    batch = segmented.forward.collate(samples)
     reference = segmented._load_reference()
-    via_prefix = segmented._reference_logprobs(samples, batch, None, reference)
-    plain_values = segmented._logprobs(reference, batch)[0]
+    via_prefix = segmented.savers._reference_logprobs(samples, batch, None, reference, segmented.global_step)
+    plain_values = segmented.forward.logprobs(reference, batch)[0]
     assert torch.allclose(via_prefix, plain_values, atol=1e-5)
-    assert segmented._ref_prefixes.entries  # kept for the next steps
+    assert segmented.savers.reference_prefixes.entries  # kept for the next steps
 
 
 def test_a_checkpoint_follows_the_umask_not_safetensors_0600(tiny_model_path, tmp_path):
@@ -551,7 +551,8 @@ def test_released_training_state_frees_moments_and_reference_and_refuses_to_trai
     before = trainer.compute_logprobs(samples)
     trainer.release_training_state()
     assert not trainer.optimizer.state and trainer.ref_model is None and trainer.start_weights is None
-    assert trainer.moments is None or (not trainer.moments.on_disk and trainer.moments.bytes_on_disk == 0)
+    moments = trainer.savers.moments
+    assert moments is None or (not moments.on_disk and moments.bytes_on_disk == 0)
     assert all(p.grad is None for p in trainer.model.parameters())
     assert trainer.compute_logprobs(samples) == before
     assert math.isnan(trainer.start_distance()) and math.isnan(trainer.start_change_share())  # no start left

@@ -53,8 +53,12 @@ class EchoBackend:
 
     def generate(self, prompts, sampling):
         self.seen += [list(p) for p in prompts]
-        rows = [sampling.allowed_tokens(row, []) if sampling.allowed_tokens else [] for row in range(len(prompts))]
-        return [Completion(list(p) + r, "", "stop") for p, r in zip(prompts, rows, strict=True)]
+        def constrained(row: int) -> list[int]:  # the row's allowed first tokens, or its choices' characters
+            if sampling.allowed_tokens:
+                return sampling.allowed_tokens(row, [])
+            return [ord(text) for text in sampling.choices[row]] if sampling.choices else []
+
+        return [Completion(list(p) + constrained(row), "", "stop") for row, p in enumerate(prompts)]
 
 
 def test_sharded_backend_generates_its_share_and_remaps_constrained_rows():
@@ -66,6 +70,15 @@ def test_sharded_backend_generates_its_share_and_remaps_constrained_rows():
     out = ShardedBackend(second, rank1).generate(prompts, sampling)
     assert (first.seen, second.seen) == ([[10], [30]], [[20]])
     assert [c.token_ids for c in out] == [[10, 100], [20, 101], [30, 102]]  # rows of the whole batch
+
+
+def test_sharded_backend_gives_each_share_its_rows_choices():
+    rank0, rank1 = two_processes()
+    first, second = EchoBackend(), EchoBackend()
+    sampling = SamplingParams(max_new_tokens=1, choices=(("a",), ("b", "c"), ("d",)))
+    ShardedBackend(first, rank0).generate([[10], [20], [30]], sampling)
+    out = ShardedBackend(second, rank1).generate([[10], [20], [30]], sampling)
+    assert [c.token_ids for c in out] == [[10, ord("a")], [20, ord("b"), ord("c")], [30, ord("d")]]
 
 
 def test_sharded_judge_judges_its_share():

@@ -42,7 +42,7 @@ def test_every_variant_resolves_in_the_registries():
 
 
 def test_the_names_below_eval_are_exactly_the_registered_variants():
-    from searchplay.policy import selfplay_variants
+    from searchplay.model_paths import selfplay_variants
 
     assert selfplay_variants() == tuple(VARIANTS)  # built-ins and recipes alike, in registration order
 

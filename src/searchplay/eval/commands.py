@@ -8,7 +8,7 @@ from typing import Any
 import typer
 
 from searchplay.cliutil import console, get_params
-from searchplay.policy import selfplay_variants
+from searchplay.model_paths import selfplay_variants
 
 
 def _split(text: str | None) -> list[str] | None:

@@ -3,7 +3,7 @@
 Four kinds of model are evaluated under the same protocol: ``--variant base`` (``models.policy``),
 ``--variant warmstart`` (the warm-start checkpoint; a recipe's warm-start by its registered model name) and
 ``--variant <v>`` (the newest self-play checkpoint of variant v); ``evaluate.model`` overrides all three. The
-names come from the registries in ``searchplay.policy`` (``evaluable_variants``).
+names come from the registries in ``searchplay.model_paths`` (``evaluable_variants``).
 
 Outputs under ``<evaluate.out_dir>/<variant>/``: ``metrics.json`` (DVC metric, flat numeric keys,
 0-100, each score with its n and 95% interval), ``run.json`` (model, judge, protocol, skipped
@@ -78,8 +78,8 @@ class ModelChoice:
 def final_model(params: Params, variant: str) -> Path | None:
     """The HF folder ``variant``'s self-play run exported at its end (``<checkpoint_dir>/<variant>/model/``), or
     None; resolved so the recorded model names the folder actually evaluated. The per-iteration checkpoints in
-    ``resume/`` beside it are a resume state, not a model (``searchplay.policy``)."""
-    from searchplay.policy import final_model_dir
+    ``resume/`` beside it are a resume state, not a model (``searchplay.model_paths``)."""
+    from searchplay.model_paths import final_model_dir
 
     found = final_model_dir(params.selfplay.checkpoint_dir, variant)
     return found.resolve() if found is not None else None
@@ -87,8 +87,8 @@ def final_model(params: Params, variant: str) -> Path | None:
 
 def warmstart_model(params: Params, model: str) -> Path:
     """The HF folder of the warm-start evaluated as ``model`` (``warmstart``: ``<warmstart.out_dir>/model``; a
-    recipe's: its own ``warmstart.<key>``; rule and names in ``searchplay.policy``)."""
-    from searchplay.policy import warmstart_dir, warmstart_models, warmstart_of_model
+    recipe's: its own ``warmstart.<key>``; rule and names in ``searchplay.model_paths``)."""
+    from searchplay.model_paths import warmstart_dir, warmstart_models, warmstart_of_model
 
     warmstart = warmstart_of_model(model)
     if warmstart is None:
@@ -103,7 +103,7 @@ def resolve_model(params: Params, variant: str, allow_base: bool = False) -> Mod
     recorded as ``BASE_FALLBACK`` in run.json and the report): a report never names a variant it did not score.
     """
     from searchplay import assets
-    from searchplay.policy import WARMSTARTS, warmstart_of_model
+    from searchplay.model_paths import WARMSTARTS, warmstart_of_model
 
     if params.evaluate.model:
         return ModelChoice(portable_name(params.evaluate.model), assets.resolve(params.evaluate.model),
@@ -187,8 +187,8 @@ PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # a variant is also a fol
 
 def evaluable_variants() -> tuple[str, ...]:
     """The names ``--variant`` accepts (each is also an output folder's name): base, the registered warm-starts
-    and the registered self-play variants (``searchplay.policy``), each in registration order."""
-    from searchplay.policy import selfplay_variants, warmstart_models
+    and the registered self-play variants (``searchplay.model_paths``), each in registration order."""
+    from searchplay.model_paths import selfplay_variants, warmstart_models
 
     return (BASE, *warmstart_models(), *selfplay_variants())
 

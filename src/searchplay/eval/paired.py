@@ -21,7 +21,7 @@ class StartedFrom(Mapping[str, str]):
     (``Variant.warmstart``); read live, so a recipe registered later is in it."""
 
     def _table(self) -> dict[str, str]:
-        from searchplay.policy import selfplay_variants, started_from, warmstart_models
+        from searchplay.model_paths import selfplay_variants, started_from, warmstart_models
 
         models = [*warmstart_models(), *selfplay_variants()]
         return {model: start for model in models if (start := started_from(model)) is not None}

@@ -63,7 +63,7 @@ from searchplay.eval.waypoints import (
 )
 from searchplay.intervals import RULE_VALID, Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
 from searchplay.io import atomic_write, read_jsonl, write_json
-from searchplay.policy import warmstart_models
+from searchplay.model_paths import warmstart_models
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
 GROUP_COLUMNS = (("general_qa", "GeneralQA"), ("multihop_qa", "Multi-HopQA"), ("avg", "Avg"))

@@ -7,7 +7,7 @@ then treated as "stop" and counted (the paper does not say; our choice).
 
 - ``RandomSelector``: seeded uniform choice, the ablation baseline (never stops early).
 - ``LocalSelector``: a local causal LM through the policy backend, one batched ``generate`` per round; by
-  default its reply is constrained to the JSON schema (``ChoiceConstraint``), so every reply parses.
+  default its reply is constrained to the JSON schema (``answer_choices``), so every reply parses.
 - ``OpenAISelector``: an OpenAI-compatible chat endpoint, ``concurrency`` requests at once (paper: 10).
 """
 
@@ -145,37 +145,17 @@ class RandomSelector:
         return [Selection(choice=self.rng.randint(1, len(r.candidates)) if r.candidates else 0) for r in requests]
 
 
-class ChoiceConstraint:
-    """Constrained decoding of the reply after ``{"answer": ``: only ``k}`` with 0 <= k <= n may be written.
+def answer_choices(num_candidates: int) -> tuple[str, ...]:
+    """The constrained replies after ``{"answer": ``: only ``k}`` with 0 <= k <= n (``SamplingParams.choices``).
 
-    ``for_rows`` gives the backend's ``allowed_tokens`` hook: the model still picks k from its
-    own next-token distribution (renormalized over the allowed tokens, at the sampling temperature), as
-    structured-output engines (vLLM guided decoding, outlines) do for a JSON schema. Needs a tokenizer
-    with one token per digit and one for ``}`` (SmolLM2, Llama 3, Qwen 2.5 split digits so).
+    The backend applies them its own way (transformers: a token mask; vLLM: structured output); either way the model
+    picks k from its own next-token distribution, renormalized over the allowed tokens at the sampling
+    temperature, as structured-output engines do for a JSON schema.
+
+    >>> answer_choices(2)
+    ('0}', '1}', '2}')
     """
-
-    def __init__(self, tokenizer):
-        ids = [tokenizer.encode(text, add_special_tokens=False) for text in [*"0123456789", "}"]]
-        if any(len(i) != 1 for i in ids):
-            raise ValueError("this tokenizer does not give one token per digit and '}': set "
-                             "kg.selector_constrained=false to parse free replies instead")
-        self.digits, self.close = [i[0] for i in ids[:10]], ids[10][0]
-        self.eos = tokenizer.eos_token_id
-
-    def for_rows(self, num_candidates: Sequence[int]) -> Callable[[int, list[int]], list[int]]:
-        """``allowed(row, written)``: the next tokens row ``row`` may write after the ids ``written`` so far
-        (``SamplingParams.allowed_tokens``)."""
-        def allowed(row: int, written: list[int]) -> list[int]:
-            n = num_candidates[row]
-            if not written:  # first digit of k
-                return self.digits[:min(n, 9) + 1]
-            if len(written) == 1 and written[0] == self.digits[1] and n >= 10:  # "1" may start "10"
-                return [self.digits[0], self.close]
-            if written[-1] == self.close:
-                return [self.eos]
-            return [self.close]
-
-        return allowed
+    return tuple(f"{k}}}" for k in range(num_candidates + 1))
 
 
 class LocalSelector:
@@ -191,7 +171,7 @@ class LocalSelector:
         self.backend, self.model, self.tokenizer = backend, model, backend.tokenizer
         self.max_retries, self.temperature = max_retries, temperature
         self.max_new_tokens, self.batch_size = max_new_tokens, batch_size
-        self.constraint = ChoiceConstraint(self.tokenizer) if constrained else None
+        self.constrained = constrained
         torch.manual_seed(seed)
 
     def _prompt(self, request: SelectionRequest) -> list[int]:
@@ -204,7 +184,7 @@ class LocalSelector:
         for start in range(0, len(prompts), self.batch_size):
             rows = num_candidates[start:start + self.batch_size]
             sampling = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                      allowed_tokens=self.constraint.for_rows(rows) if self.constraint else None)
+                                      choices=tuple(map(answer_choices, rows)) if self.constrained else None)
             completions = self.backend.generate(prompts[start:start + self.batch_size], sampling)
             replies += [REPLY_PREFIX + completion.text for completion in completions]
         return replies

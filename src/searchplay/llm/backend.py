@@ -17,8 +17,14 @@ FinishReason = Literal["stop", "eos", "length"]
 class SamplingParams:
     """How to sample one generation call. ``temperature == 0`` means greedy.
 
-    ``allowed_tokens(row, generated_ids)`` -> the token ids row ``row`` may write next (constrained
-    decoding, e.g. the KG selector's ``{"answer": k}``); None leaves the vocabulary open.
+    Constrained decoding, two ways (None leaves the vocabulary open):
+
+    - ``choices[row]``: the replies row ``row`` may write, exactly one of them and then EOS (e.g. the KG selector's
+      ``k}``). Declarative, so each backend applies it its own way: the transformers backend as a token mask
+      (``choice_tokens``), vLLM as structured output (a choice list). Either way the model picks from its own
+      next-token distribution renormalized over the allowed tokens, at the sampling temperature.
+    - ``allowed_tokens(row, generated_ids)`` -> the token ids row ``row`` may write next: a token-level hook that
+      only the transformers backend runs.
     """
 
     max_new_tokens: int = 512
@@ -27,6 +33,32 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     allowed_tokens: Callable[[int, list[int]], list[int]] | None = field(default=None, compare=False)
+    choices: tuple[tuple[str, ...], ...] | None = field(default=None, compare=False)
+
+
+def choice_tokens(tokenizer: Any, choices: Sequence[Sequence[str]]) -> Callable[[int, list[int]], list[int]]:
+    """``allowed_tokens`` for ``choices``: each reply's own token ids (``tokenizer.encode``) one by one, then EOS.
+
+    >>> from types import SimpleNamespace
+    >>> allowed = choice_tokens(SimpleNamespace(encode=lambda t, add_special_tokens: [ord(c) for c in t],
+    ...                                         eos_token_id=0), [("1}", "10}")])
+    >>> [chr(i) for i in allowed(0, [ord("1")])], allowed(0, [ord("1"), ord("}")])
+    (['0', '}'], [0])
+    """
+    eos, known = tokenizer.eos_token_id, {}
+    for row in choices:
+        for text in row:
+            known.setdefault(text, tokenizer.encode(text, add_special_tokens=False))
+    encoded = [[known[text] for text in row] for row in choices]
+
+    def allowed(row: int, written: list[int]) -> list[int]:
+        n = len(written)
+        following = {ids[n] for ids in encoded[row] if len(ids) > n and ids[:n] == written}
+        if written in encoded[row] or not following:  # a whole reply written (or none can continue): end it
+            following.add(eos)
+        return sorted(following)
+
+    return allowed
 
 
 @dataclass

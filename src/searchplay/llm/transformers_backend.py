@@ -5,7 +5,8 @@ one model call per sampled token for the rows still writing. Each row stops on i
 EOS or ``max_new_tokens``; finished rows leave the batch once they are a quarter of it, so the rows still
 writing decode without them (``model.generate`` would run every row to the longest one's end; measured
 in ``benchmarks/rollout.py``). Greedy, or temperature then nucleus (top-p) sampling, optionally among
-the tokens ``SamplingParams.allowed_tokens`` allows. Runs on CPU and CUDA.
+the tokens ``SamplingParams.allowed_tokens`` allows, or that write one of ``SamplingParams.choices`` (a token mask,
+``choice_tokens``). Runs on CPU and CUDA.
 
 Prefix cache: a multi-turn rollout passes its whole history back each turn, and all but the newest
 tokens (the last sampled token and the environment's reply) were already run through the model on
@@ -46,12 +47,12 @@ import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from searchplay.llm.attention import use_lean_attention
-from searchplay.llm.backend import Completion, SamplingParams
+from searchplay.llm.backend import Completion, SamplingParams, choice_tokens
 from searchplay.precision import bf16_is_native
 from searchplay.process import large_blocks_mapped, return_free_heap, zeros_paged_on_write
 
@@ -280,6 +281,7 @@ class TransformersBackend:
 
         if not prompts:
             return []
+        sampling = with_token_mask(sampling, self.tokenizer)
         with self.weights_in_memory():
             self._follow_source()
             prompts = [list(p) for p in prompts]
@@ -326,14 +328,15 @@ class TransformersBackend:
 
         ``limits[i]`` caps prompt i's new tokens (``sampling.max_new_tokens`` is not read). A continuation
         extends its index's last prompt and generation (a rollout's history plus the environment's reply), so
-        only its new tokens are prefilled. ``sampling.seed`` seeds once; ``allowed_tokens`` gets the prompt index.
+        only its new tokens are prefilled. ``sampling.seed`` seeds once; ``allowed_tokens`` gets the prompt index, and
+        ``choices`` are indexed by it.
         """
         todo = [(index, list(prompt), limit) for index, (prompt, limit) in enumerate(zip(prompts, limits, strict=True))]
         if not todo:
             return
         with self.weights_in_memory():
             self._follow_source()
-            self._run_continuous(todo, limits, sampling, on_finished)
+            self._run_continuous(todo, limits, with_token_mask(sampling, self.tokenizer), on_finished)
 
     def _run_continuous(self, todo: list[tuple[int, list[int], int]], limits: Sequence[int], sampling: SamplingParams,
                         on_finished: Callable[[list[tuple[int, Completion]]], list[tuple[int, list[int], int]]]
@@ -674,6 +677,15 @@ class _Running:
                             attention_mask=self.attention, position_ids=positions, past_key_values=self.past,
                             use_cache=True, logits_to_keep=1).logits[:, -1]
         self.lengths = [length + 1 for length in self.lengths]
+
+
+def with_token_mask(sampling: SamplingParams, tokenizer: Any) -> SamplingParams:
+    """``sampling`` with its ``choices`` (if any) turned into the ``allowed_tokens`` mask this backend applies."""
+    if sampling.choices is None:
+        return sampling
+    if sampling.allowed_tokens is not None:
+        raise ValueError("SamplingParams takes choices or allowed_tokens, not both")
+    return replace(sampling, allowed_tokens=choice_tokens(tokenizer, sampling.choices), choices=None)
 
 
 def _usable_prefix(hit: _CachedRow | None, prompt: list[int]) -> _CachedRow | None:

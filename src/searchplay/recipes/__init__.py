@@ -4,7 +4,7 @@
 else that looks a variant up by name. A recipe's ``__init__`` registers its parts at import: its params section
 (``searchplay.config.register_section``), self-play variant and Proposer prompt (``searchplay.selfplay.variants``),
 rewards (``searchplay.rewards``), advantage estimators (``searchplay.rl``), step function and seed source
-(``searchplay.selfplay.loop``), phases (``searchplay.selfplay.phases``), warm-start (``searchplay.policy``,
+(``searchplay.selfplay.loop``), phases (``searchplay.selfplay.phases``), warm-start (``searchplay.model_paths``,
 ``searchplay.warmstart.commands``), warm-start demo formats (``searchplay.warmstart.formats``), its models'
 colours (``searchplay.colors``) and what else it hooks into. The packages below never import a recipe
 (docs/architecture.md, "Package floors").
@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from typing import Any
 
 RECIPES_ENV = "SEARCHPLAY_RECIPES"  # comma-separated modules of recipes outside this package
 
@@ -49,3 +50,12 @@ def load_recipes() -> tuple[str, ...]:
                               f"({exc}); put its folder on PYTHONPATH or fix the name") from None
         names.append(getattr(module, "NAME", module_name.rpartition(".")[2]))
     return tuple(names)
+
+
+def load_params(*args: Any, **kwargs: Any) -> Any:
+    """``searchplay.config.load_params`` once every recipe has registered its params section: for entry points
+    other than the CLI (the Prefect flows, the benchmarks), where a recipe's section would be an unknown key."""
+    from searchplay.config import load_params as load
+
+    load_recipes()
+    return load(*args, **kwargs)

@@ -4,9 +4,11 @@ The same code runs on CPU, one GPU, or several GPUs with FSDP (``accelerate laun
 accelerate_configs/fsdp.yaml ...``). Every process receives the SAME list of samples and trains on its
 share; the global token count is known to all, so token-mean aggregation is exact across processes.
 
-Segmented forward (``selfplay.segmented_forward``, docs/decisions/rl.md L14): the policy's forward with
-gradient runs one sequence at a time through ``searchplay.rl.segments``; prompt and ``<information>``
-tokens fill a KV cache without gradient. Same log-probs; the gradient skips their keys and values.
+A step reads: micro-batches -> log pi of the policy (with gradient) and of the frozen reference -> clipped loss
+with KL -> backward -> optimizer and schedule step -> statistics. The memory savers (AdamW's moments and the
+reference on disk, the segmented forward with shared prompt prefixes; docs/decisions/rl.md L14, L14c, L14e) sit
+behind ``searchplay.rl.memory_savers.MemorySavers``, whose hooks the step calls at fixed points; the forwards
+themselves are ``searchplay.rl.forward``'s. Every saver leaves every value as it was.
 
 Batch mapping (docs/decisions/rl.md L10): one ``step(samples)`` = one optimizer step; the samples are
 split into micro-batches of ``selfplay.micro_batch_size`` sequences whose gradients are accumulated.
@@ -16,16 +18,10 @@ step. The learning-rate schedule advances once per optimizer step, so its warm-u
 (docs/decisions/rl.md L8). The SSP code's "global batch 256 / mini-batch 128" is one Proposer update with
 1 step and one Solver update with 2 steps (x5 rollouts) per iteration.
 
-Idle state on disk (``selfplay.moments_on_disk`` / ``reference_on_disk``, on a CPU by default; docs/decisions/rl.md
-L14c): AdamW's moments wait in a file between optimizer steps (``searchplay.moments``), and the frozen
-reference is read from ``model_path`` for each step's reference pass, which runs before the policy's forward,
-and dropped after it (a read by ``start_statistics`` waits for that pass instead). Neither is needed while the
-policy's graph is alive; every value stays the same.
-
 Start weights (``start_statistics``): the L2 distance from the start weights and the share of parameters whose
 value in the dtype rollouts and evaluation run in differs from theirs (``searchplay.rl.drift``; an fp32 update below
-the bf16 rounding step changes no answer), in one pass over this process's shards against the reference already in
-memory, and one all-reduce.
+the bf16 rounding step changes no answer), in one pass over this process's shards against the reference (with the
+reference on disk: a read kept for the next step's reference pass), and one all-reduce, once per optimizer step.
 
 Under FSDP (accelerate's FSDP2 plugin) the frozen reference is sharded with the policy's plugin: the same units,
 mesh, device and mixed precision, so every shard of it sits beside the policy's shard of the same parameter.
@@ -34,34 +30,27 @@ mesh, device and mixed precision, so every shard of it sits beside the policy's 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from searchplay.config import ConfigError
 from searchplay.io import follow_umask
 from searchplay.llm.weights import weights_stamp
-from searchplay.moments import MomentsOnDisk, memory_saver_enabled
 from searchplay.precision import autocast_enabled
-from searchplay.prefix_kv import PrefixStore, shared_prefixes
 from searchplay.rl.drift import cast_snapshot, compare_with_start, evaluation_dtype, local_shards
-from searchplay.rl.losses import entropy_from_logits, low_var_kl, policy_loss_terms, token_weights
+from searchplay.rl.forward import Forward, accepts_logits_to_keep, reshard, response_slice
+from searchplay.rl.losses import low_var_kl, policy_loss_terms, token_weights
+from searchplay.rl.memory_savers import MemorySavers, enable_gradient_checkpointing
 from searchplay.rl.sample import TrainingSample
-
-log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from searchplay.config import Params
 
 TRAINER_STATE = "trainer_state.json"
-REF_PREFIX_ENTRIES = 64  # the reference's stored prefixes before the store starts afresh (fp32 at 135M: 45 KB a token,
-# 11 MB for a 250-token Solver prompt, 28 MB for the KG Proposer's 630-token instruction block)
 
 
 class _Warmup:
@@ -81,49 +70,6 @@ class _Warmup:
             return 1.0
         done = k if self.from_zero else k + 1
         return min(1.0, done / self.warmup_steps)
-
-
-@dataclass
-class _MicroBatch:
-    """Right-padded tensors; the "window" holds response positions start+1 .. L-1 of every row."""
-
-    input_ids: Any
-    attention_mask: Any
-    position_ids: Any
-    start: int  # logits from this position on predict every response token
-    targets: Any  # [B, W] token ids at window positions
-    mask: Any  # [B, W] loss mask (1: model token of a response)
-    advantages: Any  # [B, W]
-    old_logprobs: Any | None  # [B, W] or None
-
-
-def enable_gradient_checkpointing(model: Any, cfg: Any) -> None:
-    """``selfplay.gradient_checkpointing``: transformers' recomputation of each decoder layer in the backward of the
-    full forward. The segmented forward has its own (``recompute_layers``), so the two are not combined."""
-    if not cfg.gradient_checkpointing:
-        return
-    if cfg.segmented_forward:
-        raise ConfigError("selfplay.gradient_checkpointing needs selfplay.segmented_forward=false (the segmented "
-                          "forward recomputes its layers with selfplay.recompute_layers instead)")
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    log.info("gradient checkpointing: each decoder layer recomputed in the backward (selfplay.gradient_checkpointing)")
-
-
-@contextmanager
-def checkpointed_layers(model: Any, enabled: bool) -> Iterator[None]:
-    """While the block runs, the decoder layers that ``enable_gradient_checkpointing`` marked recompute in the
-    backward. transformers checkpoints a layer only in training mode; the trainer keeps the model in eval mode (no
-    dropout, so on-policy ratios start at 1), so only the layers' own flag is set, not their children's (their
-    dropouts stay off), and only for the update's forward (generation through the same model keeps its cache)."""
-    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True] if enabled else []
-    modes = [layer.training for layer in layers]
-    for layer in layers:
-        layer.training = True
-    try:
-        yield
-    finally:
-        for layer, mode in zip(layers, modes, strict=True):
-            layer.training = mode
 
 
 class PolicyTrainer:
@@ -154,28 +100,16 @@ class PolicyTrainer:
         self.model, self.optimizer = self.accelerator.prepare(model, self.optimizer)
         self.accelerator.register_for_checkpointing(self.scheduler)
         self.model.eval()  # no dropout: on-policy ratios start at exactly 1
-        self.moments = None  # AdamW's moments on disk between steps (selfplay.moments_on_disk)
-        if memory_saver_enabled(self.cfg.moments_on_disk, self.accelerator.device.type) and not self._sharded:
-            self.moments = MomentsOnDisk(getattr(self.optimizer, "optimizer", self.optimizer), self.cfg.checkpoint_dir)
         self._dtype = dtype
-        # the frozen reference: resident, or read from model_path for each step's reference pass and dropped
-        # before the policy's forward (selfplay.reference_on_disk)
-        self._reference_from_disk = (self.cfg.kl_beta > 0 and not self._sharded
-                                     and memory_saver_enabled(self.cfg.reference_on_disk, self.accelerator.device.type))
-        # the segmented forward's scored layers recomputed in the backward (selfplay.recompute_layers)
-        self._recompute_layers = memory_saver_enabled(self.cfg.recompute_layers, self.accelerator.device.type)
         self._start_stamp = weights_stamp(self.model_path)  # a reference read later must read these bytes
-        self.ref_model = None
-        if self.cfg.kl_beta > 0 and not self._reference_from_disk:
-            self.ref_model = self._load_reference()
-        elif self._reference_from_disk:
-            log.info("the frozen reference is read from %s for each update's reference pass and dropped after it "
-                     "(selfplay.reference_on_disk=%s)", self.model_path, self.cfg.reference_on_disk)
+        self.forward = Forward(self.accelerator.device, autocast_enabled(self.cfg.autocast_bf16,
+                                                                         self.accelerator.device.type),
+                               self._sharded, accepts_logits_to_keep(model))
+        # the moments, the frozen reference (loaded here, or read for each step) and the forward the policy runs
+        self.savers = MemorySavers(self.cfg, self.forward, self.model, self.optimizer, self.model_path,
+                                   lambda: self._load_reference())
         self.global_step = 0
         self._released = False  # release_training_state: no step or save after it
-        self._keep_logits = _accepts_logits_to_keep(model)
-        self._ref_prefixes = PrefixStore()  # the frozen reference's shared prompt prefixes, kept across steps
-        self._autocast_on = autocast_enabled(self.cfg.autocast_bf16, self.accelerator.device.type)
         self.eval_dtype = evaluation_dtype(params, self.accelerator.device.type, dtype)
         self.start_weights = self._start_weights()  # read by start_statistics; kept across load()
         self._start_stats: tuple[int, dict[str, float]] | None = None  # (global_step, start_statistics())
@@ -185,26 +119,27 @@ class PolicyTrainer:
     def unwrapped_model(self) -> Any:
         return self.accelerator.unwrap_model(self.model)
 
+    @property
+    def ref_model(self) -> Any:
+        """The frozen reference in memory, or None (none, released, or on disk between its passes)."""
+        return self.savers.reference
+
     def compute_logprobs(self, samples: list[TrainingSample]) -> list[list[float]]:
         """Current-policy log-probs of every response token (0.0 on loss_mask-0 tokens), no gradient."""
         import torch
 
         out = []
-        store = self._prefix_store(self.model, samples) if self._segmented else None
+        prefixes = self.savers.shared_prefixes(self.model, samples)
         for batch_samples in _chunks(samples, self.cfg.micro_batch_size):
-            batch = self._collate(batch_samples)
+            batch = self.forward.collate(batch_samples)
             with torch.no_grad():
-                if store is not None:
-                    with self._autocast():
-                        logprobs = self._sequence_logprobs(self.model, batch_samples, batch, store)
-                else:
-                    logprobs, _ = self._logprobs(self.model, batch)
+                logprobs = self.savers.scored_logprobs(self.model, batch_samples, batch, prefixes)
             for row, sample in enumerate(batch_samples):
-                window = _response_slice(sample, batch.start)
+                window = response_slice(sample, batch.start)
                 values = logprobs[row, window].tolist()
                 out.append([v if m else 0.0 for v, m in zip(values, sample.loss_mask, strict=True)])
         if self._sharded:
-            _reshard(self.model)  # no backward follows to shard the root and the tail again
+            reshard(self.model)  # no backward follows to shard the root and the tail again
         return out
 
     def update(self, samples: list[TrainingSample], mini_batches: int = 1) -> dict[str, float]:
@@ -231,11 +166,9 @@ class PolicyTrainer:
         Nothing the policy computes changes; a later ``step`` or ``save`` raises instead of training without
         them."""
         self.optimizer.zero_grad(set_to_none=True)
-        if self.moments is not None:
-            self.moments.release()
+        self.savers.release()
         self.optimizer.state.clear()
-        self.ref_model, self.start_weights, self._ref_prefixes = None, None, PrefixStore()
-        self._start_stats = None
+        self.start_weights, self._start_stats = None, None
         self._released = True
 
     def _check_not_released(self, action: str) -> None:
@@ -251,31 +184,24 @@ class PolicyTrainer:
         if not samples:
             raise ValueError("PolicyTrainer.step: no samples (skip the update when a step has no valid data)")
         started = time.perf_counter()
-        acc, cfg = self.accelerator, self.cfg
+        acc, cfg, savers = self.accelerator, self.cfg, self.savers
         num_tokens = float(sum(s.num_loss_tokens for s in samples))
         num_sequences = float(len(samples))
         micro_batches = self._shard(samples)
         before = _fingerprint(self.model)
         lr = self.scheduler.get_last_lr()[0]
         totals = torch.zeros(6, dtype=torch.float64, device=acc.device)  # loss, pg, kl, entropy, clipfrac, ratio
-        store = self._prefix_store(self.model, samples) if self._segmented else None  # weights fixed until the step
-        refs = self._reference_pass(micro_batches)  # with the reference on disk: read, used and dropped here
+        savers.begin_update(self.model, samples, micro_batches, self.global_step)  # weights fixed until the step
         for index, (batch_samples, weight) in enumerate(micro_batches):
-            batch = self._collate(batch_samples)
+            batch = self.forward.collate(batch_samples)
             last = index == len(micro_batches) - 1
             context = acc.no_sync(self.model) if not last else nullcontext()  # sync gradients once
             with context:
-                if self._segmented:
-                    with self._autocast():  # one context for the micro-batch: bf16 weight copies made once
-                        logprobs, entropy = self._segmented_logprobs(batch_samples, batch, store)
-                else:
-                    with checkpointed_layers(self.model, cfg.gradient_checkpointing):
-                        logprobs, entropy = self._logprobs(self.model, batch, with_entropy=True)
+                logprobs, entropy = savers.policy_logprobs(self.model, batch_samples, batch)
                 # One optimizer step per call and no dropout: the weights that sampled the batch are the
                 # weights now, so pi_old is this forward's value (ratio 1, as TRL's GRPO with one iteration).
                 old = batch.old_logprobs if batch.old_logprobs is not None else logprobs.detach()
-                ref = (refs[index] if refs is not None
-                       else self._reference_logprobs(batch_samples, batch, logprobs, self.ref_model))
+                ref = savers.reference_logprobs(index, batch_samples, batch, logprobs, self.global_step)
                 weights = weight * token_weights(batch.mask, cfg.loss_agg_mode, num_tokens, num_sequences)
                 pg, clipped = policy_loss_terms(logprobs, old, batch.advantages, cfg.clip_low, cfg.clip_high,
                                                 cfg.clip_ratio_c)
@@ -291,6 +217,7 @@ class PolicyTrainer:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
+        savers.end_update()
         self.global_step += 1
         totals = acc.reduce(totals, reduction="sum")
         changed = acc.reduce(torch.tensor([float(_fingerprint(self.model) != before)], device=acc.device), "sum")
@@ -362,12 +289,11 @@ class PolicyTrainer:
             return self._start_stats[1]
         if self._released:
             return {"distance": math.nan, "changed_share": math.nan}
-        if self.ref_model is None and self._reference_from_disk:
-            self.ref_model = self._load_reference()  # the next step's reference pass uses and drops it
-        exact = self.ref_model is not None  # the start weights themselves, not a cast copy
+        reference = self.savers.start_reference()  # on disk: a read the next step's reference pass uses and drops
+        exact = reference is not None  # the start weights themselves, not a cast copy
         if self._sharded:
-            _reshard(self.model)  # tensors a forward left whole would not match the reference's shards
-        start = local_shards(self.ref_model.parameters()) if exact else self.start_weights
+            reshard(self.model)  # tensors a forward left whole would not match the reference's shards
+        start = local_shards(reference.parameters()) if exact else self.start_weights
         squares, changed, total = compare_with_start(local_shards(self.model.parameters()), start, self.eval_dtype)
         sums = self.accelerator.reduce(torch.tensor([squares, changed, total], dtype=torch.float64,
                                                     device=self.accelerator.device), reduction="sum").tolist()
@@ -417,7 +343,7 @@ class PolicyTrainer:
         """The weights at construction (``model_path``, the start of self-play, also after a later ``load``) where
         no frozen reference holds them (``selfplay.kl_beta: 0``): a copy of this process's shards in ``eval_dtype``
         (270 MB in bf16 at 135M). None where the reference is kept (in memory, or on disk)."""
-        if self.ref_model is not None or self._reference_from_disk:
+        if self.savers.keeps_reference:
             return None  # start_statistics reads the reference's own tensors
         return cast_snapshot(local_shards(self.model.parameters()), self.eval_dtype)
 
@@ -453,126 +379,6 @@ class PolicyTrainer:
     def _sharded(self) -> bool:
         return self.accelerator.distributed_type.name in ("FSDP", "DEEPSPEED", "MEGATRON_LM")
 
-    @property
-    def _segmented(self) -> bool:
-        """``selfplay.segmented_forward`` where the model splits into decoder and head on one process."""
-        return self.cfg.segmented_forward and not self._sharded and _decoder_and_head(self.model) is not None
-
-    def _segmented_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch,
-                            store: PrefixStore) -> tuple[Any, Any]:
-        """``_logprobs`` of the policy with gradient, one sequence at a time through ``segmented_logits``:
-        the same values over the window [B, W]; prompt and ``<information>`` runs without gradient, a prompt
-        prefix shared with other samples taken from ``store``."""
-        import torch
-        import torch.nn.functional as F
-
-        from searchplay.rl.segments import first_untrained_end, segmented_logits
-
-        decoder, head = _decoder_and_head(self.model)
-        width = batch.mask.shape[1]
-        rows, entropies = [], []
-        for sample in samples:
-            ids = torch.tensor(sample.prompt_ids + sample.response_ids, device=self.accelerator.device)
-            mask = _sequence_mask(sample)
-            row = torch.zeros(width, device=ids.device)
-            entropy = torch.zeros(width, device=ids.device)
-            prefix = store.longest(sample.prompt_ids, first_untrained_end(mask))
-            for run, logits in segmented_logits(decoder, head, self.model.config, ids, mask, self._autocast, prefix,
-                                                recompute=self._recompute_layers):
-                window = torch.arange(run.start, run.end, device=ids.device) - batch.start  # position -> window
-                scored = -F.cross_entropy(logits, ids[run.start + 1:run.end + 1], reduction="none")
-                row = row.index_put((window,), scored)
-                with torch.no_grad():
-                    entropy[window] = entropy_from_logits(logits.detach())
-            rows.append(row)
-            entropies.append(entropy)
-        return torch.stack(rows), torch.stack(entropies)
-
-    def _reference_pass(self, micro_batches: list[tuple[list[TrainingSample], float]]) -> list[Any] | None:
-        """With the reference on disk (``selfplay.reference_on_disk``) and after the first step: every
-        micro-batch's log pi_ref, from a reference read for this pass (or the one ``start_statistics`` read and
-        kept), dropped so it is gone before the policy's forward and backward (0.5 GiB at 135M in fp32). Else None:
-        the loop asks ``_reference_logprobs``."""
-        if not self._reference_from_disk:
-            return None
-        kept, self.ref_model = self.ref_model, None  # one read by start_statistics, never in the policy's forward
-        if self.global_step == 0:
-            return None
-        reference = kept if kept is not None else self._load_reference()
-        return [self._reference_logprobs(samples, self._collate(samples), None, reference)
-                for samples, _ in micro_batches]
-
-    def _reference_logprobs(self, samples: list[TrainingSample], batch: _MicroBatch, logprobs: Any,
-                            reference: Any) -> Any:
-        """log pi_ref over the window, or None without KL. Before the first optimizer step the policy IS the
-        reference (both loaded from ``model_path``), so its own values are used and the forward is saved.
-        The reference never changes, so the keys and values of its shared prompt prefixes are kept across steps."""
-        import torch
-
-        if self.cfg.kl_beta <= 0 or self._released:
-            return None
-        if self.global_step == 0:
-            return logprobs.detach()
-        with torch.no_grad():
-            if self._segmented:
-                if len(self._ref_prefixes.entries) > REF_PREFIX_ENTRIES:
-                    self._ref_prefixes = PrefixStore()
-                self._extend_prefix_store(self._ref_prefixes, reference, samples)
-                return self._sequence_logprobs(reference, samples, batch, self._ref_prefixes)
-            logprobs = self._logprobs(reference, batch)[0]
-        if self._sharded:
-            _reshard(reference)
-        return logprobs
-
-    def _prefix_store(self, model: Any, samples: list[TrainingSample]) -> PrefixStore:
-        """Keys and values of the prompt prefixes ``samples`` share, under ``model``'s current weights."""
-        store = PrefixStore()
-        self._extend_prefix_store(store, model, samples)
-        return store
-
-    def _extend_prefix_store(self, store: PrefixStore, model: Any, samples: list[TrainingSample]) -> None:
-        """Add the shared prompt prefixes of ``samples`` to ``store`` (no gradient, the forward's autocast)."""
-        import torch
-
-        from searchplay.rl.segments import first_untrained_end
-
-        prompts = [sample.prompt_ids for sample in samples]
-        limits = [first_untrained_end(_sequence_mask(sample)) for sample in samples]
-        prefixes = [p for p in shared_prefixes(prompts, limits) if p not in store.entries]
-        if not prefixes:
-            return
-        decoder, _ = _decoder_and_head(model)
-        with torch.no_grad(), self._autocast():
-            store.build(decoder, model.config, prefixes)
-
-    def _sequence_logprobs(self, model: Any, samples: list[TrainingSample], batch: _MicroBatch,
-                           store: PrefixStore) -> Any:
-        """log pi over the window [B, W] without gradient, one forward per sequence after its shared prefix."""
-        import torch
-        import torch.nn.functional as F
-
-        from searchplay.rl.segments import first_untrained_end, scored_logits
-
-        decoder, head = _decoder_and_head(model)
-        rows = []
-        for sample in samples:
-            ids = torch.tensor(sample.prompt_ids + sample.response_ids, device=self.accelerator.device)
-            mask = _sequence_mask(sample)
-            prefix = store.longest(sample.prompt_ids, first_untrained_end(mask))
-            positions, logits = scored_logits(decoder, head, model.config, ids, mask, self._autocast, prefix)
-            row = torch.zeros(batch.mask.shape[1], device=ids.device)
-            row[positions - batch.start] = -F.cross_entropy(logits, ids[positions + 1], reduction="none")
-            rows.append(row)
-        return torch.stack(rows)
-
-    def _autocast(self) -> Any:
-        """bf16 autocast of the forward (``selfplay.autocast_bf16``); weights and optimizer stay in their dtype."""
-        import torch
-
-        if not self._autocast_on:
-            return nullcontext()
-        return torch.autocast(device_type=self.accelerator.device.type, dtype=torch.bfloat16)
-
     def _shard(self, samples: list[TrainingSample]) -> list[tuple[list[TrainingSample], float]]:
         """This process's micro-batches (sorted by length to limit padding); every process runs the same
         number of them (FSDP needs matching collectives): missing ones are a real sample with weight 0."""
@@ -582,66 +388,6 @@ class PolicyTrainer:
         count = math.ceil(math.ceil(len(samples) / acc.num_processes) / size)
         batches = [(chunk, 1.0) for chunk in _chunks(mine, size)]
         return batches + [([ordered[-1]], 0.0)] * (count - len(batches))
-
-    def _collate(self, samples: list[TrainingSample]) -> _MicroBatch:
-        import torch
-
-        device = self.accelerator.device
-        pad_id = 0  # never attended to (attention mask 0) and never scored (loss mask 0)
-        seqs = [s.prompt_ids + s.response_ids for s in samples]
-        length = max(len(s) for s in seqs)
-        start = min(len(s.prompt_ids) for s in samples) - 1
-        width = length - start - 1
-        input_ids = torch.full((len(seqs), length), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(seqs), length), dtype=torch.long)
-        mask = torch.zeros((len(seqs), width))
-        advantages = torch.zeros((len(seqs), width))
-        old = torch.zeros((len(seqs), width)) if all(s.old_logprobs is not None for s in samples) else None
-        for row, (sample, seq) in enumerate(zip(samples, seqs, strict=True)):
-            input_ids[row, : len(seq)] = torch.tensor(seq)
-            attention[row, : len(seq)] = 1
-            window = _response_slice(sample, start)
-            mask[row, window] = torch.tensor(sample.loss_mask, dtype=torch.float)
-            advantages[row, window] = torch.tensor(sample.advantages, dtype=torch.float)
-            if old is not None:
-                old[row, window] = torch.tensor(sample.old_logprobs, dtype=torch.float)
-        position_ids = torch.arange(length).unsqueeze(0).expand(len(seqs), -1)  # right padding: 0..len-1
-        targets = input_ids[:, start + 1:]
-        return _MicroBatch(input_ids.to(device), attention.to(device), position_ids.to(device), start,
-                           targets.to(device), mask.to(device), advantages.to(device),
-                           old.to(device) if old is not None else None)
-
-    def _logprobs(self, model: Any, batch: _MicroBatch, with_entropy: bool = False) -> tuple[Any, Any]:
-        """log pi(token) over the window [B, W] (fp32; 0 where the loss mask is 0), and per-token entropy if asked
-        (no gradient).
-
-        Only model tokens are scored: the LM head (49k x 576, 28M of SmolLM2's 135M parameters) runs on the
-        hidden states of loss-mask-1 positions, not on the ``<information>`` tokens.
-        """
-        import torch
-        import torch.nn.functional as F
-
-        length = batch.input_ids.shape[1]
-        selected = batch.mask.bool()
-        split = _decoder_and_head(model) if not self._sharded else None
-        with self._autocast():
-            inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask,
-                      "position_ids": batch.position_ids, "use_cache": False}
-            if split is not None:
-                decoder, head = split
-                hidden = decoder(**inputs).last_hidden_state[:, batch.start:-1]  # positions start .. L-2
-                logits = head(hidden[selected]).float()  # [N, V]: the N model tokens only
-            else:
-                kwargs = {"logits_to_keep": length - batch.start} if self._keep_logits else {}
-                logits = model(**inputs, **kwargs).logits[:, -(length - batch.start):-1][selected].float()
-        scored = -F.cross_entropy(logits, batch.targets[selected], reduction="none")
-        logprobs = torch.zeros(batch.mask.shape, dtype=scored.dtype, device=scored.device).masked_scatter(
-            selected, scored)
-        entropy = None
-        if with_entropy:
-            with torch.no_grad():
-                entropy = torch.zeros_like(logprobs).masked_scatter(selected, entropy_from_logits(logits.detach()))
-        return logprobs, entropy
 
 
 def combine_stats(stats: list[dict[str, float]]) -> dict[str, float]:
@@ -661,16 +407,6 @@ def combine_stats(stats: list[dict[str, float]]) -> dict[str, float]:
     out["lr"], out["step"] = stats[-1]["lr"], stats[-1]["step"]
     out["tokens_per_s"] = out["tokens"] / max(out["seconds"], 1e-9)
     return out
-
-
-def _sequence_mask(sample: TrainingSample) -> list[int]:
-    """The loss mask over prompt + response: the prompt is never scored."""
-    return [0] * len(sample.prompt_ids) + list(sample.loss_mask)
-
-
-def _response_slice(sample: TrainingSample, start: int) -> slice:
-    first = len(sample.prompt_ids) - start - 1
-    return slice(first, first + len(sample.response_ids))
 
 
 def _chunks(items: list, size: int) -> list[list]:
@@ -696,17 +432,6 @@ def _fingerprint(model: Any) -> tuple[float, ...]:
                 squares += wide.square().sum().item()
             sums += (total, squares)
     return tuple(sums)
-
-
-def _reshard(model: Any) -> None:
-    """Shard again the FSDP2 units of a frozen model that keep their parameters gathered after a forward (the root
-    and the tail, ``reshard_after_forward=False``): without a backward nothing else would, and its parameters would
-    stay whole on every process."""
-    from torch.distributed.fsdp import FSDPModule
-
-    for module in model.modules():
-        if isinstance(module, FSDPModule):
-            module.reshard()
 
 
 def require_supported_sharding(accelerator: Any) -> None:
@@ -741,23 +466,6 @@ def _torch_dtype(name: str, device_type: str) -> Any:
     if name == "auto":  # fp32 master weights; bf16 compute is selfplay.autocast_bf16's
         return torch.float32
     return getattr(torch, name)
-
-
-def _decoder_and_head(model: Any) -> tuple[Any, Any] | None:
-    """(decoder, LM head) for models whose logits are exactly ``head(decoder(x).last_hidden_state)``; None for
-    any other class (some scale or soft-cap their logits), which then runs whole."""
-    if type(model).__name__ not in _PLAIN_HEAD_MODELS:
-        return None
-    return model.get_decoder(), model.get_output_embeddings()
-
-
-_PLAIN_HEAD_MODELS = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"}
-
-
-def _accepts_logits_to_keep(model: Any) -> bool:
-    import inspect
-
-    return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
 def _torch_optimizer(optimizer: Any) -> Any:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.io import atomic_write, write_json
-from searchplay.policy import CHECKPOINT_STATE, complete_checkpoints
+from searchplay.model_paths import CHECKPOINT_STATE, complete_checkpoints
 from searchplay.selfplay.distributed import Processes
 from searchplay.timings import split_timings
 

@@ -88,6 +88,8 @@ class ShardedBackend:
             if sampling.allowed_tokens is not None:  # its row argument is a position in the whole batch
                 allowed = sampling.allowed_tokens
                 local = replace(sampling, allowed_tokens=lambda row, ids: allowed(positions[row], ids))
+            if sampling.choices is not None:
+                local = replace(local, choices=tuple(sampling.choices[p] for p in positions))
             return self.backend.generate(shard, local)
 
         return sharded_call(run, [list(p) for p in prompts], self.processes)

@@ -31,7 +31,7 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import atomic_write, write_json
-from searchplay.policy import MODEL_DIR, initial_policy, resume_dir, selfplay_run_dir
+from searchplay.model_paths import MODEL_DIR, initial_policy, resume_dir, selfplay_run_dir
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay import phases
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
@@ -407,7 +407,7 @@ def finish_phase(runtime: Runtime, variant: Variant, params: Params, state: Loop
 def _run_inputs(params: Params, variant: Variant, pinned: dict[str, Any]) -> dict[str, str]:
     """``searchplay.selfplay.inputs.run_inputs`` of this run. Without a start model on disk (a caller's runtime,
     as in tests; ``build_runtime`` would fail on it first) the start is recorded as unresolved."""
-    from searchplay.policy import PolicyError
+    from searchplay.model_paths import PolicyError
 
     try:
         start = initial_policy(params, variant.warmstart)

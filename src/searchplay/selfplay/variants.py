@@ -6,7 +6,7 @@ estimator (``searchplay.rl.ADVANTAGE_ESTIMATORS``). GDCR/SAPO is such an entry (
 advantage). A method with its own prompts, rewards, step function and phases is a recipe: a folder under
 ``searchplay.recipes`` that adds its entry with ``register_variant`` (and its prompt with
 ``register_proposer_prompt``) when ``searchplay.recipes.load_recipes`` imports it. Every name registered here is
-also recorded in ``searchplay.policy.SELFPLAY_VARIANTS``, where evaluation and the CLI's params check read it.
+also recorded in ``searchplay.model_paths.SELFPLAY_VARIANTS``, where evaluation and the CLI's params check read it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from searchplay.agent.proposer_prompts import kg_proposer_messages, ssp_proposer_messages
-from searchplay.policy import register_selfplay_variant
+from searchplay.model_paths import register_selfplay_variant
 from searchplay.selfplay.seeds import Seed
 from searchplay.templates import template_question
 
@@ -70,7 +70,7 @@ class Variant:
     step: str = "joint"  # key of searchplay.selfplay.loop.STEP_FUNCTIONS: 'joint' (SSP Alg. 1) or a recipe's;
     # also the key of its phases in searchplay.selfplay.phases.PHASED, where it has several
     frozen_solver: bool = False  # the runtime keeps a frozen copy of the initial weights (a frozen Solver)
-    warmstart: str = "shared"  # key of searchplay.policy.WARMSTARTS: the shared warm-start, or a recipe's
+    warmstart: str = "shared"  # key of searchplay.model_paths.WARMSTARTS: the shared warm-start, or a recipe's
     rollout_fields: tuple[str, ...] = ()  # keys of searchplay.rewards.ROLLOUT_FIELDS: the per-rollout signals its
     # Solver reward reads from SolverGroup.rollouts (a recipe's, register_rollout_field)
     description: str = ""
@@ -123,7 +123,7 @@ LOOP_REGISTRIES: dict[str, Callable[[], dict[str, Any]]] = {}  # 'seeds', 'step'
 
 def unregistered_names(variant: Variant) -> list[str]:
     """``field 'name'`` for each name ``variant`` points to that its registry does not hold."""
-    from searchplay.policy import WARMSTARTS
+    from searchplay.model_paths import WARMSTARTS
     from searchplay.rewards import PROPOSER_REWARDS, ROLLOUT_FIELDS, SOLVER_REWARDS
     from searchplay.rl import ADVANTAGE_ESTIMATORS
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import atomic_write, follow_umask, read_jsonl, write_json
+from searchplay.model_paths import warmstart_model_dir
 from searchplay.moments import memory_saver_enabled
-from searchplay.policy import warmstart_model_dir
 from searchplay.precision import autocast_enabled
 from searchplay.split import record_split
 from searchplay.timings import is_timing, split_timings, timing_rows, write_timings

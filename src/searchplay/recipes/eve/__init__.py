@@ -24,7 +24,7 @@ from searchplay.agent.trajectory import Trajectory
 from searchplay.colors import register_colors
 from searchplay.config import Params, register_section
 from searchplay.eval.runner import EvidenceFormat, register_evidence_format
-from searchplay.policy import register_warmstart
+from searchplay.model_paths import register_warmstart
 from searchplay.quality.questions import register_source_gate
 from searchplay.recipes.eve import phases
 from searchplay.recipes.eve.advantages import hrpo

@@ -14,7 +14,7 @@ from typing import Any
 
 from searchplay.config import Params
 from searchplay.io import read_jsonl
-from searchplay.policy import initial_policy
+from searchplay.model_paths import initial_policy
 from searchplay.selfplay.seeds import Seed, SeedError, shuffled
 
 

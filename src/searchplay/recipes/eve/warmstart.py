@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.policy import warmstart_model_dir
+from searchplay.model_paths import warmstart_model_dir
 from searchplay.recipes.eve.demos import EVE_ROLES, build_eve_demos
 from searchplay.recipes.eve.validity import eve_format_validity
 from searchplay.warmstart.demos import partition

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from searchplay.policy import complete_checkpoints, final_model_dir, resume_dir
+from searchplay.model_paths import complete_checkpoints, final_model_dir, resume_dir
 
 
 def make_checkpoint(root, iteration: int, state: bool = True, suffix: str = ""):
@@ -35,7 +35,7 @@ def test_initial_policy_is_the_variants_warm_start(tmp_path):
     import pytest
 
     from searchplay.config import load_params
-    from searchplay.policy import PolicyError, initial_policy
+    from searchplay.model_paths import PolicyError, initial_policy
 
     params = load_params(tmp_path / "absent.yaml", {"warmstart.out_dir": str(tmp_path / "ws"),
                                                    "eve.warmstart_out_dir": str(tmp_path / "ws_eve")})
@@ -57,17 +57,17 @@ def test_the_model_names_below_eval_come_from_the_registrations(monkeypatch):
     """The warm-starts' model names and the self-play variants' names, as their stages and recipes register them."""
     import pytest
 
-    from searchplay import policy
+    from searchplay import model_paths
 
-    assert policy.warmstart_models() == ("warmstart", "warmstart_eve")  # the shared one, then EVE's (its recipe)
-    assert policy.warmstart_of_model("warmstart_eve") == "eve" and policy.warmstart_of_model("kg_wcr") is None
-    assert {"ssp", "kg_wcr", "eve"} <= set(policy.selfplay_variants())
-    monkeypatch.setattr(policy, "WARMSTARTS", dict(policy.WARMSTARTS))
-    monkeypatch.setattr(policy, "SELFPLAY_VARIANTS", list(policy.SELFPLAY_VARIANTS))
-    policy.register_warmstart("toy", "out_dir", "searchplay warmstart", model="warmstart_toy")
-    policy.register_warmstart("toy", "out_dir", "searchplay warmstart", model="warmstart_toy")  # again: a no-op
+    assert model_paths.warmstart_models() == ("warmstart", "warmstart_eve")  # the shared one, then EVE's (its recipe)
+    assert model_paths.warmstart_of_model("warmstart_eve") == "eve" and model_paths.warmstart_of_model("kg_wcr") is None
+    assert {"ssp", "kg_wcr", "eve"} <= set(model_paths.selfplay_variants())
+    monkeypatch.setattr(model_paths, "WARMSTARTS", dict(model_paths.WARMSTARTS))
+    monkeypatch.setattr(model_paths, "SELFPLAY_VARIANTS", list(model_paths.SELFPLAY_VARIANTS))
+    model_paths.register_warmstart("toy", "out_dir", "searchplay warmstart", model="warmstart_toy")
+    model_paths.register_warmstart("toy", "out_dir", "searchplay warmstart", model="warmstart_toy")  # again: a no-op
     with pytest.raises(ValueError, match="already registered"):
-        policy.register_warmstart("toy", "out_dir", "searchplay warmstart", model="other")
-    policy.register_selfplay_variant("toy")
-    policy.register_selfplay_variant("toy")
-    assert policy.warmstart_models()[-1] == "warmstart_toy" and policy.selfplay_variants().count("toy") == 1
+        model_paths.register_warmstart("toy", "out_dir", "searchplay warmstart", model="other")
+    model_paths.register_selfplay_variant("toy")
+    model_paths.register_selfplay_variant("toy")
+    assert model_paths.warmstart_models()[-1] == "warmstart_toy" and model_paths.selfplay_variants().count("toy") == 1
