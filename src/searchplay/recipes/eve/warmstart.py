@@ -98,7 +98,7 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     per_role = Counter(d.role for d in demos)
 
     model = load_policy(str(start), ours)
-    backend = policy_backend(model, tokenizer, ours)
+    backend = policy_backend(model, tokenizer, ours, str(start))
     tic = time.perf_counter()
     before, before_samples = eve_format_validity(backend, search_tool, check_records, ours, cfg.seed)
     backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
