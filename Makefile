@@ -49,7 +49,7 @@ assets: $(VENV)/.installed
 run: setup setup-vllm
 	$(SP) pipeline
 
-run-quick: setup setup-vllm
+run-quick: setup                 # the quick profile generates on the transformers backend: no vLLM to install
 	$(SP) pipeline --quick
 
 test: setup setup-vllm
