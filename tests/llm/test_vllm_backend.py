@@ -17,6 +17,7 @@ import pytest
 
 from searchplay.llm.backend import SamplingParams
 from searchplay.llm.vllm_backend import (
+    ExpectedNarrowing,
     VllmBackend,
     engine_arguments,
     missing_vllm,
@@ -113,6 +114,27 @@ def test_a_cpu_engine_gets_a_sized_kv_cache_unless_the_environment_sets_one():
                               cpu_kv_cache_gib=1.5)
     assert "kv_cache_memory_bytes" not in legacy  # vLLM reads the variable itself
     assert "kv_cache_memory_bytes" not in engine_arguments("m", "bfloat16", 0.6, 0, {}, can_sleep=True)
+
+
+def test_only_the_expected_narrowing_warning_is_dropped():
+    import logging
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("vllm.model_executor.models.utils", logging.WARNING, "utils.py", 334, message,
+                                 None, None)
+
+    narrowing = ExpectedNarrowing()
+    assert not narrowing.filter(record("Attempted to load weight %s with dtype %s into parameter with dtype %s"))
+    assert narrowing.filter(record("Attempted to load nested weight 'x' into a single parameter 'y'"))
+    assert narrowing.filter(record("Some other warning"))
+
+
+@pytest.mark.slow
+def test_an_fp32_checkpoint_loads_into_a_bf16_engine_without_a_warning_per_weight(vllm_installed, smollm2_path,
+                                                                                   capfd):
+    VllmBackend(str(smollm2_path), dtype="bfloat16", max_model_len=512, cpu_kv_cache_gib=0.25)
+    written = "".join(capfd.readouterr())  # vLLM's logger writes to the stream itself (it does not propagate)
+    assert "Loading safetensors" in written and "Attempted to load weight" not in written
 
 
 def test_weights_are_sent_in_the_engine_dtype():

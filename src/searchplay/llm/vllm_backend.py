@@ -53,6 +53,7 @@ class VllmBackend:
                 from vllm import LLM
             except ImportError as exc:
                 raise missing_vllm(exc) from exc
+            quiet_expected_narrowing()
             arguments = engine_arguments(str(resolve(model)), dtype, memory_share, seed, os.environ,
                                          sleep_available(), cpu_kv_cache_gib if on_cpu() else None)
             arguments.update(engine_kwargs)
@@ -172,6 +173,21 @@ def served_dtype(engine: Any) -> Any:
     in the trainer's dtype and vLLM's warning per parameter), or None where the engine does not say."""
     config = getattr(getattr(engine, "llm_engine", None), "model_config", None)
     return getattr(config, "dtype", None)
+
+
+class ExpectedNarrowing(logging.Filter):
+    """Drops vLLM's warning for each weight loaded into a narrower dtype (``Attempted to load weight ... with dtype
+    torch.float32 into parameter with dtype torch.bfloat16``): 122 lines an engine at 135M, and the narrowing is
+    the point of ``agent.rollout_dtype`` (fp32 checkpoints, a bf16 engine). Other warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Attempted to load weight ")
+
+
+def quiet_expected_narrowing() -> None:
+    loader_log = logging.getLogger("vllm.model_executor.models.utils")
+    if not any(isinstance(f, ExpectedNarrowing) for f in loader_log.filters):
+        loader_log.addFilter(ExpectedNarrowing())
 
 
 def keep_trainer_threads() -> None:
