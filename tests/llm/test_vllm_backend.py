@@ -173,23 +173,24 @@ def test_a_seeded_batch_draws_a_reply_per_row_and_repeats(smollm2_engine):
 
 
 def distinct_long_prompts(tokenizer, count: int) -> list[list[int]]:
+    """``count`` chat prompts of a few hundred tokens that share no prefix (nothing for the cache to serve)."""
     from searchplay.llm.tokenizer import encode_prompt
 
-    rules = ("You answer questions by searching. Write <search>a query</search> to search, and "
-             "<answer>the answer</answer> when you know it. ") * 12
-    return [encode_prompt(tokenizer, [{"role": "system", "content": f"Task {k}. {rules}"},  # nothing shared to cache
+    return [encode_prompt(tokenizer, [{"role": "system", "content": f"Task {k}. {RULES}"},
                                       {"role": "user", "content": f"Which city is number {k} on the list?"}])
             for k in range(count)]
+
+
+RULES = ("You answer questions by searching. Write <search>a query</search> to search, and "
+         "<answer>the answer</answer> when you know it. ") * 12
 
 
 def long_prompts(tokenizer) -> list[list[int]]:
     """Two chat prompts of a few hundred tokens: long enough to fill whole prefix-cache blocks."""
     from searchplay.llm.tokenizer import encode_prompt
 
-    rules = ("You answer questions by searching. Write <search>a query</search> to search, and "
-             "<answer>the answer</answer> when you know it. ") * 12
     questions = ("Which river flows through the city where Mozart was born?", "Who wrote the novel Dune?")
-    return [encode_prompt(tokenizer, [{"role": "system", "content": rules}, {"role": "user", "content": q}])
+    return [encode_prompt(tokenizer, [{"role": "system", "content": RULES}, {"role": "user", "content": q}])
             for q in questions]
 
 
