@@ -52,11 +52,17 @@ run: setup setup-vllm
 run-quick: setup                 # the quick profile generates on the transformers backend: no vLLM to install
 	$(SP) pipeline --quick
 
+# Two pytest workers, a file each at a time (the pipeline test's files share one `dvc repro`): the pipeline test
+# runs on one while the other takes every other file, so the suite lasts about as long as the pipeline test
+# (docs/reliability.md). Threads of two busy workers wait passively (docs/benchmarks.md, "Beside another process").
+TEST_WORKERS ?= 2
+PYTEST := $(if $(filter-out 0 1,$(TEST_WORKERS)),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE} $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile,$(PY) -m pytest -q)
+
 test: setup setup-vllm
-	SEARCHPLAY_REQUIRE_ASSETS=1 SEARCHPLAY_REQUIRE_VLLM=$(if $(VLLM_CPU),1,0) $(PY) -m pytest -q
+	SEARCHPLAY_REQUIRE_ASSETS=1 SEARCHPLAY_REQUIRE_VLLM=$(if $(VLLM_CPU),1,0) $(PYTEST)
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests flows tasks benchmarks

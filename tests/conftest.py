@@ -94,3 +94,9 @@ def wiki_summaries_path() -> Path:
 @pytest.fixture(scope="session")
 def fanoutqa_dev_path() -> Path:
     return _asset_or_skip("fanoutqa-dev")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The pipeline test first: under `make test`'s two workers (``--dist loadfile``) the longest file then starts
+    at once, and the other worker takes every other file beside it."""
+    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_pipeline.py"))
