@@ -3,13 +3,14 @@ MLflow (sqlite in tmp), reports, the refusal without --resume and a resume to th
 
 import csv
 import json
+import math
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
-from searchplay.selfplay.loop import SelfplayError, run_selfplay
+from searchplay.selfplay.loop import SelfplayError, run_selfplay, untrained_warning
 from tests.selfplay.conftest import make_params, make_runtime
 from tests.selfplay.selfplay_fakes import ScriptedBackend, write_kg_pool
 
@@ -58,7 +59,7 @@ def undefined_metrics(db_path, run_id: str, iterations: list[int]) -> dict[int, 
 
 
 def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_total(
-        tmp_path, monkeypatch, capsys, tokenizer, tiny_model_dir, trainer):
+        tmp_path, monkeypatch, capsys, caplog, tokenizer, tiny_model_dir, trainer):
     monkeypatch.chdir(tmp_path)  # MLflow artifacts (./mlruns) stay in tmp
     params = make_params(tmp_path, tiny_model_dir, batch_size=2, keep_checkpoints=2)
     records = write_kg_pool(tmp_path / "kg", 6)
@@ -73,6 +74,7 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     assert exported_during == [False, False] and (final / "config.json").is_file()  # the HF export: once, at the end
     out = capsys.readouterr().out
     assert "selfplay iteration 1/2 [kg_wcr]: valid rule 1.00" in out and "selfplay iteration 2/2" in out
+    assert any(row["train/weights_changed"] for row in history) and "no update changed a weight" not in caplog.text
 
     manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr" / "resume")
     assert [i for i, _ in manager.complete()] == [1, 2] and not list(manager.root.glob("*.partial"))
@@ -125,6 +127,16 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     assert [row["iteration"] for row in fresh] == [1.0]  # other params: the old checkpoints went, it started over
     assert [i for i, _ in manager.complete()] == [1] and not (manager.root / "old.json").exists()
     assert {row["iteration"] for row in map(json.loads, (reports / "questions.jsonl").read_text().splitlines())} == {1}
+
+
+def test_a_run_that_changed_no_weight_is_told_so_and_one_that_did_or_logged_nothing_is_not():
+    unchanged = [{"iteration": 1.0, "train/weights_changed": 0.0}, {"iteration": 2.0, "train/weights_changed": 0.0}]
+    warning = untrained_warning(unchanged, "kg_wcr")
+    assert warning is not None and warning.startswith("kg_wcr: no update changed a weight in 2 iteration(s)")
+    assert "the one it started from" in warning
+    assert untrained_warning([*unchanged, {"iteration": 3.0, "train/weights_changed": 1.0}], "kg_wcr") is None
+    assert untrained_warning([{"iteration": 1.0}, {"iteration": 2.0, "train/weights_changed": math.nan}], "x") is None
+    assert untrained_warning([], "kg_wcr") is None
 
 
 def test_undefined_metrics_are_skipped_counted_and_named_never_logged_as_nan():

@@ -376,9 +376,28 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             _log_iteration(row, int(row["iteration"]))
         _train_iterations(runtime, variant, params, state, manager, reports, iterations, run.info.run_id,
                           on_iteration)
+        if warning := untrained_warning(state.history, run_name):
+            log.warning(warning)
         _heldout_analysis(runtime, variant, params, reports, processes)
         finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # in its run
     return state.history
+
+
+def untrained_warning(history: list[dict[str, float]], run_name: str) -> str | None:
+    """What to tell a user whose run changed no weight (``train/weights_changed`` 0 in every iteration that logged
+    it): its exported model is the one it started from. None where an update changed one, or none logged it.
+
+    >>> untrained_warning([{"train/weights_changed": 0.0}], "ssp")[:46]
+    'ssp: no update changed a weight in 1 iteration'
+    >>> untrained_warning([{"train/weights_changed": 0.0}, {"train/weights_changed": 1.0}], "ssp") is None
+    True
+    """
+    changed = [row["train/weights_changed"] for row in history
+               if not math.isnan(row.get("train/weights_changed", math.nan))]
+    if not changed or any(flag > 0 for flag in changed):
+        return None
+    return (f"{run_name}: no update changed a weight in {len(changed)} iteration(s), so the exported model is the one "
+            "it started from: the iteration lines say why (no valid question, or no group with a signal)")
 
 
 def check_trained_roles(variant: Variant, trained_roles: str) -> None:
