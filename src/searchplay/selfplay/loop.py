@@ -376,8 +376,6 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
             _log_iteration(row, int(row["iteration"]))
         _train_iterations(runtime, variant, params, state, manager, reports, iterations, run.info.run_id,
                           on_iteration)
-        if warning := untrained_warning(state.history, run_name):
-            log.warning(warning)
         _heldout_analysis(runtime, variant, params, reports, processes)
         finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # in its run
     return state.history
@@ -525,6 +523,8 @@ def _train_iterations(runtime: Runtime, variant: Variant, params: Params, state:
         print(progress_line(iteration, iterations, row, run_name), flush=True)
         if on_iteration is not None:
             on_iteration(iteration, row)
+    if warning := untrained_warning(state.history, run_name):
+        log.warning(warning)
 
 
 def _heldout_analysis(runtime: Runtime, variant: Variant, params: Params, reports: Path,
