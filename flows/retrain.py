@@ -11,11 +11,10 @@ scheduled run never inherits a quick profile.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
 from prefect import flow, get_run_logger
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -24,42 +23,45 @@ sys.path.insert(0, str(REPO_ROOT))  # Prefect loads this file by path; make `tas
 from tasks.stages import reproduce_stage  # noqa: E402
 
 
-def apply_overrides(root: Path, overrides: dict[str, object]) -> None:
-    """Write dotted-key overrides into params.yaml, keeping its comments (DVC's own YAML editor)."""
+def apply_overrides(root: Path, overrides: dict[str, object], removed: Sequence[str] = ()) -> None:
+    """Write dotted-key overrides into params.yaml and delete the ``removed`` keys, keeping its comments (DVC's
+    own YAML editor)."""
     from dvc.utils.serialize import modify_yaml
 
-    from searchplay.config import set_dotted
+    from searchplay.config import delete_dotted, set_dotted
     from searchplay.recipes import load_params
 
-    if not overrides:
+    if not overrides and not removed:
         return
     with modify_yaml(root / "params.yaml") as tree:
+        for key in removed:
+            delete_dotted(tree, key)
         for key, value in overrides.items():
             set_dotted(tree, key, value)
     load_params(root / "params.yaml")  # fail now, naming the key, rather than inside a stage
 
 
 @contextmanager
-def run_scoped_overrides(root: Path, overrides: dict[str, object]) -> Iterator[None]:
+def run_scoped_overrides(root: Path, overrides: dict[str, object], removed: Sequence[str] = ()) -> Iterator[None]:
     """``apply_overrides`` for the duration of the block; params.yaml is put back afterwards, whatever happens."""
     path = root / "params.yaml"
     original = path.read_bytes()
     try:
-        apply_overrides(root, overrides)
+        apply_overrides(root, overrides, removed)
         yield
     finally:
-        if overrides and path.read_bytes() != original:
+        if (overrides or removed) and path.read_bytes() != original:
             partial = path.with_name(path.name + ".restoring")
             partial.write_bytes(original)
             partial.replace(path)
 
 
-def quick_profile(root: Path) -> dict[str, object]:
-    from searchplay.config import _flatten
+def quick_profile(root: Path) -> tuple[dict[str, object], list[str]]:
+    """The quick profile's (overrides, removed keys), as ``searchplay pipeline --quick`` applies them."""
+    from searchplay import pipeline
     from searchplay.recipes import load_params
 
-    quick_file = root / load_params(root / "params.yaml").pipeline.quick
-    return dict(_flatten(yaml.safe_load(quick_file.read_text()) or {}))
+    return pipeline.quick_profile(root / load_params(root / "params.yaml").pipeline.quick)
 
 
 def selected_variants(root: Path, variants: list[str] | None) -> list[str]:
@@ -72,21 +74,36 @@ def selected_variants(root: Path, variants: list[str] | None) -> list[str]:
     return variants or configured
 
 
+def resolved_stages(root: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """Every stage of dvc.yaml as DVC resolves it from params.yaml (a foreach group gives one stage per entry,
+    none for an empty one): name -> (its deps, its outs)."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return {stage.name: ([dep.def_path for dep in stage.deps], [out.def_path for out in stage.outs])
+                for stage in repo.index.stages}
+
+
+def producers(stages: dict[str, tuple[list[str], list[str]]]) -> dict[str, str]:
+    """Output path -> the stage that writes it."""
+    return {out: name for name, (_, outs) in stages.items() for out in outs}
+
+
 def reference_stages(root: Path) -> list[str]:
-    """``evaluate_reference@<model>`` per reference model of dvc.yaml's foreach (base, warm-start): the rows
-    every variant is compared against."""
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    return [f"evaluate_reference@{name}" for name in stages.get("evaluate_reference", {}).get("foreach", {})]
+    """``evaluate_reference@<model>`` per model of params.yaml's ``pipeline.references`` (base, the warm-starts):
+    the rows every variant is compared against."""
+    from searchplay.recipes import load_params
+
+    return [f"evaluate_reference@{name}" for name in load_params(root / "params.yaml").pipeline.references]
 
 
 def reference_ready(root: Path, stage: str, done: set[str]) -> bool:
     """Whether ``evaluate_reference@<model>`` can run: the stage that makes its model (warmstart for the
-    warm-start, warmstart_eve for the EVE warm-start) is in ``done``, or no stage makes it (the base model)."""
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    model_input = stages["evaluate_reference"]["foreach"][stage.split("@", 1)[1]]
-    producers = {(out if isinstance(out, str) else next(iter(out))): name for name, body in stages.items()
-                 if "foreach" not in body for out in body.get("outs", [])}
-    return producers.get(model_input) in (None, *done)
+    warm-start, warmstart_eve@eve for the EVE warm-start) is in ``done``, or no stage makes it (the base model)."""
+    from searchplay.recipes import load_params
+
+    model_input = load_params(root / "params.yaml").pipeline.references[stage.split("@", 1)[1]]
+    return producers(resolved_stages(root)).get(model_input) in (None, *done)
 
 
 def run_ready_references(repo: Path, ran: dict[str, list[str]]) -> None:
@@ -98,21 +115,20 @@ def run_ready_references(repo: Path, ran: dict[str, list[str]]) -> None:
 
 def variant_prerequisites(root: Path, variant: str, done: set[str]) -> list[str]:
     """The stages between the shared ones and ``selfplay@<variant>``, in run order: the producers of its
-    ``pipeline.variants`` start and their own inputs, back to stages in ``done`` (eve: warmstart_eve,
-    eve_phase_a; a one-phase variant: none)."""
+    ``pipeline.variants`` start and their own inputs, back to stages in ``done`` (eve: warmstart_eve@eve,
+    eve_phase_a@eve; a one-phase variant: none)."""
     from searchplay.recipes import load_params
 
-    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
-    producers = {(out if isinstance(out, str) else next(iter(out))): name for name, body in stages.items()
-                 if "foreach" not in body for out in body.get("outs", [])}
+    stages = resolved_stages(root)
+    made_by = producers(stages)
     order: list[str] = []
     todo = [load_params(root / "params.yaml").pipeline.variants[variant].start]
     while todo:
-        name = producers.get(todo.pop())
+        name = made_by.get(todo.pop())
         if name is None or name in done or name in order:
             continue
         order.insert(0, name)
-        todo += [dep for dep in stages[name].get("deps", []) if isinstance(dep, str)]
+        todo += stages[name][0]
     return order
 
 
@@ -125,16 +141,17 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
     and accelerate_configs/fsdp.yaml on an 8-GPU worker; searchplay.launch)."""
     logger = get_run_logger()
     repo = Path(root)
-    overrides = quick_profile(repo) if quick else {}
+    overrides, removed = quick_profile(repo) if quick else ({}, [])
     if iterations is not None:
         overrides["selfplay.iterations"] = iterations
     if processes is not None:
         overrides["pipeline.launch.processes"] = processes
     if launch_config is not None:
         overrides["pipeline.launch.config"] = launch_config
-    with run_scoped_overrides(repo, overrides):
+    with run_scoped_overrides(repo, overrides, removed):
         chosen = selected_variants(repo, variants)
-        logger.info("retraining variants %s with overrides %s (this run only)", chosen, overrides)
+        logger.info("retraining variants %s with overrides %s%s (this run only)", chosen, overrides,
+                    f" and without {removed}" if removed else "")
         ran: dict[str, list[str]] = {}
         kg = reproduce_stage.submit("kg", root)
         corpus = reproduce_stage.submit("corpus", root)

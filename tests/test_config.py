@@ -145,6 +145,32 @@ def test_a_pipeline_variant_names_two_keys_a_start_a_phase_and_its_code(tmp_path
         load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}}, variants=selfplay_variants())
 
 
+def test_a_variants_own_stages_and_its_warm_starts_reference_go_with_it(tmp_path):
+    """pipeline.recipe_stages and pipeline.references name stage groups of dvc.yaml; an entry whose variant is
+    gone would make a stage whose input no stage makes, so the params say so before DVC does."""
+    every = load_params("params.yaml").pipeline
+    assert every.recipe_stages == ["eve"] and "warmstart_eve" in every.references
+    variants = {name: v.model_dump() for name, v in every.variants.items() if name != "eve"}
+    with pytest.raises(ConfigError, match=r"recipe_stages \['eve'\] are not in pipeline.variants"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": variants, "pipeline.recipe_stages": ["eve"]})
+    with pytest.raises(ConfigError, match=r"references.warmstart_eve reads checkpoints/warmstart_eve"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": variants, "pipeline.recipe_stages": [],
+                                               "pipeline.references": every.references})
+    all_four = {name: v.model_dump() for name, v in every.variants.items()}
+    with pytest.raises(ConfigError, match=r"variants \['eve'\] start from their own Phase A"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.recipe_stages": [], "pipeline.variants": all_four})
+
+
+def test_delete_dotted_removes_a_key_and_names_one_that_is_not_there():
+    from searchplay.config import delete_dotted
+
+    tree = {"pipeline": {"variants": {"ssp": {}, "kg_wcr": {}}}}
+    delete_dotted(tree, "pipeline.variants.ssp")
+    assert tree == {"pipeline": {"variants": {"kg_wcr": {}}}}
+    with pytest.raises(ConfigError, match=r"cannot remove pipeline\.variants\.ssp: params have no such key"):
+        delete_dotted(tree, "pipeline.variants.ssp")
+
+
 def test_a_params_file_is_layered_over_params_yaml_key_by_key(tmp_path):
     from searchplay.config import load_params
 

@@ -1,6 +1,7 @@
 """Configuration that cannot run here (Docker, GPU pools) is at least parsed and checked."""
 
 import ast
+import functools
 import inspect
 import subprocess
 import sys
@@ -85,7 +86,7 @@ def test_selfplay_stages_depend_on_whole_sections(repo_root):
     section (wcr, gdcr, ssp, eve), so changing wcr.alpha re-runs kg_wcr's stages alone."""
     params = load_params(repo_root / "params.yaml")
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
-    for stage in (stages["selfplay"]["do"], stages["eve_phase_a"]):
+    for stage in (stages["selfplay"]["do"], stages["eve_phase_a"]["do"]):
         assert "selfplay" in stage["params"]
         assert not [key for key in stage["params"] if str(key).startswith("selfplay.")]
     sections = {key.split(".")[0] for entry in params.pipeline.variants.values() for key in entry.params}
@@ -93,11 +94,41 @@ def test_selfplay_stages_depend_on_whole_sections(repo_root):
     assert not {"wcr", "gdcr", "ssp", "eve"} & set(stages["selfplay"]["do"]["params"])  # never shared
 
 
-def test_quick_profile_only_overrides_known_keys(repo_root):
+def test_quick_profile_only_overrides_known_keys(repo_root, tmp_path):
+    from searchplay.config import delete_dotted
     from searchplay.pipeline import quick_overrides
 
-    overrides = dict(item.split("=", 1) for item in quick_overrides(repo_root / "params.quick.yaml"))
-    load_params(repo_root / "params.yaml", {k: yaml.safe_load(v) for k, v in overrides.items()})
+    overrides = quick_overrides(repo_root / "params.quick.yaml")
+    removed = [item[1:] for item in overrides if item.startswith("~")]  # Hydra's syntax, as DVC applies it
+    assert removed and all("=" not in key for key in removed)
+    tree = yaml.safe_load((repo_root / "params.yaml").read_text())
+    for key in removed:
+        delete_dotted(tree, key)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tree))
+    values = dict(item.split("=", 1) for item in overrides if not item.startswith("~"))
+    params = load_params(tmp_path / "params.yaml", {k: yaml.safe_load(v) for k, v in values.items()})
+    assert list(params.pipeline.variants) == ["kg_wcr"] and params.pipeline.recipe_stages == []
+
+
+def test_dvc_resolves_the_quick_profile_to_kg_wcr_and_its_stages_alone(repo_root, tmp_path):
+    """A variant's stages are foreach groups over params (pipeline.variants, recipe_stages, references), so the
+    quick profile's removals drop every stage of the variants it leaves out; the full params keep them all."""
+    import shutil
+
+    from dvc.repo import Repo
+
+    from flows.retrain import apply_overrides, quick_profile, resolved_stages
+
+    for name in ("dvc.yaml", "params.yaml", "params.quick.yaml"):
+        shutil.copy(repo_root / name, tmp_path / name)
+    Repo.init(str(tmp_path), no_scm=True).close()
+    every = set(resolved_stages(tmp_path))
+    assert {"warmstart_eve@eve", "eve_phase_a@eve", "selfplay@eve", "evaluate_reference@warmstart_eve",
+            "selfplay@ssp", "selfplay@gdcr", "evaluate@gdcr"} <= every and len(every) == 18
+    apply_overrides(tmp_path, *quick_profile(tmp_path))
+    assert set(resolved_stages(tmp_path)) == {
+        "kg", "corpus", "index", "warmstart", "selfplay@kg_wcr", "evaluate_reference@base",
+        "evaluate_reference@warmstart", "evaluate@kg_wcr", "report"}
 
 
 def test_flows_expose_their_parameters():
@@ -165,11 +196,13 @@ def test_flow_overrides_apply_to_the_run_only(repo_root, tmp_path):
     shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
     shutil.copy(repo_root / "params.quick.yaml", tmp_path / "params.quick.yaml")
     original = (tmp_path / "params.yaml").read_bytes()
-    overrides = {**quick_profile(tmp_path), "selfplay.iterations": 7}
-    with run_scoped_overrides(tmp_path, overrides):
-        assert load_params(tmp_path / "params.yaml").selfplay.iterations == 7
+    values, removed = quick_profile(tmp_path)
+    overrides = {**values, "selfplay.iterations": 7}
+    with run_scoped_overrides(tmp_path, overrides, removed):
+        during = load_params(tmp_path / "params.yaml")
+        assert during.selfplay.iterations == 7 and list(during.pipeline.variants) == ["kg_wcr"]
     assert (tmp_path / "params.yaml").read_bytes() == original
-    with pytest.raises(RuntimeError, match="stage failed"), run_scoped_overrides(tmp_path, overrides):
+    with pytest.raises(RuntimeError, match="stage failed"), run_scoped_overrides(tmp_path, overrides, removed):
         raise RuntimeError("stage failed")
     assert (tmp_path / "params.yaml").read_bytes() == original
 
@@ -199,9 +232,9 @@ def test_the_retrain_flow_runs_a_variants_own_stages_before_its_self_play(repo_r
     from flows.retrain import variant_prerequisites
 
     shared = {"kg", "corpus", "index", "warmstart"}
-    assert variant_prerequisites(repo_root, "eve", shared) == ["warmstart_eve", "eve_phase_a"]
+    assert variant_prerequisites(repo_root, "eve", shared) == ["warmstart_eve@eve", "eve_phase_a@eve"]
     assert variant_prerequisites(repo_root, "kg_wcr", shared) == []
-    assert variant_prerequisites(repo_root, "eve", shared | {"warmstart_eve"}) == ["eve_phase_a"]
+    assert variant_prerequisites(repo_root, "eve", shared | {"warmstart_eve@eve"}) == ["eve_phase_a@eve"]
 
 
 def test_the_retrain_flow_evaluates_a_reference_model_once_its_stage_has_made_it(repo_root):
@@ -212,18 +245,18 @@ def test_the_retrain_flow_evaluates_a_reference_model_once_its_stage_has_made_it
     assert reference_ready(repo_root, "evaluate_reference@warmstart", shared)
     assert not reference_ready(repo_root, "evaluate_reference@warmstart", {"kg"})
     assert not reference_ready(repo_root, "evaluate_reference@warmstart_eve", shared)
-    assert reference_ready(repo_root, "evaluate_reference@warmstart_eve", shared | {"warmstart_eve"})
+    assert reference_ready(repo_root, "evaluate_reference@warmstart_eve", shared | {"warmstart_eve@eve"})
 
 
 def test_the_architecture_page_shows_every_stage_dvc_runs(repo_root):
     """docs/architecture.md's data flow names every stage of dvc.yaml, each foreach item as ``@<item>``."""
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
-    variants = load_params(repo_root / "params.yaml").pipeline.variants
     page = (repo_root / "docs" / "architecture.md").read_text()
     flow = page[page.index("## Data flow"):page.index("## Package floors")]
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
     for name, body in stages.items():
-        items = body.get("foreach")
-        items = list(variants) if isinstance(items, str) else list(items or [])
+        items = body.get("foreach")  # "${pipeline.<key>}": that params entry's keys or items
+        items = list(functools.reduce(dict.get, items[2:-1].split("."), params)) if isinstance(items, str) else []
         missing = [f"{name}@{item}" for item in items if f"@{item}" not in flow] if items else (
             [] if f"[ {name} ]" in flow else [name])
         assert not missing, f"docs/architecture.md's data flow does not show {missing}"
@@ -290,7 +323,7 @@ def test_the_flows_read_params_with_every_recipe_section(repo_root):
     """A Prefect worker runs the flow in a fresh interpreter, where no CLI has loaded the recipes: the flow's
     params reads must know a recipe's section (``eve``) rather than call it an unknown key."""
     code = ("from pathlib import Path; from flows.retrain import quick_profile, selected_variants; "
-            "root = Path('.'); print(sorted(selected_variants(root, None)), bool(quick_profile(root)))")
+            "root = Path('.'); print(sorted(selected_variants(root, None)), bool(quick_profile(root)[0]))")
     done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'eve'" in done.stdout and "True" in done.stdout

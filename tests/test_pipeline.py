@@ -1,11 +1,12 @@
 """The whole pipeline, for real, at the quick profile's size, in a temporary copy of the repository.
 
-One module-scoped fixture runs `dvc repro` once (every stage: KG, corpus, index, self-play and
-evaluation for every variant, report); the tests then check the outputs, that a second `dvc repro`
-does nothing, that changing `wcr.alpha` in a queued `dvc exp run` (run in a temporary copy, as `--temp`
-runs) re-runs only kg_wcr's downstream stages (the copy checks the other outputs out of the DVC cache)
-and that `dvc exp apply` brings the point back, and that a Prefect server + process worker runs the
-`retrain/weekly` deployment to completion.
+One module-scoped fixture runs `dvc repro` once (every stage of the quick profile, which trains kg_wcr
+alone: KG, corpus, index, warm-start, self-play, the evaluations of base, warm-start and kg_wcr, report;
+tests/test_deployment_files.py checks that the full params resolve every variant's stages); the tests
+then check the outputs, that a second `dvc repro` does nothing, that changing `wcr.alpha` in a queued
+`dvc exp run` (run in a temporary copy, as `--temp` runs) re-runs only kg_wcr's downstream stages (the
+copy checks the other outputs out of the DVC cache) and that `dvc exp apply` brings the point back, and
+that a Prefect server + process worker runs the `retrain/weekly` deployment to completion.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
     """A git+DVC copy of the tracked tree, quick profile applied, after one full `dvc repro`."""
     from dvc.utils.serialize import modify_yaml
 
-    from searchplay.config import _flatten, set_dotted
+    from searchplay.config import delete_dotted, set_dotted
+    from searchplay.pipeline import quick_profile
 
     repo = tmp_path_factory.mktemp("pipeline") / "searchplay"
     tracked = subprocess.run(["git", "ls-files"], cwd=repo_root, capture_output=True, text=True,
@@ -65,9 +67,11 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
         if (repo_root / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(repo_root / name, repo / name)
-    quick = yaml.safe_load((repo / "params.quick.yaml").read_text())
+    values, removed = quick_profile(repo / "params.quick.yaml")
     with modify_yaml(repo / "params.yaml") as tree:
-        for key, value in _flatten(quick):
+        for key in removed:
+            delete_dotted(tree, key)
+        for key, value in values.items():
             set_dotted(tree, key, value)
     git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com"]
     run(["git", "init", "-q"], repo, pipeline_env)
@@ -77,31 +81,29 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
     return repo, output
 
 
+QUICK_VARIANTS = ["kg_wcr"]  # params.quick.yaml removes the others and their stages
+QUICK_MODELS = ["base", "warmstart", *QUICK_VARIANTS]
+
+
 def test_first_repro_runs_every_stage_and_writes_the_outputs(quick_repo):
     repo, output = quick_repo
-    variants = ["ssp", "kg_wcr", "gdcr", "eve"]
-    expected = ({"kg", "corpus", "index", "warmstart", "warmstart_eve", "eve_phase_a", "report"}
-                | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in variants}
-                | {f"evaluate_reference@{m}" for m in ("base", "warmstart", "warmstart_eve")})
+    expected = ({"kg", "corpus", "index", "warmstart", "report"}
+                | {f"{s}@{v}" for s in ("selfplay", "evaluate") for v in QUICK_VARIANTS}
+                | {f"evaluate_reference@{m}" for m in ("base", "warmstart")})
     assert stages_that_ran(output) == expected
     warmstart = json.loads((repo / "reports/warmstart/metrics.json").read_text())
     assert warmstart["enabled"] and warmstart["trained_tokens"] > 0
     assert (repo / "checkpoints/warmstart/model/config.json").is_file()
     assert sum(1 for _ in (repo / "data/kg/subgraphs.jsonl").open()) > 0
-    for variant in ["base", "warmstart", "warmstart_eve", *variants]:
+    for variant in QUICK_MODELS:
         metrics = json.loads((repo / f"reports/eval/{variant}/metrics.json").read_text())
         assert metrics, f"empty evaluation metrics for {variant}"
-    for variant in variants:
+    for variant in QUICK_VARIANTS:
         assert (repo / f"reports/selfplay/{variant}/metrics.json").exists()
-    assert (repo / "reports/selfplay/gdcr/rq1.md").is_file() and (repo / "reports/selfplay/gdcr/rq1.png").is_file()
-    assert (repo / "checkpoints/warmstart_eve/model/config.json").is_file()
-    assert (repo / "checkpoints/eve_phase_a/solver_set.jsonl").is_file()
-    handoff = json.loads((repo / "reports/selfplay/eve_phase_a/handoff.json").read_text())
-    assert handoff["handoff/documents"] == 2
-    phases = [json.loads((repo / f"reports/selfplay/{run}/metrics.json").read_text())["eve/phase"]
-              for run in ("eve_phase_a", "eve")]
-    assert phases == [1.0, 2.0]
-    assert (repo / "reports/compare").is_dir()
+        assert (repo / f"checkpoints/{variant}/model/config.json").is_file()
+    assert not (repo / "checkpoints/warmstart_eve").exists()  # the variants the profile removed left no trace
+    compared = (repo / "reports/compare/compare.md").read_text().splitlines()[2]
+    assert compared.startswith(f"models: {', '.join(QUICK_MODELS)} ("), compared  # the report names what ran
     assert (repo / "dvc.lock").exists()
     assert (repo / "mlflow.db").exists()
 
@@ -116,8 +118,7 @@ def test_metrics_show_lists_the_headline_files_and_a_full_file_on_request(quick_
     repo, _ = quick_repo
     shown = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json"], repo, pipeline_env))
     files = set(shown[""]["data"])  # "": the workspace
-    assert files == {f"reports/eval/{model}/headline.json"
-                     for model in ("base", "warmstart", "warmstart_eve", "ssp", "kg_wcr", "gdcr", "eve")}, files
+    assert files == {f"reports/eval/{model}/headline.json" for model in QUICK_MODELS}, files
     full = json.loads(run([str(BIN / "dvc"), "metrics", "show", "--json", "reports/eval/kg_wcr/metrics.json"],
                           repo, pipeline_env))
     assert "kg_heldout.em" in full[""]["data"]["reports/eval/kg_wcr/metrics.json"]["data"]

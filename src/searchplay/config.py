@@ -504,8 +504,31 @@ class PipelineConfig(Section):
         description="variants `dvc repro` trains and evaluates, each with the params keys only it reads, the "
                     "output its self-play starts from and its `selfplay --phase`",
     )
+    recipe_stages: list[str] = Field(default_factory=list, description="the variants whose recipe has stages of "
+                                     "its own before its self-play (eve: warmstart_eve@eve, eve_phase_a@eve); a "
+                                     "variant left out of pipeline.variants is left out here too")
+    references: dict[str, str] = Field(
+        default_factory=lambda: {"base": "src/searchplay/assets.py", "warmstart": "checkpoints/warmstart"},
+        description="evaluate_reference@<model>: the start models scored beside the variants, each with the input "
+                    "that makes it (a recipe's warm-start: checkpoints/warmstart_<variant>)")
     quick: str = Field("params.quick.yaml", description="overrides applied by `searchplay pipeline --quick`")
     register_model: bool = Field(True, description="register each evaluated model in the MLflow registry")
+
+    @model_validator(mode="after")
+    def _stages_follow_variants(self) -> PipelineConfig:
+        """Each stage group in dvc.yaml exists only with its variant: a stage whose input no stage makes fails."""
+        if stray := sorted(set(self.recipe_stages) - set(self.variants)):
+            raise ValueError(f"recipe_stages {stray} are not in pipeline.variants ({', '.join(self.variants)})")
+        if missing := sorted(name for name, v in self.variants.items() if v.phase == "b"
+                             and name not in self.recipe_stages):
+            raise ValueError(f"variants {missing} start from their own Phase A: list them in pipeline.recipe_stages")
+        recipe_warmstart = "checkpoints/warmstart_"
+        for model, made_by in self.references.items():
+            owner = made_by.removeprefix(recipe_warmstart)
+            if made_by.startswith(recipe_warmstart) and owner not in self.recipe_stages:
+                raise ValueError(f"references.{model} reads {made_by}, which only the {owner} variant's stages make; "
+                                 f"drop it with that variant, or list {owner} in pipeline.recipe_stages")
+        return self
 
 
 class TrackingConfig(Section):
@@ -644,6 +667,18 @@ def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
                               f"key names one value (e.g. selfplay.iterations=3): shorten the key, or drop a --set "
                               f"{section}=... that replaced the section")
     node[leaf] = value
+
+
+def delete_dotted(tree: dict[str, Any], dotted_key: str) -> None:
+    """Remove ``a.b.c`` from a nested dict (a profile's removed key, as ``--set-param '~a.b.c'``); a key that is
+    not there is an error naming it."""
+    *parents, leaf = dotted_key.split(".")
+    node: Any = tree
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or leaf not in node:
+        raise ConfigError(f"cannot remove {dotted_key}: params have no such key")
+    del node[leaf]
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any] | None = None,

@@ -33,11 +33,23 @@ def stage_environment() -> dict[str, str]:
     return env
 
 
-def quick_overrides(path: str | Path) -> list[str]:
-    """``params.quick.yaml`` as ``key=value`` strings for ``dvc exp run --set-param``."""
+REMOVE = "remove"  # a profile's list of params keys it deletes (the variants it leaves out)
+
+
+def quick_profile(path: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """``params.quick.yaml`` as (dotted key -> value, the dotted keys it removes)."""
     tree = yaml.safe_load(Path(path).read_text()) or {}
-    return [f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
-            for key, value in _flatten(tree)]
+    removed = [str(key) for key in tree.pop(REMOVE, None) or []]
+    return dict(_flatten(tree)), removed
+
+
+def quick_overrides(path: str | Path) -> list[str]:
+    """``params.quick.yaml`` as ``dvc exp run --set-param`` strings: ``~key`` for each removed key (Hydra's
+    override syntax, which DVC uses), then ``key=value``."""
+    values, removed = quick_profile(path)
+    return [*(f"~{key}" for key in removed),
+            *(f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+              for key, value in values.items())]
 
 
 def dvc_command(quick: bool, quick_file: str | Path, targets: list[str], force: bool = False) -> list[str]:
