@@ -171,6 +171,17 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
     assert command[1:3] == ["exp", "run"] and command[4].startswith("quick-")
     assert "selfplay.iterations=1" in command and "evaluate.benchmarks=[bamboogle, nq, kg_heldout]" in command
     assert dvc_command(False, repo_root / "params.quick.yaml", [])[1:] == ["repro"]
+    assert command.index("~pipeline.variants.eve") < command.index("pipeline.recipe_stages=[]")
+
+
+def test_a_quick_run_says_which_variants_it_trains(repo_root, tmp_path):
+    from searchplay.pipeline import quick_summary
+
+    assert quick_summary(repo_root / "params.quick.yaml", ["ssp", "kg_wcr", "gdcr", "eve"]) == (
+        "quick profile (params.quick.yaml): trains kg_wcr; leaves out ssp, gdcr, eve (`searchplay pipeline` trains "
+        "every variant)")
+    (tmp_path / "every.yaml").write_text("selfplay:\n  iterations: 1\n")
+    assert quick_summary(tmp_path / "every.yaml", ["ssp", "kg_wcr"]) == "quick profile (every.yaml): trains ssp, kg_wcr"
 
 
 def test_stage_clock_times_each_stage_from_dvc_output():

@@ -157,7 +157,8 @@ def assets_command(
 @app.command("pipeline")
 def pipeline_command(
     ctx: typer.Context,
-    quick: bool = typer.Option(False, "--quick", help="run as a DVC experiment with params.quick.yaml (minutes)"),
+    quick: bool = typer.Option(False, "--quick", help="run as a DVC experiment with params.quick.yaml: kg_wcr "
+                               "alone, at CI size (minutes)"),
     force: bool = typer.Option(False, help="re-run stages even if nothing changed"),
     targets: list[str] = typer.Argument(None, help="stages to reproduce (default: all)"),
 ) -> None:
@@ -172,7 +173,8 @@ def pipeline_command(
     root = Path.cwd()
     try:
         pipeline.run(root, quick=quick, quick_file=params.pipeline.quick, targets=targets or [], force=force,
-                     echo=lambda line: console.print(line, markup=False, highlight=False))
+                     echo=lambda line: console.print(line, markup=False, highlight=False),
+                     variants=list(params.pipeline.variants))
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         console.print(f"[red]pipeline failed:[/red] {exc}")
         raise typer.Exit(1) from None

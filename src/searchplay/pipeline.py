@@ -52,6 +52,14 @@ def quick_overrides(path: str | Path) -> list[str]:
               for key, value in values.items())]
 
 
+def quick_summary(path: str | Path, variants: list[str]) -> str:
+    """One line on what the quick profile trains: ``variants`` (pipeline.variants) less those ``path`` removes."""
+    gone = [key.rsplit(".", 1)[1] for key in quick_profile(path)[1] if key.startswith("pipeline.variants.")]
+    kept = [name for name in variants if name not in gone]
+    line = f"quick profile ({Path(path).name}): trains {', '.join(kept) or 'no variant'}"
+    return f"{line}; leaves out {', '.join(gone)} (`searchplay pipeline` trains every variant)" if gone else line
+
+
 def dvc_command(quick: bool, quick_file: str | Path, targets: list[str], force: bool = False) -> list[str]:
     dvc = str(Path(sys.executable).parent / "dvc")
     if not quick:
@@ -122,10 +130,13 @@ def minutes(seconds: float) -> str:
 
 
 def run(root: Path, quick: bool = False, quick_file: str = "params.quick.yaml", targets: list[str] | None = None,
-        force: bool = False, echo: Any = print) -> dict[str, float]:
-    """Run the pipeline, echoing DVC's output, then each stage's time; returns the seconds by stage."""
+        force: bool = False, echo: Any = print, variants: list[str] | None = None) -> dict[str, float]:
+    """Run the pipeline, echoing DVC's output, then each stage's time; returns the seconds by stage. ``variants``
+    (pipeline.variants) lets a quick run say first which of them it trains."""
     ensure_dvc_repository(root)
     command = dvc_command(quick, root / quick_file, targets or [], force=force)
+    if quick and variants is not None:
+        echo(quick_summary(root / quick_file, variants))
     echo("$ " + " ".join(command))
     clock = StageClock()
     try:
