@@ -35,7 +35,7 @@ def apply_overrides(root: Path, overrides: dict[str, object], removed: Sequence[
         return
     with modify_yaml(root / "params.yaml") as tree:
         for key in removed:
-            delete_dotted(tree, key)
+            delete_dotted(tree, key, missing_ok=True)  # a quick run in a workspace that has the profile already
         for key, value in overrides.items():
             set_dotted(tree, key, value)
     load_params(root / "params.yaml")  # fail now, naming the key, rather than inside a stage

@@ -8,7 +8,9 @@ SEARCHPLAY_REQUIRE_ASSETS=1 (set by `make test`), where a missing asset is a fai
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -16,12 +18,17 @@ import pytest
 
 from searchplay.moments import MOMENTS_DIR_ENV
 from searchplay.process import THREAD_WAIT_ENV, apply_offline_defaults
+from searchplay.quality.verdicts import VERDICTS_ENV
 from searchplay.recipes import load_recipes
 
 apply_offline_defaults()
 load_recipes()  # as the CLI does: the recipes' variants, rewards, phases and formats are registered for every test
 os.environ.setdefault(THREAD_WAIT_ENV, "spin")  # CLI tests skip the start-up load check (tests/test_runtime.py has it)
 os.environ.setdefault(MOMENTS_DIR_ENV, tempfile.gettempdir())  # trainers' moments files: never the repository's folders
+# Passed data-quality verdicts of this session only: each suite really runs on its first rows, never on a verdict an
+# earlier session (or a user's run) kept in $SEARCHPLAY_HOME.
+os.environ[VERDICTS_ENV] = tempfile.mkdtemp(prefix="searchplay-verdicts-")
+atexit.register(shutil.rmtree, os.environ[VERDICTS_ENV], ignore_errors=True)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"

@@ -169,6 +169,8 @@ def test_delete_dotted_removes_a_key_and_names_one_that_is_not_there():
     assert tree == {"pipeline": {"variants": {"kg_wcr": {}}}}
     with pytest.raises(ConfigError, match=r"cannot remove pipeline\.variants\.ssp: params have no such key"):
         delete_dotted(tree, "pipeline.variants.ssp")
+    delete_dotted(tree, "pipeline.variants.ssp", missing_ok=True)
+    assert tree == {"pipeline": {"variants": {"kg_wcr": {}}}}
 
 
 def test_a_params_file_is_layered_over_params_yaml_key_by_key(tmp_path):

@@ -213,6 +213,9 @@ def test_flow_overrides_apply_to_the_run_only(repo_root, tmp_path):
         during = load_params(tmp_path / "params.yaml")
         assert during.selfplay.iterations == 7 and list(during.pipeline.variants) == ["kg_wcr"]
     assert (tmp_path / "params.yaml").read_bytes() == original
+    with run_scoped_overrides(tmp_path, overrides, removed), run_scoped_overrides(tmp_path, overrides, removed):
+        assert list(load_params(tmp_path / "params.yaml").pipeline.variants) == ["kg_wcr"]  # on params that have it
+    assert (tmp_path / "params.yaml").read_bytes() == original
     with pytest.raises(RuntimeError, match="stage failed"), run_scoped_overrides(tmp_path, overrides, removed):
         raise RuntimeError("stage failed")
     assert (tmp_path / "params.yaml").read_bytes() == original

@@ -505,7 +505,7 @@ class PipelineConfig(Section):
                     "output its self-play starts from and its `selfplay --phase`",
     )
     recipe_stages: list[str] = Field(default_factory=list, description="the variants whose recipe has stages of "
-                                     "its own before its self-play (eve: warmstart_eve@eve, eve_phase_a@eve); a "
+                                     "its own before its self-play (dvc.yaml's foreach groups over this list); a "
                                      "variant left out of pipeline.variants is left out here too")
     references: dict[str, str] = Field(
         default_factory=lambda: {"base": "src/searchplay/assets.py", "warmstart": "checkpoints/warmstart"},
@@ -669,14 +669,16 @@ def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     node[leaf] = value
 
 
-def delete_dotted(tree: dict[str, Any], dotted_key: str) -> None:
+def delete_dotted(tree: dict[str, Any], dotted_key: str, missing_ok: bool = False) -> None:
     """Remove ``a.b.c`` from a nested dict (a profile's removed key, as ``--set-param '~a.b.c'``); a key that is
-    not there is an error naming it."""
+    not there is an error naming it, unless ``missing_ok`` (a profile applied to params that already have it)."""
     *parents, leaf = dotted_key.split(".")
     node: Any = tree
     for part in parents:
         node = node.get(part) if isinstance(node, dict) else None
     if not isinstance(node, dict) or leaf not in node:
+        if missing_ok:
+            return
         raise ConfigError(f"cannot remove {dotted_key}: params have no such key")
     del node[leaf]
 

@@ -48,6 +48,41 @@ def test_models_are_ordered_base_warmstart_then_variants(tmp_path):
     assert list(read_variant_metrics(eval_dir)) == ["base", "warmstart", "kg_wcr", "ssp"]
 
 
+def test_the_comparison_reads_only_the_models_it_is_given(tmp_path, caplog):
+    """The pipeline's report compares its params' models; a folder another profile left (the main job's gdcr
+    beside a quick run) is neither a row nor a self-play curve of it."""
+    eval_dir = _eval_dir(tmp_path, {"base": 1, "warmstart": 0, "kg_wcr": 2, "gdcr": 5})
+    for run in ("kg_wcr", "gdcr", "gdcr_phase_a"):
+        (tmp_path / "selfplay" / run).mkdir(parents=True)
+        (tmp_path / "selfplay" / run / "history.csv").write_text("iteration,solver/accuracy\n1,0.5\n")
+    with caplog.at_level("INFO", logger="searchplay.eval.report"):
+        compare_variants(eval_dir, tmp_path / "compare", tmp_path / "selfplay", models=["base", "warmstart", "kg_wcr"])
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert {key.split(".")[0] for key in merged if key.endswith(".nq.em")} == {"base", "warmstart", "kg_wcr"}
+    assert "models: base, warmstart, kg_wcr (" in (tmp_path / "compare" / "compare.md").read_text()
+    assert "not models of these params: gdcr" in caplog.text
+    compare_variants(eval_dir, tmp_path / "every", tmp_path / "selfplay")
+    assert "models: base, warmstart, gdcr, kg_wcr (" in (tmp_path / "every" / "compare.md").read_text()
+
+
+def test_the_report_command_compares_the_params_models_unless_told_otherwise(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+
+    eval_dir = _eval_dir(tmp_path, {"base": 1, "warmstart": 0, "kg_wcr": 2, "left_behind": 5})
+    monkeypatch.chdir(tmp_path)  # no params.yaml: the defaults' references and variants
+    for models, out in ((None, "default"), ("base,left_behind", "chosen"), ("all", "every")):
+        args = ["report", "--eval-dir", str(eval_dir), "--out", str(tmp_path / out), "--no-track",
+                "--selfplay-dir", str(tmp_path / "none"), *(["--models", models] if models else [])]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+    shown = {out: (tmp_path / out / "compare.md").read_text().splitlines()[2] for out in ("default", "chosen", "every")}
+    assert shown["default"].startswith("models: base, warmstart, kg_wcr (")
+    assert shown["chosen"].startswith("models: base, left_behind (")
+    assert shown["every"].startswith("models: base, warmstart, kg_wcr, left_behind (")
+
+
 def test_a_cell_shows_the_interval_and_n_or_the_bare_score():
     assert score_cell(_metrics(1), "nq", "em") == "20.0 [3.6, 62.4] (n=5)"
     assert score_cell({"avg.em": 12.5}, "avg", "em") == 12.5

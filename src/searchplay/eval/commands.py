@@ -106,6 +106,8 @@ def report_command(
                                "to MLflow"),
     pair: list[str] = typer.Option([], "--pair", help="A:B, two model folders under --eval-dir to compare with "
                                    "the paired tests too (e.g. two seeds); repeat for more"),
+    models: str | None = typer.Option(None, "--models", help="comma-separated model folders to compare (default: "
+                                      "params.yaml's pipeline.references and pipeline.variants; all: every folder)"),
 ) -> None:
     """Compare every evaluated variant: tables, paired tests, self-play budgets and curves, a merged metrics file."""
     from contextlib import nullcontext
@@ -114,12 +116,15 @@ def report_command(
     from searchplay.eval.report_tracking import log_comparison
     from searchplay.tracking import start_run
 
-    params = get_params(ctx) if track else None
+    every = get_params(ctx)
+    chosen = None if models == "all" else _split(models) or [*every.pipeline.references, *every.pipeline.variants]
+    params = every if track else None
     # the run spans the work; it logs no params, as its DVC stage depends on none (it reads only files), so the
     # MLflow UI's image cards show the charts rather than hundreds of params above them
     with start_run(params, "report", "compare", only=()) if params is not None else nullcontext():
         try:
-            written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair])
+            written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair],
+                                       chosen)
         except FileNotFoundError as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(1) from None

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -64,6 +65,8 @@ from searchplay.eval.waypoints import (
 from searchplay.intervals import RULE_VALID, Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
 from searchplay.io import atomic_write, read_jsonl, write_json
 from searchplay.model_paths import warmstart_models
+
+log = logging.getLogger(__name__)
 
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
 GROUP_COLUMNS = (("general_qa", "GeneralQA"), ("multihop_qa", "Multi-HopQA"), ("avg", "Avg"))
@@ -161,10 +164,21 @@ def model_order(names: list[str]) -> list[str]:
     return [n for n in order if n in names] + sorted(n for n in names if n not in order)
 
 
-def read_variant_metrics(eval_root: str | Path) -> dict[str, dict[str, float]]:
-    """``<eval_root>/<variant>/metrics.json`` for every evaluated model, in ``model_order``."""
-    found = {path.parent.name: path for path in Path(eval_root).glob("*/metrics.json")}
+def read_variant_metrics(eval_root: str | Path, models: Collection[str] | None = None) -> dict[str, dict[str, float]]:
+    """``<eval_root>/<variant>/metrics.json`` for every evaluated model (of ``models`` where given), in
+    ``model_order``."""
+    found = {path.parent.name: path for path in Path(eval_root).glob("*/metrics.json")
+             if models is None or path.parent.name in models}
     return {name: json.loads(found[name].read_text()) for name in model_order(list(found))}
+
+
+def runs_of(models: Collection[str], runs: Iterable[str]) -> list[str]:
+    """The self-play runs of ``models``: a model's own and its earlier phases' (``<variant>_phase_<name>``).
+
+    >>> runs_of(["kg_wcr", "two"], ["gdcr", "kg_wcr", "ssp", "two", "two_phase_a"])
+    ['kg_wcr', 'two', 'two_phase_a']
+    """
+    return [run for run in runs if run in models or run.split("_phase_", 1)[0] in models]
 
 
 def score_interval(metrics: dict[str, float], benchmark: str, score: str) -> tuple[float, float, float, int] | None:
@@ -770,14 +784,30 @@ def glance_table(pairs: list[PairTests], scope: str) -> Table | None:
                  notes=notes)
 
 
+def _compared_models(eval_dir: str | Path, models: Collection[str] | None) -> dict[str, dict[str, float]]:
+    """``read_variant_metrics``, saying which folders under ``eval_dir`` it left out."""
+    variants = read_variant_metrics(eval_dir, models)
+    if models is not None and (left := sorted({p.parent.name for p in Path(eval_dir).glob("*/metrics.json")}
+                                              - set(variants))):
+        log.info("left out of the comparison, not models of these params: %s", ", ".join(left))
+    return variants
+
+
+def _compared_histories(selfplay_dir: str | Path | None, models: Collection[str] | None) -> dict[str, list]:
+    """The self-play histories of ``models`` (every one where None) under ``selfplay_dir``."""
+    histories = read_histories(selfplay_dir) if selfplay_dir else {}
+    return histories if models is None else {run: histories[run] for run in runs_of(models, histories)}
+
+
 def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None,
-                     kg_pool: str | Path | None = None, pairs: Sequence[tuple[str, str]] = ()) -> list[Path]:
-    """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir``; with
-    ``selfplay_dir``, also the variants' self-play curves (``selfplay.png``) and training budgets from their
-    history.csv; with ``kg_pool`` (``subgraphs.jsonl``), the held-out waypoint coverage. Right after the
-    judge-accuracy table come the paired comparisons (exact McNemar on each model's predictions) and the
-    self-play budget. ``pairs`` adds (A, B) comparisons to each model's against its start (e.g. two seeds)."""
-    variants = read_variant_metrics(eval_dir)
+                     kg_pool: str | Path | None = None, pairs: Sequence[tuple[str, str]] = (),
+                     models: Collection[str] | None = None) -> list[Path]:
+    """compare.md/.html/metrics.json and a grouped bar chart over every variant under ``eval_dir`` (of ``models``
+    and their self-play runs where given); with ``selfplay_dir``, also the variants' self-play curves
+    (``selfplay.png``) and training budgets from their history.csv; with ``kg_pool`` (``subgraphs.jsonl``), the
+    held-out waypoint coverage. Right after the judge-accuracy table come the paired comparisons (exact McNemar
+    on each model's predictions) and the self-play budget. ``pairs`` adds (A, B) comparisons (e.g. two seeds)."""
+    variants = _compared_models(eval_dir, models)
     if not variants:
         raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
     check_pairs(pairs, variants, eval_dir)
@@ -797,7 +827,7 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     behaviours = compare_behaviours(read_answers(eval_dir, variants), KG_HELDOUT, pairs)
     coverages = (compare_coverages(read_coverage(eval_dir, variants, heldout_waypoints(kg_pool)), pairs)
                  if kg_pool and Path(kg_pool).exists() else [])
-    histories = read_histories(selfplay_dir) if selfplay_dir else {}
+    histories = _compared_histories(selfplay_dir, models)
     budget = selfplay_budget(histories)
     learning = learning_table(histories)
     tables[1:1] = [table for table in (paired_table(comparisons, correct, judges), behaviour_table(behaviours, correct),

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from searchplay.quality import QualityReport, validate_dataframe
+from searchplay.quality.verdicts import Expect
 
 
 def benchmark_frame(items: Sequence[Any]) -> Any:
@@ -26,15 +27,13 @@ def benchmark_frame(items: Sequence[Any]) -> Any:
 
 
 def benchmark_expectations() -> list[Any]:
-    import great_expectations.expectations as gxe
-
     return [
-        gxe.ExpectColumnValuesToNotBeNull(column="id"),
-        gxe.ExpectColumnValuesToBeUnique(column="id"),
-        gxe.ExpectColumnValuesToNotBeNull(column="question"),
-        gxe.ExpectColumnValuesToMatchRegex(column="question", regex=r"\S"),
-        gxe.ExpectColumnValuesToBeBetween(column="num_golden_answers", min_value=1),
-        gxe.ExpectColumnValuesToBeBetween(column="shortest_golden_answer", min_value=1),
+        Expect("ExpectColumnValuesToNotBeNull", {"column": "id"}),
+        Expect("ExpectColumnValuesToBeUnique", {"column": "id"}),
+        Expect("ExpectColumnValuesToNotBeNull", {"column": "question"}),
+        Expect("ExpectColumnValuesToMatchRegex", {"column": "question", "regex": r"\S"}),
+        Expect("ExpectColumnValuesToBeBetween", {"column": "num_golden_answers", "min_value": 1}),
+        Expect("ExpectColumnValuesToBeBetween", {"column": "shortest_golden_answer", "min_value": 1}),
     ]
 
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from searchplay.quality.verdicts import Expect
+
 
 def passage_expectations() -> list[Any]:
     """Unique ids; non-null, non-blank id, title and text."""
-    import great_expectations.expectations as gxe
-
-    expectations: list[Any] = [gxe.ExpectColumnValuesToBeUnique(column="id")]
+    expectations: list[Any] = [Expect("ExpectColumnValuesToBeUnique", {"column": "id"})]
     for column in ("id", "title", "text"):
-        expectations += [gxe.ExpectColumnValuesToNotBeNull(column=column),
-                         gxe.ExpectColumnValuesToMatchRegex(column=column, regex=r"\S")]
+        expectations += [Expect("ExpectColumnValuesToNotBeNull", {"column": column}),
+                         Expect("ExpectColumnValuesToMatchRegex", {"column": column, "regex": r"\S"})]
     return expectations
 
 

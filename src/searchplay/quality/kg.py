@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from searchplay.quality import QualityReport, validate_dataframe
+from searchplay.quality.verdicts import Expect
 from searchplay.split import SPLITS
 
 
@@ -29,17 +30,15 @@ def subgraph_frame(records: list[dict[str, Any]]):
 
 def validate_subgraphs(records: list[dict[str, Any]], min_hops: int = 3, max_hops: int = 7) -> QualityReport:
     """Run the pool suite; raises ``DataQualityError`` with a readable report on any failure."""
-    import great_expectations.expectations as gxe
-
     expectations = [
-        gxe.ExpectTableRowCountToBeBetween(min_value=1),
-        gxe.ExpectColumnValuesToBeBetween(column="num_hops", min_value=min_hops, max_value=max_hops),
-        gxe.ExpectColumnValuesToNotBeNull(column="answer"),
-        gxe.ExpectColumnValueLengthsToBeBetween(column="answer", min_value=1),
-        gxe.ExpectColumnValuesToBeInSet(column="waypoints_match_hops", value_set=[True]),
-        gxe.ExpectColumnValuesToBeUnique(column="id"),
-        gxe.ExpectColumnValuesToBeInSet(column="answer_in_waypoints", value_set=[False]),
-        gxe.ExpectColumnValuesToNotBeNull(column="split"),
-        gxe.ExpectColumnValuesToBeInSet(column="split", value_set=list(SPLITS)),
+        Expect("ExpectTableRowCountToBeBetween", {"min_value": 1}),
+        Expect("ExpectColumnValuesToBeBetween", {"column": "num_hops", "min_value": min_hops, "max_value": max_hops}),
+        Expect("ExpectColumnValuesToNotBeNull", {"column": "answer"}),
+        Expect("ExpectColumnValueLengthsToBeBetween", {"column": "answer", "min_value": 1}),
+        Expect("ExpectColumnValuesToBeInSet", {"column": "waypoints_match_hops", "value_set": [True]}),
+        Expect("ExpectColumnValuesToBeUnique", {"column": "id"}),
+        Expect("ExpectColumnValuesToBeInSet", {"column": "answer_in_waypoints", "value_set": [False]}),
+        Expect("ExpectColumnValuesToNotBeNull", {"column": "split"}),
+        Expect("ExpectColumnValuesToBeInSet", {"column": "split", "value_set": list(SPLITS)}),
     ]
     return validate_dataframe(subgraph_frame(records), expectations, "kg_subgraphs")

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from searchplay.quality.verdicts import Expect
+
 QUESTION_SOURCES = ["fresh", "replay", "replicate"]  # SSP's rule filter governs these; a recipe adds a SourceGate
 
 
@@ -33,19 +35,17 @@ def register_source_gate(source: str, gate: SourceGate) -> None:
 
 
 def question_pool_expectations() -> list[Any]:
-    import great_expectations.expectations as gxe
-
     from searchplay.question_rules import MAX_QUESTION_CHARS, MIN_QUESTION_CHARS, MIN_QUESTION_WORDS
 
     return [
-        gxe.ExpectColumnValuesToNotBeNull(column="question"),
-        gxe.ExpectColumnValueLengthsToBeBetween(column="question", min_value=MIN_QUESTION_CHARS,
-                                                max_value=MAX_QUESTION_CHARS),
-        gxe.ExpectColumnValuesToBeBetween(column="question_words", min_value=MIN_QUESTION_WORDS),
-        gxe.ExpectColumnValuesToMatchRegex(column="answer", regex=r"\S"),
-        gxe.ExpectColumnValuesToBeInSet(column="answer_in_question", value_set=[False]),
-        gxe.ExpectColumnValuesToBeInSet(column="source", value_set=[*QUESTION_SOURCES, *SOURCE_GATES]),
-        gxe.ExpectColumnValuesToBeBetween(column="solver_accuracy", min_value=0.0, max_value=1.0),
+        Expect("ExpectColumnValuesToNotBeNull", {"column": "question"}),
+        Expect("ExpectColumnValueLengthsToBeBetween", {"column": "question", "min_value": MIN_QUESTION_CHARS,
+                                                       "max_value": MAX_QUESTION_CHARS}),
+        Expect("ExpectColumnValuesToBeBetween", {"column": "question_words", "min_value": MIN_QUESTION_WORDS}),
+        Expect("ExpectColumnValuesToMatchRegex", {"column": "answer", "regex": r"\S"}),
+        Expect("ExpectColumnValuesToBeInSet", {"column": "answer_in_question", "value_set": [False]}),
+        Expect("ExpectColumnValuesToBeInSet", {"column": "source", "value_set": [*QUESTION_SOURCES, *SOURCE_GATES]}),
+        Expect("ExpectColumnValuesToBeBetween", {"column": "solver_accuracy", "min_value": 0.0, "max_value": 1.0}),
     ]
 
 

@@ -9,18 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from searchplay.quality.questions import SourceGate
+from searchplay.quality.verdicts import Expect
 from searchplay.recipes.eve.rewards import eve_valid
 
 
 def eve_question_expectations() -> list[Any]:
     """EVE's validity filter (q and a non-empty, Norm(a) not inside Norm(q); EVE §3.1): no length rule."""
-    import great_expectations.expectations as gxe
-
     return [
-        gxe.ExpectColumnValuesToMatchRegex(column="question", regex=r"\S"),
-        gxe.ExpectColumnValuesToMatchRegex(column="answer", regex=r"\S"),
-        gxe.ExpectColumnValuesToBeInSet(column="eve_answer_in_question", value_set=[False]),
-        gxe.ExpectColumnValuesToBeBetween(column="solver_accuracy", min_value=0.0, max_value=1.0),
+        Expect("ExpectColumnValuesToMatchRegex", {"column": "question", "regex": r"\S"}),
+        Expect("ExpectColumnValuesToMatchRegex", {"column": "answer", "regex": r"\S"}),
+        Expect("ExpectColumnValuesToBeInSet", {"column": "eve_answer_in_question", "value_set": [False]}),
+        Expect("ExpectColumnValuesToBeBetween", {"column": "solver_accuracy", "min_value": 0.0, "max_value": 1.0}),
     ]
 
 
