@@ -105,7 +105,7 @@ def test_quick_profile_only_overrides_known_keys(repo_root, tmp_path):
     for key in removed:
         delete_dotted(tree, key)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tree))
-    values = dict(item.split("=", 1) for item in overrides if not item.startswith("~"))
+    values = dict(item.removeprefix("++").split("=", 1) for item in overrides if not item.startswith("~"))
     params = load_params(tmp_path / "params.yaml", {k: yaml.safe_load(v) for k, v in values.items()})
     assert list(params.pipeline.variants) == ["kg_wcr"] and params.pipeline.recipe_stages == []
 
@@ -169,9 +169,10 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
 
     command = dvc_command(True, repo_root / "params.quick.yaml", [])
     assert command[1:3] == ["exp", "run"] and command[4].startswith("quick-")
-    assert "selfplay.iterations=1" in command and "evaluate.benchmarks=[bamboogle, nq, kg_heldout]" in command
+    assert "++selfplay.iterations=1" in command and "++evaluate.benchmarks=[bamboogle, nq, kg_heldout]" in command
+    assert "++selfplay.moments_on_disk=false" in command  # a key params.yaml leaves at its default
     assert dvc_command(False, repo_root / "params.quick.yaml", [])[1:] == ["repro"]
-    assert command.index("~pipeline.variants.eve") < command.index("pipeline.recipe_stages=[]")
+    assert command.index("~pipeline.variants.eve") < command.index("++pipeline.recipe_stages=[]")
 
 
 def test_a_quick_run_says_which_variants_it_trains(repo_root, tmp_path):

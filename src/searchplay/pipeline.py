@@ -44,11 +44,12 @@ def quick_profile(path: str | Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def quick_overrides(path: str | Path) -> list[str]:
-    """``params.quick.yaml`` as ``dvc exp run --set-param`` strings: ``~key`` for each removed key (Hydra's
-    override syntax, which DVC uses), then ``key=value``."""
+    """``params.quick.yaml`` as ``dvc exp run --set-param`` strings in Hydra's override syntax, which DVC uses:
+    ``~key`` for each removed key, then ``++key=value`` (set, or add a key params.yaml leaves at its default;
+    the stages' params check still refuses an unknown one)."""
     values, removed = quick_profile(path)
     return [*(f"~{key}" for key in removed),
-            *(f"{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+            *(f"++{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
               for key, value in values.items())]
 
 
