@@ -119,8 +119,8 @@ def report_command(
     every = get_params(ctx)
     chosen = None if models == "all" else _split(models) or [*every.pipeline.references, *every.pipeline.variants]
     params = every if track else None
-    # the run spans the work; it logs no params, as its DVC stage depends on none (it reads only files), so the
-    # MLflow UI's image cards show the charts rather than hundreds of params above them
+    # the run spans the work; it logs only the params its DVC stage depends on (the models it compares), none
+    # outside DVC, so the MLflow UI's image cards show the charts rather than hundreds of params above them
     with start_run(params, "report", "compare", only=()) if params is not None else nullcontext():
         try:
             written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair],
