@@ -52,9 +52,9 @@ run: setup setup-vllm
 run-quick: setup                 # the quick profile generates on the transformers backend: no vLLM to install
 	$(SP) pipeline --quick
 
-# Two pytest workers, a file each at a time (the pipeline test's files share one `dvc repro`): the pipeline test
-# runs on one while the other takes every other file, so the suite lasts about as long as the pipeline test
-# (docs/reliability.md). Threads of two busy workers wait passively (docs/benchmarks.md, "Beside another process").
+# Two pytest workers, a file each at a time (the pipeline test's tests share one `dvc repro`): the pipeline test
+# starts first on one while the other takes the other files, and the two share the rest (docs/reliability.md).
+# Threads of two busy workers wait passively (docs/benchmarks.md, "Beside another process").
 TEST_WORKERS ?= 2
 PYTEST := $(if $(filter-out 0 1,$(TEST_WORKERS)),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE} $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile,$(PY) -m pytest -q)
 

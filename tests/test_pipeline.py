@@ -55,9 +55,7 @@ def pipeline_env(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
     """A git+DVC copy of the tracked tree, quick profile applied, after one full `dvc repro`."""
-    from dvc.utils.serialize import modify_yaml
-
-    from searchplay.config import delete_dotted, set_dotted
+    from flows.retrain import apply_overrides
     from searchplay.pipeline import quick_profile
 
     repo = tmp_path_factory.mktemp("pipeline") / "searchplay"
@@ -67,12 +65,7 @@ def quick_repo(repo_root, tmp_path_factory, pipeline_env) -> tuple[Path, str]:
         if (repo_root / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(repo_root / name, repo / name)
-    values, removed = quick_profile(repo / "params.quick.yaml")
-    with modify_yaml(repo / "params.yaml") as tree:
-        for key in removed:
-            delete_dotted(tree, key)
-        for key, value in values.items():
-            set_dotted(tree, key, value)
+    apply_overrides(repo, *quick_profile(repo / "params.quick.yaml"))  # as `-p quick=true` does
     git = ["git", "-c", "user.name=ci", "-c", "user.email=ci@example.com"]
     run(["git", "init", "-q"], repo, pipeline_env)
     run([*git, "add", "-A"], repo, pipeline_env)
