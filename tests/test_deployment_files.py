@@ -175,6 +175,22 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
     assert command.index("~pipeline.variants.eve") < command.index("++pipeline.recipe_stages=[]")
 
 
+def test_a_second_quick_run_does_not_remove_what_the_first_removed(repo_root):
+    """After `make run-quick` the workspace's params.yaml lacks the removed variants; DVC refuses to delete a
+    missing key, so the next quick run must not ask it to (measured: it failed before any stage)."""
+    from searchplay.config import delete_dotted
+    from searchplay.pipeline import quick_overrides
+
+    tree = yaml.safe_load((repo_root / "params.yaml").read_text())
+    full = quick_overrides(repo_root / "params.quick.yaml", tree)
+    assert "~pipeline.variants.ssp" in full
+    for key in [item[1:] for item in full if item.startswith("~")]:
+        delete_dotted(tree, key)
+    again = quick_overrides(repo_root / "params.quick.yaml", tree)
+    assert not [item for item in again if item.startswith("~")]
+    assert again == [item for item in full if not item.startswith("~")]
+
+
 def test_a_quick_run_says_which_variants_it_trains(repo_root, tmp_path):
     from searchplay.pipeline import quick_summary
 

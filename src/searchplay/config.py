@@ -435,8 +435,12 @@ class WarmstartConfig(Section):
         "docs/decisions/warmstart.md")
     solver_max_hops: int = Field(2, ge=1, description="grounded Solver demos: edges asked, drawn uniformly from "
                                  "1..this (at most the path's); fewer when a hop's results do not name its tail")
-    steps: int = Field(36, ge=1, description="optimizer steps; each trains one Proposer demo (KG and SSP prompts "
-                       "alternate), one Solver demo and one verifier demo")
+    proposers: list[Literal["kg", "ssp"]] = Field(
+        ["kg", "ssp"], min_length=1, description="the Proposer prompts the demos teach, in turn a step: kg (the "
+        "KG-path Proposer of kg/kg_wcr) and ssp (the answer-only Proposer); a run that trains kg_wcr alone needs "
+        "only kg (the quick profile)")
+    steps: int = Field(36, ge=1, description="optimizer steps; each trains one Proposer demo (the prompts of "
+                       "`proposers` in turn), one Solver demo and one verifier demo")
     save_every: int = Field(10, ge=0, description="steps between resume states in <out_dir>/resume/ (a killed run "
                             "continues from the last; removed when the stage ends; 0: never)")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")
@@ -454,6 +458,8 @@ class WarmstartConfig(Section):
         "same training to the bit; searchplay.moments). 'auto': on a CPU, off on CUDA")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
     eval_prompts: int = Field(6, ge=1, description="held-out prompts per role sampled before and after training")
+    check_base: bool = Field(True, description="also sample the start model on them, before training (the "
+                             "base-model rates beside the warm-start's; false: after training only)")
     out_dir: str = Field("checkpoints/warmstart", description="model/ (HF folder) is written below")
     reports_dir: str = Field("reports/warmstart", description="metrics.json, history.csv, demos sample")
     seed: int = Field(0)

@@ -43,11 +43,24 @@ def quick_profile(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     return dict(_flatten(tree)), removed
 
 
-def quick_overrides(path: str | Path) -> list[str]:
+def has_key(tree: dict[str, Any], dotted_key: str) -> bool:
+    """Whether ``a.b.c`` is in a nested dict."""
+    node: Any = tree
+    for part in dotted_key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def quick_overrides(path: str | Path, params_tree: dict[str, Any] | None = None) -> list[str]:
     """``params.quick.yaml`` as ``dvc exp run --set-param`` strings in Hydra's override syntax, which DVC uses:
     ``~key`` for each removed key, then ``++key=value`` (set, or add a key params.yaml leaves at its default;
-    the stages' params check still refuses an unknown one)."""
+    the stages' params check still refuses an unknown one). With ``params_tree`` (the params.yaml the run
+    starts from) a key it already lacks is not removed again: DVC refuses that, and a workspace where an
+    earlier quick run was applied lacks them."""
     values, removed = quick_profile(path)
+    removed = [key for key in removed if params_tree is None or has_key(params_tree, key)]
     return [*(f"~{key}" for key in removed),
             *(f"++{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
               for key, value in values.items())]
@@ -67,7 +80,9 @@ def dvc_command(quick: bool, quick_file: str | Path, targets: list[str], force: 
         return [dvc, "repro", *(["--force"] if force else []), *targets]
     name = time.strftime("quick-%Y%m%d-%H%M%S")  # experiment names must be unique
     command = [dvc, "exp", "run", "--name", name, *(["--force"] if force else [])]
-    for override in quick_overrides(quick_file):
+    params_file = Path(quick_file).parent / "params.yaml"
+    tree = (yaml.safe_load(params_file.read_text()) or {}) if params_file.is_file() else None
+    for override in quick_overrides(quick_file, tree):
         command += ["--set-param", override]
     return [*command, *targets]
 

@@ -119,3 +119,32 @@ def test_the_checks_run_on_a_vllm_engine_that_follows_the_trained_weights(tmp_pa
     after = backend.generate(prompt, greedy)[0].token_ids
     assert after != before
     assert after == TransformersBackend(model, tokenizer, device="cpu").generate(prompt, greedy)[0].token_ids
+
+
+@pytest.mark.parametrize(("proposers", "first_steps"), [
+    (["kg", "ssp"], ["proposer_kg", "proposer_ssp", "proposer_kg"]),
+    (["kg"], ["proposer_kg", "proposer_kg", "proposer_kg"])])
+def test_each_step_trains_a_taught_proposer_prompt(tmp_path, proposers, first_steps):
+    from searchplay.warmstart.demos import ROLES, Demo
+    from searchplay.warmstart.stage import plain_roles, schedule
+
+    params = tiny_params(tmp_path, proposers=proposers)
+    roles = plain_roles(params)
+    assert set(ROLES) - set(roles) == {f"proposer_{p}" for p in ("kg", "ssp") if p not in proposers}
+    steps = schedule([Demo(role, "x") for role in roles], 3)
+    assert [step[0].role for step in steps] == first_steps
+    assert all([d.role for d in step[1:]] == ["solver", "verifier"] for step in steps)
+
+
+def test_without_the_base_check_the_plot_shows_the_warm_start_alone(tmp_path):
+    from searchplay.warmstart.stage import BEFORE, plot_loss, rate_series
+
+    metrics = {"method": "full", "trained_tokens": 10, "tokens": 100, "check_prompts": 1,
+               "proposer_valid_rate": 0.5, "solver_answer_rate": 1.0, "verifier_format_rate": 1.0, "solver_em": 0.0}
+    keys = list(metrics)[4:]
+    assert [label for _, _, label, _ in rate_series(metrics, keys, BEFORE, "warm-start")] == ["warm-start"]
+    with_base = {**metrics, "proposer_valid_rate_base": 0.0}
+    assert [label for _, _, label, _ in rate_series(with_base, keys, BEFORE, "warm-start")] == [
+        "base model", "warm-start"]
+    plot_loss([{"step": 1.0, "loss": 2.0}, {"step": 2.0, "loss": 1.0}], metrics, tmp_path / "loss.png")
+    assert (tmp_path / "loss.png").stat().st_size > 0

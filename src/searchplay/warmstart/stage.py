@@ -84,10 +84,17 @@ def schedule(demos: list[Demo], steps: int) -> list[list[Demo]]:
     return plan
 
 
+def plain_roles(params: Params) -> tuple[str, ...]:
+    """The self-play roles the stage builds demos of: the Proposers of ``warmstart.proposers``, the Solver and
+    the verifier."""
+    return tuple(role for role in ROLES
+                 if not role.startswith("proposer_") or role.removeprefix("proposer_") in params.warmstart.proposers)
+
+
 def roles_of(params: Params) -> tuple[str, ...]:
-    """The demo roles the stage builds: every self-play role, and those of each format the params enable
+    """The demo roles the stage builds: ``plain_roles``, and those of each format the params enable
     (``searchplay.warmstart.formats``)."""
-    return (*ROLES, *(role for demo_format in enabled_formats(params) for role in demo_format.roles))
+    return (*plain_roles(params), *(role for demo_format in enabled_formats(params) for role in demo_format.roles))
 
 
 def run_warmstart(params: Params, search_tool: Any = None, progress: bool = True, track: bool = True) -> dict[str, Any]:
@@ -141,7 +148,8 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
     model = load_policy(start, params)
     backend = policy_backend(model, tokenizer, params, start)
     tic = time.perf_counter()
-    base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
+    base_rates, base_samples = ({}, {}) if not cfg.check_base else check_validity(
+        backend, search_tool, check_records, params, fmt, "base model")
     check_seconds = time.perf_counter() - tic
 
     backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
@@ -164,8 +172,8 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
         "time_total_s": round(time.perf_counter() - started, 1),
         "tokens_per_s": sum(row["tokens"] for row in history) / max(train_seconds, 1e-9),
     }
-    write_reports(reports, metrics, history, {"base": base_samples, "warmstart": samples,
-                                              "demos": decoded_demos(demos, tokenizer)})
+    write_reports(reports, metrics, history, {**({"base": base_samples} if cfg.check_base else {}),
+                                              "warmstart": samples, "demos": decoded_demos(demos, tokenizer)})
     if track:
         log_to_mlflow(params, metrics, history, reports)
     return metrics
@@ -176,7 +184,8 @@ def _build_demos(params: Params, demo_records: list[dict], check_records: list[d
     """The SFT demos of every role (an enabled format's too) and the drop counts by reason."""
     builder = demo_builder(params, tokenizer, search_tool, fmt)
     check_ids = {str(r["id"]) for r in check_records}
-    demos, dropped = builder.build(demo_records, ROLES, rng, pool=[r for r in records if str(r["id"]) not in check_ids])
+    pool = [r for r in records if str(r["id"]) not in check_ids]
+    demos, dropped = builder.build(demo_records, plain_roles(params), rng, pool=pool)
     for demo_format in enabled_formats(params):
         more, more_dropped = demo_format.build(builder, demo_records, demo_format.roles, rng)
         demos += more
@@ -404,6 +413,15 @@ def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str,
     plot_loss(history, metrics, folder / "loss.png", rates, before, after, prompts_key)
 
 
+def rate_series(metrics: dict[str, Any], keys: list[str], before: tuple[str, str],
+                after: str) -> tuple[tuple[float, str, str, str], ...]:
+    """The bar series (offset, metric-key suffix, label, colour): before and after training, or after alone
+    where nothing was sampled before (``warmstart.check_base: false``)."""
+    if not any(key + before[0] in metrics for key in keys):
+        return ((0.0, "", after, "tab:green"),)
+    return ((-0.2, before[0], before[1], "tab:gray"), (0.2, "", after, "tab:green"))
+
+
 def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Path,
               rates: tuple[tuple[str, str], ...] = RATES, before: tuple[str, str] = BEFORE,
               after: str = "warm-start", prompts_key: str = "check_prompts") -> None:
@@ -422,8 +440,7 @@ def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Pa
     left.grid(alpha=0.3)
     keys = [key for key, _ in rates]
     xs = range(len(keys))
-    series = ((-0.2, before[0], before[1], "tab:gray"), (0.2, "", after, "tab:green"))
-    for shift, suffix, label, color in series:
+    for shift, suffix, label, color in rate_series(metrics, keys, before, after):
         values = [metrics.get(k + suffix, math.nan) for k in keys]
         bars = right.bar([x + shift for x in xs], [0.0 if math.isnan(v) else v for v in values], width=0.4,
                          label=label, color=color)

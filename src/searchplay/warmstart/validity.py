@@ -61,7 +61,8 @@ def format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]
 
 def _proposer_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Any, encode: Any,
                        solver_config: Any) -> tuple[dict[str, float], dict[str, list[dict]]]:
-    """The KG and SSP Proposers, one batch: the share of questions that pass the rule filter."""
+    """The Proposers of ``warmstart.proposers`` (KG, SSP), one batch: the share of questions that pass the rule
+    filter, per prompt family and their mean."""
     from searchplay.agent.rollout import run_rollouts
 
     proposer_config = replace(solver_config, temperature=params.selfplay.proposer_temperature)
@@ -70,18 +71,20 @@ def _proposer_validity(backend: Any, search_tool: Any, records: list[dict[str, A
     answers = [str(r["answer"]) for r in records]
     results: dict[str, float] = {}
     samples: dict[str, list[dict]] = {}
-    families = (("kg", kg_proposer_messages),
-                ("ssp", lambda r: ssp_proposer_messages(str(r["answer"]), int(r["num_hops"]))))
-    both = run_rollouts(backend, search_tool, [encode(build(r)) for _, build in families for r in records],
-                        "proposer", proposer_config, top_k=params.search.top_k)  # 2n rows at once: less than n twice
+    prompts = {"kg": kg_proposer_messages,
+               "ssp": lambda r: ssp_proposer_messages(str(r["answer"]), int(r["num_hops"]))}
+    families = [(family, prompts[family]) for family in params.warmstart.proposers]
+    every = run_rollouts(backend, search_tool, [encode(build(r)) for _, build in families for r in records],
+                         "proposer", proposer_config, top_k=params.search.top_k)  # 2n rows at once: less than n twice
     for index, (family, _) in enumerate(families):
-        trajectories = both[index * len(records):(index + 1) * len(records)]
+        trajectories = every[index * len(records):(index + 1) * len(records)]
         verdicts = [rule_filter(t, a, rules) for t, a in zip(trajectories, answers, strict=True)]
         results[f"proposer_{family}_valid_rate"] = rate([v is None for v in verdicts])
         samples[f"proposer_{family}"] = [{"answer": a, "question": t.question, "rejected": v,
                                           "output": backend.tokenizer.decode(t.response_ids, skip_special_tokens=False)}
                                          for t, a, v in zip(trajectories, answers, verdicts, strict=True)]
-    results["proposer_valid_rate"] = (results["proposer_kg_valid_rate"] + results["proposer_ssp_valid_rate"]) / 2
+    family_rates = [results[f"proposer_{family}_valid_rate"] for family, _ in families]
+    results["proposer_valid_rate"] = sum(family_rates) / len(family_rates)
     return results, samples
 
 
