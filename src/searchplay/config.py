@@ -457,9 +457,8 @@ class WarmstartConfig(Section):
         "auto", description="AdamW's moments wait in an unlinked file under out_dir between optimizer steps (the "
         "same training to the bit; searchplay.moments). 'auto': on a CPU, off on CUDA")
     threads: int | None = Field(None, ge=1, description="torch CPU threads (None: torch's default)")
-    eval_prompts: int = Field(6, ge=1, description="held-out prompts per role sampled before and after training")
-    check_base: bool = Field(True, description="also sample the start model on them, before training (the "
-                             "base-model rates beside the warm-start's; false: after training only)")
+    eval_prompts: int = Field(6, ge=0, description="held-out prompts per role sampled before and after training "
+                              "(0: no format check; self-play's format/* metrics measure the same on its rollouts)")
     out_dir: str = Field("checkpoints/warmstart", description="model/ (HF folder) is written below")
     reports_dir: str = Field("reports/warmstart", description="metrics.json, history.csv, demos sample")
     seed: int = Field(0)

@@ -136,15 +136,24 @@ def test_each_step_trains_a_taught_proposer_prompt(tmp_path, proposers, first_st
     assert all([d.role for d in step[1:]] == ["solver", "verifier"] for step in steps)
 
 
-def test_without_the_base_check_the_plot_shows_the_warm_start_alone(tmp_path):
-    from searchplay.warmstart.stage import BEFORE, plot_loss, rate_series
+def test_without_check_prompts_no_engine_is_built_and_the_loss_is_plotted_alone(tmp_path, tiny_model_dir,
+                                                                                 monkeypatch):
+    from searchplay.warmstart import stage
 
-    metrics = {"method": "full", "trained_tokens": 10, "tokens": 100, "check_prompts": 1,
-               "proposer_valid_rate": 0.5, "solver_answer_rate": 1.0, "verifier_format_rate": 1.0, "solver_em": 0.0}
-    keys = list(metrics)[4:]
-    assert [label for _, _, label, _ in rate_series(metrics, keys, BEFORE, "warm-start")] == ["warm-start"]
-    with_base = {**metrics, "proposer_valid_rate_base": 0.0}
-    assert [label for _, _, label, _ in rate_series(with_base, keys, BEFORE, "warm-start")] == [
-        "base model", "warm-start"]
-    plot_loss([{"step": 1.0, "loss": 2.0}, {"step": 2.0, "loss": 1.0}], metrics, tmp_path / "loss.png")
-    assert (tmp_path / "loss.png").stat().st_size > 0
+    records = write_pool(tmp_path / "kg", ["warmstart"] * 4 + ["selfplay"])
+    write_chain_index(tmp_path / "retrieval", records)
+    params = tiny_params(tmp_path, eval_prompts=0, steps=1, proposers=["kg"])
+    params = params.model_copy(update={"models": params.models.model_copy(update={"policy": str(tiny_model_dir)})})
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("an engine was built for a check with no prompts")
+
+    monkeypatch.setattr(stage, "policy_backend", no_engine)
+    metrics = run_warmstart(params, progress=False, track=False)
+
+    assert metrics["check_prompts"] == 0 and metrics["demo_subgraphs"] == 4
+    assert not [key for key in metrics if key.endswith("_rate") or key.endswith("_rate_base")]
+    assert "demos_proposer_ssp" not in metrics and metrics["demos_proposer_kg"] > 0
+    reports = tmp_path / "reports" / "warmstart"
+    assert json.loads((reports / "samples.json").read_text())["warmstart"] == {}
+    assert (reports / "loss.png").stat().st_size > 0

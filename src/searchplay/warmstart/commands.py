@@ -64,9 +64,12 @@ def warmstart_command(
     console.print(f"warm-start: {metrics['steps']} steps, {int(metrics['trained_tokens']):,} trained tokens of "
                   f"{int(metrics['tokens']):,}, loss {metrics['loss_first']:.3f} -> {metrics['loss_last']:.3f} "
                   f"in {metrics['time_train_s']:.0f} s")
+    if not metrics["check_prompts"]:
+        console.print("  no format check (warmstart.eval_prompts: 0)")
     for key in ("proposer_valid_rate", "solver_answer_rate", "verifier_format_rate", "solver_em"):
-        base = f"base {metrics[key + '_base']:.2f} -> " if key + "_base" in metrics else ""
-        console.print(f"  {key:22s} {base}warm-start {metrics[key]:.2f} (n={metrics['check_prompts']})")
+        if key in metrics:
+            console.print(f"  {key:22s} base {metrics[key + '_base']:.2f} -> warm-start {metrics[key]:.2f} "
+                          f"(n={metrics['check_prompts']})")
     console.print(f"model: {params.warmstart.out_dir}/model; report: {params.warmstart.reports_dir}/metrics.json")
 
 

@@ -146,16 +146,17 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
 
     start = resolve(params.models.policy)
     model = load_policy(start, params)
-    backend = policy_backend(model, tokenizer, params, start)
+    backend = policy_backend(model, tokenizer, params, start) if check_records else None  # eval_prompts 0: none
     tic = time.perf_counter()
-    base_rates, base_samples = ({}, {}) if not cfg.check_base else check_validity(
-        backend, search_tool, check_records, params, fmt, "base model")
+    base_rates, base_samples = check_validity(backend, search_tool, check_records, params, fmt, "base model")
     check_seconds = time.perf_counter() - tic
 
-    backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
+    if backend is not None:
+        backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
     history, train_seconds = train(model, demos, params, progress, start=start)
     model = finalize(model, params)
-    backend.update_weights(model)
+    if backend is not None:
+        backend.update_weights(model)
     tic = time.perf_counter()
     rates, samples = check_validity(backend, search_tool, check_records, params, fmt, "warm-start")
     check_seconds += time.perf_counter() - tic
@@ -172,8 +173,8 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
         "time_total_s": round(time.perf_counter() - started, 1),
         "tokens_per_s": sum(row["tokens"] for row in history) / max(train_seconds, 1e-9),
     }
-    write_reports(reports, metrics, history, {**({"base": base_samples} if cfg.check_base else {}),
-                                              "warmstart": samples, "demos": decoded_demos(demos, tokenizer)})
+    write_reports(reports, metrics, history, {"base": base_samples, "warmstart": samples,
+                                              "demos": decoded_demos(demos, tokenizer)})
     if track:
         log_to_mlflow(params, metrics, history, reports)
     return metrics
@@ -364,8 +365,11 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool,
 
 def check_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]], params: Params, fmt: Any,
                    label: str) -> tuple[dict[str, float], dict[str, list[dict]]]:
+    """The format rates and samples of ``backend`` on the check prompts; none without a backend (no prompts)."""
     from searchplay.warmstart.validity import format_validity
 
+    if backend is None:
+        return {}, {}
     tic = time.perf_counter()
     rates, samples = format_validity(backend, search_tool, records, params, fmt, seed=params.warmstart.seed)
     log.info("format validity of the %s on %d held-out prompts (%.0f s): %s", label, len(records),
@@ -413,49 +417,51 @@ def write_reports(folder: Path, metrics: dict[str, Any], history: list[dict[str,
     plot_loss(history, metrics, folder / "loss.png", rates, before, after, prompts_key)
 
 
-def rate_series(metrics: dict[str, Any], keys: list[str], before: tuple[str, str],
-                after: str) -> tuple[tuple[float, str, str, str], ...]:
-    """The bar series (offset, metric-key suffix, label, colour): before and after training, or after alone
-    where nothing was sampled before (``warmstart.check_base: false``)."""
-    if not any(key + before[0] in metrics for key in keys):
-        return ((0.0, "", after, "tab:green"),)
-    return ((-0.2, before[0], before[1], "tab:gray"), (0.2, "", after, "tab:green"))
-
-
 def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Path,
               rates: tuple[tuple[str, str], ...] = RATES, before: tuple[str, str] = BEFORE,
               after: str = "warm-start", prompts_key: str = "check_prompts") -> None:
-    """Loss per step beside the validity rates (``rates``: metric key, bar label) before and after, one figure."""
+    """Loss per step beside the validity rates (``rates``: metric key, bar label) before and after, one figure;
+    the loss alone where nothing was checked (``warmstart.eval_prompts: 0``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
+    checked = any(key in metrics for key, _ in rates)
+    if checked:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [3, 2]})
+        plot_rates(right, metrics, rates, before, after, prompts_key)
+    else:
+        fig, left = plt.subplots(figsize=(6, 3.6))
     left.plot([r["step"] for r in history], [r["loss"] for r in history], marker=".", color="tab:blue")
     left.set_xlabel("optimizer step")
     left.set_ylabel("NLL per trained token")
     left.set_title(f"{after} SFT ({metrics['method']}, {int(metrics['trained_tokens']):,} trained of "
                    f"{int(metrics['tokens']):,} tokens)", fontsize=9)
     left.grid(alpha=0.3)
-    keys = [key for key, _ in rates]
-    xs = range(len(keys))
-    for shift, suffix, label, color in rate_series(metrics, keys, before, after):
-        values = [metrics.get(k + suffix, math.nan) for k in keys]
-        bars = right.bar([x + shift for x in xs], [0.0 if math.isnan(v) else v for v in values], width=0.4,
-                         label=label, color=color)
-        right.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)  # a 0.00 bar is otherwise invisible
-    right.set_xticks(list(xs), [name for _, name in rates], fontsize=8)
-    right.set_ylim(0, 1.15)
-    prompts = int(metrics.get(prompts_key, metrics["check_prompts"]))
-    right.set_title(f"format validity on {prompts} held-out prompts per role", fontsize=9)
-    right.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial.png")
     fig.savefig(partial, dpi=110)
     plt.close(fig)
     partial.replace(path)
+
+
+def plot_rates(axes: Any, metrics: dict[str, Any], rates: tuple[tuple[str, str], ...], before: tuple[str, str],
+               after: str, prompts_key: str) -> None:
+    """The validity rates before and after training as paired bars."""
+    keys = [key for key, _ in rates]
+    xs = range(len(keys))
+    for shift, suffix, label, color in ((-0.2, before[0], before[1], "tab:gray"), (0.2, "", after, "tab:green")):
+        values = [metrics.get(k + suffix, math.nan) for k in keys]
+        bars = axes.bar([x + shift for x in xs], [0.0 if math.isnan(v) else v for v in values], width=0.4,
+                        label=label, color=color)
+        axes.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)  # a 0.00 bar is otherwise invisible
+    axes.set_xticks(list(xs), [name for _, name in rates], fontsize=8)
+    axes.set_ylim(0, 1.15)
+    prompts = int(metrics.get(prompts_key, metrics["check_prompts"]))
+    axes.set_title(f"format validity on {prompts} held-out prompts per role", fontsize=9)
+    axes.legend(fontsize=8, loc="upper left")
 
 
 def log_to_mlflow(params: Params, metrics: dict[str, Any], history: list[dict[str, float]], reports: Path,

@@ -98,14 +98,16 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
     per_role = Counter(d.role for d in demos)
 
     model = load_policy(str(start), ours)
-    backend = policy_backend(model, tokenizer, ours, str(start))
+    backend = policy_backend(model, tokenizer, ours, str(start)) if check_records else None  # eval_prompts 0
     tic = time.perf_counter()
-    before, before_samples = eve_format_validity(backend, search_tool, check_records, ours, cfg.seed)
-    backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
+    before, before_samples = eve_check(backend, search_tool, check_records, ours)
+    if backend is not None:
+        backend.release_memory()  # the check's caches and bf16 copy make room for AdamW's state
     history, train_seconds = train(model, demos, ours, progress, start=str(start))
     model = finalize(model, ours)
-    backend.update_weights(model)
-    after, samples = eve_format_validity(backend, search_tool, check_records, ours, cfg.seed)
+    if backend is not None:
+        backend.update_weights(model)
+    after, samples = eve_check(backend, search_tool, check_records, ours)
     check_seconds = time.perf_counter() - tic - train_seconds
     save_model(model, tokenizer, warmstart_model_dir(ours))
     drop_stale_outputs(Path(ours.warmstart.out_dir), written_outputs(ours))
@@ -138,6 +140,14 @@ def _shared_warmstart(params: Params) -> Path:
     if not (start / "config.json").is_file():
         raise WarmstartError(f"{start} holds no model; run `searchplay warmstart` first")
     return start
+
+
+def eve_check(backend: Any, search_tool: Any, records: list[dict[str, Any]],
+              params: Params) -> tuple[dict[str, float], dict[str, Any]]:
+    """EVE's format rates on the check prompts; none without a backend (``warmstart.eval_prompts: 0``)."""
+    if backend is None:
+        return {}, {}
+    return eve_format_validity(backend, search_tool, records, params, params.warmstart.seed)
 
 
 def _build_demos(params: Params, demo_records: list[dict], rng: random.Random, tokenizer: Any, search_tool: Any,
