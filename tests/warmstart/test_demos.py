@@ -221,3 +221,24 @@ def test_partition_holds_out_checks_and_balances_answers():
     assert sum(r["answer"] == "Europe" for r in demos) <= 2
     assert len(partition(records, 4, 2, limit=3, rng=random.Random(0))[0]) == 3
     assert partition(records, 4, 2, 100, random.Random(0)) == (demos, check)  # deterministic
+
+
+def test_the_quick_profile_leaves_room_for_the_proposers_last_turn(repo_root, tokenizer):
+    """The KG Proposer's last turn is its reasoning, then the question. At 64 new tokens a turn, the quick profile's
+    budget until the Proposer was measured, the demos' turn for a 4-hop path no longer fitted and sampled proposals
+    stopped before </question> (docs/decisions.md); the longest path the KG stage extracts must fit."""
+    from searchplay.config import load_params
+    from searchplay.pipeline import quick_profile
+    from searchplay.warmstart.demos import proposer_final_turn
+
+    values, _ = quick_profile(repo_root / "params.quick.yaml")
+    params = load_params(repo_root / "params.yaml", {k: v for k, v in values.items() if not k.startswith("pipeline.")})
+    labels = ["Johan Cruyff", "Amsterdam", "Netherlands", "Dutch", "West Germanic languages", "Germanic languages",
+              "Indo-European languages", "language family"]
+    relations = ["place of birth", "country", "official language", "subclass of", "subclass of", "subclass of",
+                 "instance of"][:params.kg.max_hops]
+    record = {"path": [{"label": label} for label in labels[:len(relations) + 1]],
+              "relations": [{"label": relation} for relation in relations]}
+    turn = proposer_final_turn(hops(record), template_question(record))
+    assert "</question>" in turn
+    assert len(tokenizer.encode(turn, add_special_tokens=False)) <= params.agent.max_turn_tokens
