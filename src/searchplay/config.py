@@ -674,17 +674,27 @@ def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     node[leaf] = value
 
 
+def has_dotted(tree: dict[str, Any], dotted_key: str) -> bool:
+    """Whether ``a.b.c`` is in a nested dict."""
+    node: Any = tree
+    for part in dotted_key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def delete_dotted(tree: dict[str, Any], dotted_key: str, missing_ok: bool = False) -> None:
     """Remove ``a.b.c`` from a nested dict (a profile's removed key, as ``--set-param '~a.b.c'``); a key that is
     not there is an error naming it, unless ``missing_ok`` (a profile applied to params that already have it)."""
-    *parents, leaf = dotted_key.split(".")
-    node: Any = tree
-    for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
-    if not isinstance(node, dict) or leaf not in node:
+    if not has_dotted(tree, dotted_key):
         if missing_ok:
             return
         raise ConfigError(f"cannot remove {dotted_key}: params have no such key")
+    *parents, leaf = dotted_key.split(".")
+    node: Any = tree
+    for part in parents:
+        node = node[part]
     del node[leaf]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from searchplay.config import _flatten
+from searchplay.config import _flatten, has_dotted, read_params_tree
 
 STAGE_LINE_PREFIXES = ("Running stage", "Stage '", "Updating lock file", "ERROR")
 STAGE_START = "Running stage '"
@@ -43,16 +43,6 @@ def quick_profile(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     return dict(_flatten(tree)), removed
 
 
-def has_key(tree: dict[str, Any], dotted_key: str) -> bool:
-    """Whether ``a.b.c`` is in a nested dict."""
-    node: Any = tree
-    for part in dotted_key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
 def quick_overrides(path: str | Path, params_tree: dict[str, Any] | None = None) -> list[str]:
     """``params.quick.yaml`` as ``dvc exp run --set-param`` strings in Hydra's override syntax, which DVC uses:
     ``~key`` for each removed key, then ``++key=value`` (set, or add a key params.yaml leaves at its default;
@@ -60,7 +50,7 @@ def quick_overrides(path: str | Path, params_tree: dict[str, Any] | None = None)
     starts from) a key it already lacks is not removed again: DVC refuses that, and a workspace where an
     earlier quick run was applied lacks them."""
     values, removed = quick_profile(path)
-    removed = [key for key in removed if params_tree is None or has_key(params_tree, key)]
+    removed = [key for key in removed if params_tree is None or has_dotted(params_tree, key)]
     return [*(f"~{key}" for key in removed),
             *(f"++{key}={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
               for key, value in values.items())]
@@ -81,7 +71,7 @@ def dvc_command(quick: bool, quick_file: str | Path, targets: list[str], force: 
     name = time.strftime("quick-%Y%m%d-%H%M%S")  # experiment names must be unique
     command = [dvc, "exp", "run", "--name", name, *(["--force"] if force else [])]
     params_file = Path(quick_file).parent / "params.yaml"
-    tree = (yaml.safe_load(params_file.read_text()) or {}) if params_file.is_file() else None
+    tree = read_params_tree(params_file) if params_file.is_file() else None
     for override in quick_overrides(quick_file, tree):
         command += ["--set-param", override]
     return [*command, *targets]
