@@ -439,8 +439,11 @@ class WarmstartConfig(Section):
         ["kg", "ssp"], min_length=1, description="the Proposer prompts the demos teach, in turn a step: kg (the "
         "KG-path Proposer of kg/kg_wcr) and ssp (the answer-only Proposer); a run that trains kg_wcr alone needs "
         "only kg (the quick profile)")
+    verifier: bool = Field(True, description="teach SSP's RAG verifier, one demo a step; false: a run whose "
+                           "self-play verifies nothing (selfplay.rag_verification false, as params.yaml) spends "
+                           "no step on it (the quick profile)")
     steps: int = Field(36, ge=1, description="optimizer steps; each trains one Proposer demo (the prompts of "
-                       "`proposers` in turn), one Solver demo and one verifier demo")
+                       "`proposers` in turn), one Solver demo and, with `verifier`, one verifier demo")
     save_every: int = Field(10, ge=0, description="steps between resume states in <out_dir>/resume/ (a killed run "
                             "continues from the last; removed when the stage ends; 0: never)")
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate (constant after warm-up)")

@@ -136,13 +136,24 @@ def test_each_step_trains_a_taught_proposer_prompt(tmp_path, proposers, first_st
     assert all([d.role for d in step[1:]] == ["solver", "verifier"] for step in steps)
 
 
+def test_without_the_verifier_each_step_trains_a_proposer_and_a_solver_demo(tmp_path):
+    from searchplay.warmstart.demos import Demo
+    from searchplay.warmstart.stage import plain_roles, schedule
+
+    params = tiny_params(tmp_path, proposers=["kg"], verifier=False)
+    roles = plain_roles(params)
+    assert roles == ("proposer_kg", "solver")
+    steps = schedule([Demo(role, "x") for role in roles], 3)
+    assert all([d.role for d in step] == ["proposer_kg", "solver"] for step in steps)
+
+
 def test_without_check_prompts_no_engine_is_built_and_the_loss_is_plotted_alone(tmp_path, tiny_model_dir,
                                                                                  monkeypatch):
     from searchplay.warmstart import stage
 
     records = write_pool(tmp_path / "kg", ["warmstart"] * 4 + ["selfplay"])
     write_chain_index(tmp_path / "retrieval", records)
-    params = tiny_params(tmp_path, eval_prompts=0, steps=1, proposers=["kg"])
+    params = tiny_params(tmp_path, eval_prompts=0, steps=1, proposers=["kg"], verifier=False)  # as params.quick
     params = params.model_copy(update={"models": params.models.model_copy(update={"policy": str(tiny_model_dir)})})
 
     def no_engine(*args, **kwargs):
@@ -154,6 +165,7 @@ def test_without_check_prompts_no_engine_is_built_and_the_loss_is_plotted_alone(
     assert metrics["check_prompts"] == 0 and metrics["demo_subgraphs"] == 4
     assert not [key for key in metrics if key.endswith("_rate") or key.endswith("_rate_base")]
     assert "demos_proposer_ssp" not in metrics and metrics["demos_proposer_kg"] > 0
+    assert "demos_verifier" not in metrics and metrics["demos_solver"] > 0
     reports = tmp_path / "reports" / "warmstart"
     assert json.loads((reports / "samples.json").read_text())["warmstart"] == {}
     assert (reports / "loss.png").stat().st_size > 0

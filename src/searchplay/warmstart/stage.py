@@ -85,10 +85,12 @@ def schedule(demos: list[Demo], steps: int) -> list[list[Demo]]:
 
 
 def plain_roles(params: Params) -> tuple[str, ...]:
-    """The self-play roles the stage builds demos of: the Proposers of ``warmstart.proposers``, the Solver and
-    the verifier."""
+    """The self-play roles the stage builds demos of: the Proposers of ``warmstart.proposers``, the Solver and,
+    with ``warmstart.verifier``, the verifier."""
+    cfg = params.warmstart
     return tuple(role for role in ROLES
-                 if not role.startswith("proposer_") or role.removeprefix("proposer_") in params.warmstart.proposers)
+                 if (role != "verifier" or cfg.verifier)
+                 and (not role.startswith("proposer_") or role.removeprefix("proposer_") in cfg.proposers))
 
 
 def roles_of(params: Params) -> tuple[str, ...]:
@@ -449,7 +451,8 @@ def plot_loss(history: list[dict[str, float]], metrics: dict[str, Any], path: Pa
 
 def plot_rates(axes: Any, metrics: dict[str, Any], rates: tuple[tuple[str, str], ...], before: tuple[str, str],
                after: str, prompts_key: str) -> None:
-    """The validity rates before and after training as paired bars."""
+    """The validity rates before and after training as paired bars (a role the check left out: no bars)."""
+    rates = tuple((key, name) for key, name in rates if key in metrics)
     keys = [key for key, _ in rates]
     xs = range(len(keys))
     for shift, suffix, label, color in ((-0.2, before[0], before[1], "tab:gray"), (0.2, "", after, "tab:green")):

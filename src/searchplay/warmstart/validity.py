@@ -46,10 +46,11 @@ def format_validity(backend: Any, search_tool: Any, records: list[dict[str, Any]
     solver_config = RolloutConfig.from_params(params, seed=seed)
     results: dict[str, float] = {}
     samples: dict[str, list[dict]] = {}
-    for rates, decoded in (
-            _proposer_validity(backend, search_tool, records, params, encode, solver_config),
-            _solver_validity(backend, search_tool, records, params, encode, solver_config),
-            _verifier_validity(backend, search_tool, records, params, encode, format_documents, seed)):
+    checks = [_proposer_validity(backend, search_tool, records, params, encode, solver_config),
+              _solver_validity(backend, search_tool, records, params, encode, solver_config)]
+    if params.warmstart.verifier:  # a role the warm-start does not teach is not checked
+        checks.append(_verifier_validity(backend, search_tool, records, params, encode, format_documents, seed))
+    for rates, decoded in checks:
         results.update(rates)
         samples.update(decoded)
     for demo_format in enabled_formats(params):  # a recipe's formats (searchplay.warmstart.formats)
