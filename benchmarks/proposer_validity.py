@@ -12,7 +12,8 @@ then applies self-play's rule filter (and RAG verification where ``selfplay.rag_
 prints the passes with their Wilson interval, each rejection reason and the time. A warm-start setting
 changes the rate: run ``searchplay warmstart`` with it, then this. In self-play a seed proposes again while
 it has no valid question (``selfplay.resample_max_rounds``), so at rate p a run of r + 1 proposals finds one
-with probability 1 - (1 - p)^(r + 1), if proposals are independent; the script prints that too.
+with probability 1 - (1 - p)^(r + 1), if proposals are independent; the script prints that too. ``--seed``
+seeds torch's generator, which the transformers backend samples from; a vLLM engine samples unseeded here.
 """
 
 from __future__ import annotations
@@ -39,21 +40,21 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a params override")
     parser.add_argument("--variant", default="kg_wcr")
     parser.add_argument("--rounds", type=int, default=3, help="proposals per seed (default 3)")
-    parser.add_argument("--seed", type=int, default=0, help="the sampling seed (torch and the filter's rng)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seeds torch's sampling as a self-play iteration does, and the filter's rng")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    import torch
-
     load_recipes()
     from searchplay.selfplay.loop import build_runtime, load_seeds
+    from searchplay.selfplay.seeding import seed_sampling
     from searchplay.selfplay.step import filter_and_verify, propose
     from searchplay.selfplay.variants import get_variant
 
     params = load_params(args.params, dict(parse_override(text) for text in args.set))
     variant = get_variant(args.variant)
-    torch.manual_seed(args.seed)
     runtime = build_runtime(params, variant)
+    seed_sampling(args.seed, iteration=0)
     seeds = load_seeds(params, variant)
     tic = time.perf_counter()
     proposals = propose(runtime, variant, seeds * args.rounds)
