@@ -107,6 +107,41 @@ def test_every_command_runs_with_the_malloc_tuning(monkeypatch, tmp_path):
     assert called == [True]
 
 
+def _gc_probe(env_value: str | None) -> list[str]:
+    """Run the tuning in a fresh interpreter; it prints the thresholds, then, from an exit handler registered
+    after the tuning (which runs first) and once every handler ran, whether the tuning's freeze has run."""
+    code = ("import atexit, gc; from searchplay.process import tune_garbage_collection as tune\n"
+            "print(tune(), tune(), gc.get_threshold()[2])\n"
+            "atexit.register(lambda: print('frozen before my handler:', gc.get_freeze_count() > 0))\n"
+            "atexit._run_exitfuncs(); print('frozen after the handlers:', gc.get_freeze_count() > 0)\n")
+    env = {key: value for key, value in os.environ.items() if key != process.GC_TUNING_ENV}
+    if env_value is not None:
+        env[process.GC_TUNING_ENV] = env_value
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return result.stdout.splitlines()[:3]
+
+
+def test_gc_tuning_makes_full_collections_rare_and_freezes_last_at_exit():
+    applied, again, full_every = _gc_probe(None)[0].split()
+    assert (applied, again, int(full_every)) == ("True", "False", process.FULL_COLLECTION_EVERY)  # once a process
+    assert _gc_probe(None)[1:] == ["frozen before my handler: False", "frozen after the handlers: True"]
+
+
+def test_gc_tuning_is_off_with_the_switch():
+    assert _gc_probe("0") == ["False False 10", "frozen before my handler: False",  # CPython's defaults stay
+                              "frozen after the handlers: False"]
+
+
+def test_every_command_runs_with_the_gc_tuning(monkeypatch, tmp_path):
+    from searchplay import cli
+
+    called = []
+    monkeypatch.setattr(cli, "tune_garbage_collection", lambda: called.append(True) or True)
+    monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
+    CliRunner().invoke(cli.app, ["assets", "--check"])
+    assert called == [True]
+
+
 def test_peak_memory_counts_what_this_process_touched():
     from searchplay.process import peak_memory_gib
 

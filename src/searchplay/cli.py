@@ -27,7 +27,13 @@ from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_e
 from searchplay.config import ConfigError, parse_override
 from searchplay.io import OutputsBusyError
 from searchplay.llm.weights import ModelLoadError
-from searchplay.process import apply_offline_defaults, choose_thread_wait, keep_freed_memory, log_peak_memory
+from searchplay.process import (
+    apply_offline_defaults,
+    choose_thread_wait,
+    keep_freed_memory,
+    log_peak_memory,
+    tune_garbage_collection,
+)
 
 
 class SearchplayGroup(TyperGroup):
@@ -80,6 +86,7 @@ def main(
     """searchplay: search self-play on Wikidata knowledge-graph paths."""
     apply_offline_defaults(online=online)
     keep_freed_memory()
+    tune_garbage_collection()  # before the heavy imports
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
