@@ -144,8 +144,8 @@ _gc_tuned = False
 
 
 def tune_garbage_collection() -> bool:
-    """Make CPython's full garbage collections rare, and skip the one at exit (``gc.freeze`` as the last exit
-    handler).
+    """Make CPython's full garbage collections rare, and skip the one at exit (``gc.freeze`` in an exit
+    handler that runs after those the heavy imports register).
 
     A command imports torch, transformers, sentence-transformers, MLflow and LanceDB: about a million objects
     that live until it ends, each of which every full collection visits again. With CPython's defaults an
@@ -164,7 +164,7 @@ def tune_garbage_collection() -> bool:
         return False
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-    atexit.register(gc.freeze)  # registered first, so it runs last: after every handler that may still free
+    atexit.register(gc.freeze)  # before the heavy imports register theirs, so it runs after them (LIFO)
     _gc_tuned = True
     return True
 
