@@ -42,19 +42,16 @@ print(json.dumps(full))
 """
 
 
-def run_child(command: list[str], tuned: bool) -> tuple[float, dict]:
+def run_child(command: list[str], tuned: bool) -> tuple[float, str]:
+    """Seconds from start to exit, and the child's last line of output."""
     env = {**os.environ, GC_TUNING_ENV: "1" if tuned else "0"}
     tic = time.perf_counter()
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - tic
     if result.returncode != 0:
         sys.exit(f"{shlex.join(command)} failed ({result.returncode}):\n{result.stderr[-2000:]}")
-    last = result.stdout.strip().splitlines()[-1:] if result.stdout.strip() else []
-    try:
-        stats = json.loads(last[0]) if last else {}
-    except json.JSONDecodeError:
-        stats = {}
-    return seconds, stats if isinstance(stats, dict) else {}
+    lines = result.stdout.splitlines()
+    return seconds, lines[-1] if lines else ""
 
 
 def main() -> None:
@@ -73,7 +70,8 @@ def main() -> None:
     runs: dict[bool, list[tuple[float, dict]]] = {False: [], True: []}
     for repeat in range(args.repeats):
         for tuned in ((False, True) if repeat % 2 == 0 else (True, False)):
-            runs[tuned].append(run_child(command, tuned))
+            seconds, last_line = run_child(command, tuned)
+            runs[tuned].append((seconds, {} if args.command else json.loads(last_line)))  # the import child's figures
     label = args.command or "importing torch, transformers, sentence-transformers, MLflow and LanceDB"
     print(f"{label}: {args.repeats} runs each, start to exit")
     medians = {}
@@ -81,8 +79,8 @@ def main() -> None:
         seconds = [s for s, _ in runs[tuned]]
         medians[tuned] = statistics.median(seconds)
         line = f"  {label:<19} median {medians[tuned]:6.2f} s  (min {min(seconds):.2f}, max {max(seconds):.2f})"
-        stats = [s for _, s in runs[tuned] if "count" in s]
-        if stats:
+        stats = [s for _, s in runs[tuned]]
+        if not args.command:
             line += (f"  full collections before exit: {statistics.median(s['count'] for s in stats):.0f}, "
                      f"{statistics.median(s['seconds'] for s in stats):.2f} s")
         print(line)

@@ -97,11 +97,12 @@ def test_malloc_tuning_applies_on_glibc():
     assert result.stdout.strip() == "True"
 
 
-def test_every_command_runs_with_the_malloc_tuning(monkeypatch, tmp_path):
+@pytest.mark.parametrize("tuning", ["keep_freed_memory", "tune_garbage_collection"])
+def test_every_command_runs_with_the_process_tuning(monkeypatch, tmp_path, tuning):
     from searchplay import cli
 
     called = []
-    monkeypatch.setattr(cli, "keep_freed_memory", lambda: called.append(True) or True)
+    monkeypatch.setattr(cli, tuning, lambda: called.append(True) or True)
     monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
     CliRunner().invoke(cli.app, ["assets", "--check"])
     assert called == [True]
@@ -130,16 +131,6 @@ def test_gc_tuning_makes_full_collections_rare_and_freezes_last_at_exit():
 def test_gc_tuning_is_off_with_the_switch():
     assert _gc_probe("0") == ["False False 10", "frozen before my handler: False",  # CPython's defaults stay
                               "frozen after the handlers: False"]
-
-
-def test_every_command_runs_with_the_gc_tuning(monkeypatch, tmp_path):
-    from searchplay import cli
-
-    called = []
-    monkeypatch.setattr(cli, "tune_garbage_collection", lambda: called.append(True) or True)
-    monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
-    CliRunner().invoke(cli.app, ["assets", "--check"])
-    assert called == [True]
 
 
 def test_peak_memory_counts_what_this_process_touched():
