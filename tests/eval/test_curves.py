@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from searchplay.eval.curves import PANELS, read_histories, selfplay_curves
+from searchplay.eval.curves import PANELS, SHARES, curves_figure, flat_range, read_histories, selfplay_curves
 from searchplay.eval.report import compare_variants
 from tests.eval.test_report import _eval_dir
 
@@ -38,6 +38,26 @@ def test_histories_are_read_per_variant_with_empty_cells_as_nan(tmp_path):
     assert math.isnan(histories["ssp"][0]["coverage/spearman_rho"]) and histories["ssp"][1]["iteration"] == 2.0
     chart = selfplay_curves(tmp_path / "out" / "selfplay.png", histories)
     assert chart.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_one_iteration_reads_as_one_whole_iteration_and_flat_panels_get_their_whole_range(tmp_path):
+    import matplotlib.pyplot as plt
+
+    _history(tmp_path / "kg_wcr", [_row(1, 0.0, 0)])  # the quick run: one iteration, no Solver signal
+    fig = curves_figure(read_histories(tmp_path))
+    try:
+        panels = {column: ax for (column, *_), ax in zip(PANELS, fig.axes, strict=False)}
+        for ax in panels.values():
+            assert [tick for tick in ax.get_xticks() if 0.5 <= tick <= 1.5] == [1.0]  # not 0.6, 0.8, ...
+        assert panels["solver/accuracy"].get_ylim() == (-0.05, 1.05)  # a share of 0 on its 0-1 scale
+        groups = panels["train/groups_nonzero_advantage"]
+        assert groups.get_ylim() == (-0.5, 1.5)
+        assert [tick for tick in groups.get_yticks() if -0.5 <= tick <= 1.5] == [0.0, 1.0]
+    finally:
+        plt.close(fig)
+    assert {"solver/accuracy", "filter/valid_rate_rule", "train/bf16_changed_share"} <= SHARES
+    assert "coverage/spearman_rho" not in SHARES and flat_range(0.3, share=False, integer=False) is None
+    assert flat_range(3.0, share=False, integer=True) == (-0.5, 4.5)
 
 
 def test_the_comparison_embeds_the_curves_when_there_are_histories(tmp_path):

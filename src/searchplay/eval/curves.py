@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
+from typing import Any
 
 from searchplay.colors import model_color
 from searchplay.io import atomic_write
@@ -30,6 +31,7 @@ PANELS = (
     ("gdcr/step_reward_mean", "GDCR reward per step (step-level variants)", "reward per step", False),
 )
 MARKERS = "osD^vP*X"  # one per variant, so overlapping lines stay apart
+SHARES = frozenset(column for column, _, ylabel, _ in PANELS if ylabel.startswith("share of"))  # between 0 and 1
 
 
 def read_histories(selfplay_dir: str | Path) -> dict[str, list[dict[str, float]]]:
@@ -50,14 +52,37 @@ def _number(text: str | None) -> float:
         return math.nan
 
 
+def flat_range(value: float, share: bool, integer: bool) -> tuple[float, float] | None:
+    """The y range of a panel whose points all equal ``value``, where matplotlib's own spreads hundredths around
+    it (ticks that read as noise): a share its whole 0-1, a count the whole numbers around it; None keeps
+    matplotlib's."""
+    if share:
+        return -0.05, 1.05
+    if integer:
+        return min(value, 0.0) - 0.5, value + 1.5
+    return None
+
+
 def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]]]) -> Path:
-    """A 2 x 4 grid of the ``PANELS`` columns against ``iteration``, one line per variant."""
+    """A 2 x 4 grid of the ``PANELS`` columns against ``iteration``, one line per variant, as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = curves_figure(histories)
+    path = Path(path)
+    with atomic_write(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=100)
+    plt.close(fig)
+    return path
+
+
+def curves_figure(histories: dict[str, list[dict[str, float]]]) -> Any:
+    """The figure ``selfplay_curves`` writes (matplotlib's Agg backend; the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    path = Path(path)
     fig, axes = plt.subplots(2, 4, figsize=(16, 6.8))
     markers = {variant: MARKERS[k % len(MARKERS)] for k, variant in enumerate(histories)}
     offsets = {variant: 0.06 * (k - (len(histories) - 1) / 2) for k, variant in enumerate(histories)}
@@ -65,11 +90,12 @@ def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]
                   if math.isfinite(row.get("iteration", math.nan))] or [1]
     first, last = min(iterations), max(iterations)
     for ax, (column, title, ylabel, integer) in zip(axes.flat, PANELS, strict=True):
-        undefined = 0
+        undefined, values = 0, []
         for variant, rows in histories.items():
             points = [(row["iteration"], row.get(column, math.nan)) for row in rows]
             shown = [(x, y) for x, y in points if math.isfinite(y)]
             undefined += len(points) - len(shown)
+            values += [y for _, y in shown]
             if shown:  # each variant a little off the integer iteration, so equal values do not hide a line
                 ax.plot([x + offsets[variant] for x, _ in shown], [y for _, y in shown], marker=markers[variant],
                         label=variant, color=model_color(variant), alpha=0.85)
@@ -78,16 +104,16 @@ def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.set_xlim(first - 0.5, last + 0.5)  # the same whole iterations on every panel, even with one point
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # one iteration: one tick, "1"
         if integer:
-            ax.yaxis.get_major_locator().set_params(integer=True)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        limits = flat_range(values[0], column in SHARES, integer) if values and min(values) == max(values) else None
+        if limits is not None:
+            ax.set_ylim(*limits)
     handles = [plt.Line2D([], [], color=model_color(variant), marker=markers[variant], label=variant)
                for variant in histories]
     fig.legend(handles=handles, loc="upper right", fontsize=8, ncol=len(handles))
     fig.suptitle("Self-play, per iteration (reports/selfplay/<variant>/history.csv; a two-phase variant's first "
                  "phase as <variant>_phase_a)", fontsize=10, x=0.3)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
-    with atomic_write(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=100)
-    plt.close(fig)
-    return path
+    return fig
