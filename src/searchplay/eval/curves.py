@@ -26,7 +26,8 @@ PANELS = (
     ("filter/gold_checked_rate", "accepted KG questions naming the path's head\nand its last relation",
      "share of accepted questions", False),
     ("train/groups_nonzero_advantage", "Solver groups with a learning signal", "groups", True),
-    ("train/bf16_changed_share", "weights whose bf16 value moved since the start", "share of parameters", False),
+    ("train/bf16_changed_share", "weights whose value moved since the start, in\nthe rollout dtype (bf16 where "
+     "native, else fp32)", "share of parameters", False),
     ("coverage/spearman_rho", "Spearman(coverage, correctness)", "rho", False),
     ("gdcr/step_reward_mean", "GDCR reward per step (step-level variants)", "reward per step", False),
 )
