@@ -49,6 +49,18 @@ def test_the_chart_is_drawn_with_its_labels_and_written_atomically(tmp_path, mon
     assert list(line.get_xdata()) == [1, 3] and list(line.get_ydata()) == pytest.approx([1 / 3, 2 / 3])
 
 
+def test_one_iteration_gets_one_whole_tick(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    saved = []
+    original = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, *a, **kw: (saved.append(fig.axes[0]), original(fig, *a, **kw))[1])
+    draw_fresh_accuracy(tmp_path / "accuracy.png", [_row(1, [[True, False, False]], ["fresh"])], "kg_wcr")
+    low, high = saved[0].get_xlim()
+    assert [tick for tick in saved[0].get_xticks() if low <= tick <= high] == [1.0]  # not 0.5, 0.6, ... 1.5
+
+
 def test_a_run_without_fresh_rollouts_still_gets_a_chart(tmp_path):
     path = draw_fresh_accuracy(tmp_path / "accuracy.png", [{"iteration": 1.0, "solver/accuracy": 0.2}], "eve")
     assert path.read_bytes().startswith(PNG_MAGIC)

@@ -41,6 +41,10 @@ def test_rq1_figure_has_whole_steps_and_an_n_at_every_point():
     assert sorted(text.get_text() for text in ax.texts) == ["n=1", "n=4", "n=9"]
     assert ax.get_ylabel() and ax.get_xlabel()
     plt.close(fig)
+    fig = rq1_figure(rows[:1])  # one step (the main job's gdcr): one tick, not 0.9, 0.95, ...
+    low, high = fig.axes[0].get_xlim()
+    assert [tick for tick in fig.axes[0].get_xticks() if low <= tick <= high] == [1.0]
+    plt.close(fig)
 
 
 def test_step_correlation_is_point_biserial_over_steps():

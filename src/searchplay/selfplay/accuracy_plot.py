@@ -72,7 +72,7 @@ def draw_fresh_accuracy(path: str | Path, history: Sequence[dict[str, float]], n
     iterations = [int(row["iteration"]) for row in history] or [1]
     ax.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
     ax.set_ylim(0.0, 1.1)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # one iteration: one tick, "1"
     ax.set_xlabel("self-play iteration")
     ax.set_ylabel("Solver accuracy (share of correct rollouts)")
     left_out = len(history) - len(points)

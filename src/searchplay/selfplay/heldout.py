@@ -229,7 +229,7 @@ def rq1_figure(rows: list[dict[str, Any]]) -> Any:
             ax.plot([p[0] for p in points], [p[1] for p in points], style, label=f"{label} trajectories")
             for step, distance, count in points:
                 ax.annotate(f"n={count}", (step, distance), textcoords="offset points", xytext=offset, fontsize=7)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # one step: one tick
     ax.margins(x=0.12, y=0.15)  # room for the n labels of the outermost points
     ax.set_xlabel("step (non-final search turn)")
     ax.set_ylabel("history-best distance to answer (hops)")
