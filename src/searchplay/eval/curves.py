@@ -66,9 +66,9 @@ def flat_range(value: float, share: bool, integer: bool) -> tuple[float, float] 
 
 def selfplay_curves(path: str | Path, histories: dict[str, list[dict[str, float]]]) -> Path:
     """A 2 x 4 grid of the ``PANELS`` columns against ``iteration``, one line per variant, as a PNG."""
+    fig = curves_figure(histories)  # selects the Agg backend before pyplot is imported here
     import matplotlib.pyplot as plt
 
-    fig = curves_figure(histories)
     path = Path(path)
     with atomic_write(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=100)
