@@ -75,10 +75,10 @@ def main() -> None:
     label = args.command or "importing torch, transformers, sentence-transformers, MLflow and LanceDB"
     print(f"{label}: {args.repeats} runs each, start to exit")
     medians = {}
-    for tuned, label in ((False, "CPython's defaults"), (True, "tuned")):
+    for tuned, setting in ((False, "CPython's defaults"), (True, "tuned")):
         seconds = [s for s, _ in runs[tuned]]
         medians[tuned] = statistics.median(seconds)
-        line = f"  {label:<19} median {medians[tuned]:6.2f} s  (min {min(seconds):.2f}, max {max(seconds):.2f})"
+        line = f"  {setting:<19} median {medians[tuned]:6.2f} s  (min {min(seconds):.2f}, max {max(seconds):.2f})"
         stats = [s for _, s in runs[tuned]]
         if not args.command:
             line += (f"  full collections before exit: {statistics.median(s['count'] for s in stats):.0f}, "
