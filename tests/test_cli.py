@@ -175,3 +175,32 @@ def test_an_unregistered_variant_stops_every_verb_before_it_starts(tmp_path, mon
     entry = "{params: [wcr, wcr], start: checkpoints/warmstart, phase: all, code: src/searchplay/recipes/__init__.py}"
     one_line_error(["--set", f"pipeline.variants={{nope: {entry}}}", "kg", "extract"], "configuration error",
                    "pipeline.variants: unknown variants ['nope']")
+
+
+def test_the_pipeline_ends_with_the_report_s_glance(tmp_path, monkeypatch):
+    """After its stage times the pipeline prints the "At a glance" table of the report it made (or found up to
+    date), so a first look ends with its result; a run of other stages only does not print an older report's."""
+    from searchplay import pipeline
+    from searchplay.eval.glance import Counted, PairTests
+    from searchplay.eval.report import glance_table, to_markdown
+
+    monkeypatch.chdir(tmp_path)
+    pair = PairTests("warmstart", "base", 3, {"correct": Counted(0, 0, 1.0), "searches": Counted(3, 0, 0.25),
+                                             "found": Counted(0, 0, 1.0), "coverage": Counted(3, 0, 0.25)})
+    (tmp_path / "reports/compare").mkdir(parents=True)
+    (tmp_path / "reports/compare/compare.md").write_text(to_markdown([glance_table([pair], "kg_heldout")], "x", []))
+    ran: dict[str, float] = {}
+    monkeypatch.setattr(pipeline, "run", lambda *args, **kwargs: ran)
+
+    def output(*targets: str) -> str:
+        result = CliRunner().invoke(app, ["pipeline", *targets])
+        assert result.exit_code == 0, result.output
+        return " ".join(result.output.split())
+
+    assert ("At a glance: paired tests on KG held-out (counts: A / B, with the exact test's p) warmstart vs base, "
+            "3 questions: no difference shown by any of the 4 tests right: only A / only B 0 / 0 (p = 1); "
+            "searched: A more / fewer 3 / 0 (p = 0.25);") in output()
+    assert output().index("At a glance") < output().index("done.")
+    assert "At a glance" not in output("kg")  # the report did not run: its table may be older than these stages
+    ran["report"] = 5.0
+    assert "At a glance" in output("report")

@@ -179,13 +179,20 @@ def pipeline_command(
     params = get_params(ctx)
     root = Path.cwd()
     try:
-        pipeline.run(root, quick=quick, quick_file=params.pipeline.quick, targets=targets or [], force=force,
-                     echo=lambda line: console.print(line, markup=False, highlight=False),
-                     variants=list(params.pipeline.variants))
+        ran = pipeline.run(root, quick=quick, quick_file=params.pipeline.quick, targets=targets or [], force=force,
+                           echo=lambda line: console.print(line, markup=False, highlight=False),
+                           variants=list(params.pipeline.variants))
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         console.print(f"[red]pipeline failed:[/red] {exc}")
         raise typer.Exit(1) from None
-    console.print(f"\n[bold]done.[/bold] Comparison report: {root / 'reports/compare/compare.md'} "
+    compare_md = root / "reports/compare/compare.md"
+    if compare_md.is_file() and ("report" in ran or not targets):  # the report of this run (or an unchanged one)
+        from searchplay.eval.glance import glance_summary
+
+        summary = glance_summary(compare_md.read_text(encoding="utf-8"))
+        for line in ["", *summary] if summary else []:
+            console.print(line, markup=False, highlight=False)
+    console.print(f"\n[bold]done.[/bold] Comparison report: {compare_md} "
                   f"(HTML beside it); per-variant reports under {root / params.evaluate.out_dir}.\n"
                   "Compare the variants in MLflow: `.venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db "
                   f"--host 127.0.0.1 --port 5000` and open {chart_view_url(params) or 'http://127.0.0.1:5000'} "

@@ -1,5 +1,5 @@
 from searchplay.eval.behaviour import BehaviourComparison
-from searchplay.eval.glance import Counted, PairTests, glance_rows, pair_tests
+from searchplay.eval.glance import Counted, PairTests, glance_rows, glance_summary, pair_tests
 from searchplay.eval.paired import PairedComparison
 from searchplay.eval.waypoints import CoverageComparison
 
@@ -41,3 +41,23 @@ def test_pairs_keep_one_scope_and_join_each_pair_s_tests():
                                    "searches more; its searches find the answer more often; names more of the "
                                    "path; correctness: no difference shown"]]
     assert glance_rows(pair_tests(comparisons, [], [], "pooled"))[0][2:6] == ["3 / 5 (p = 0.73)", "–", "–", "–"]
+
+
+def test_the_summary_reads_the_written_glance_table_back():
+    from searchplay.eval.report import Table, glance_table, to_markdown
+
+    moved = _pair(Counted(3, 5, 0.73), Counted(25, 1, 1e-6), Counted(10, 1, 0.012))  # "found" not run
+    still = PairTests("gdcr", "warmstart", 100, {"correct": Counted(1, 0, 1.0), "searches": Counted(0, 0, 1.0),
+                                                "found": Counted(1, 0, 1.0), "coverage": Counted(2, 4, 0.69)})
+    accuracy = Table("Judge accuracy (0-100)", ["model", "NQ"], [["kg_wcr", 1.5]])
+    markdown = to_markdown([accuracy, glance_table([moved, still], "kg_heldout")], "Models compared", ["models: x"])
+    assert glance_summary(markdown) == [
+        "At a glance: paired tests on KG held-out (counts: A / B, with the exact test's p)",
+        "  kg_wcr vs warmstart, 100 questions: searches more; names more of the path; correctness: no difference shown",
+        "    right: only A / only B 3 / 5 (p = 0.73); searched: A more / fewer 25 / 1 (p < 0.001); "
+        "path named: A more / less 10 / 1 (p = 0.012)",
+        "  gdcr vs warmstart, 100 questions: no difference shown by any of the 4 tests",
+        "    right: only A / only B 1 / 0 (p = 1); searched: A more / fewer 0 / 0 (p = 1); "
+        "answer found: only A / only B 1 / 0 (p = 1); path named: A more / less 2 / 4 (p = 0.69)"]
+    assert glance_summary(to_markdown([accuracy], "Models compared", [])) == []  # no pair was compared
+    assert glance_summary(markdown.replace("path coverage: A more", "waypoints: A more")) == []  # another layout

@@ -5,11 +5,13 @@ correctness (exact McNemar, ``searchplay.eval.paired``), search counts (exact si
 ``searchplay.eval.behaviour``), whether the model's own searches returned a gold answer (exact McNemar,
 ``searchplay.eval.behaviour``) and waypoint coverage g_i of KG-paths Eq. 5 (exact sign test,
 ``searchplay.eval.waypoints``). ``glance_rows`` writes them as table rows and says in words which moved at
-p < ``SIGNIFICANCE``; ``searchplay.eval.glance_chart`` draws them.
+p < ``SIGNIFICANCE``; ``searchplay.eval.glance_chart`` draws them; ``glance_summary`` reads the table back out of
+a written ``compare.md`` as lines for a terminal (``searchplay pipeline`` ends with them).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from searchplay.eval.behaviour import BehaviourComparison
@@ -24,6 +26,8 @@ GLANCE_HEADER = ["comparison (A vs B)", "n", "correct: only A / only B (McNemar 
                  "searches: A more / A fewer (sign p)", "answer found by its searches: only A / only B (McNemar p)",
                  "path coverage: A more / A less (sign p)", f"A against B, where p < {SIGNIFICANCE}"]
 MISSING = "–"
+TERMINAL_LABELS = {"correct": "right: only A / only B", "searches": "searched: A more / fewer",
+                   "found": "answer found: only A / only B", "coverage": "path named: A more / less"}
 
 
 @dataclass(frozen=True)
@@ -91,3 +95,33 @@ def glance_rows(pairs: list[PairTests]) -> list[list[object]]:
     """The "At a glance" table's rows: counts and p of each test, then the verdict."""
     return [[pair.label, pair.n, *[test.cell() if test else MISSING for test in map(pair.tests.get, TESTS)],
              pair.verdict()] for pair in pairs]
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def glance_summary(markdown: str) -> list[str]:
+    """The "At a glance" table of a written ``compare.md``, for a terminal: a line per pair with its verdict, then
+    a line with its tests; [] where the report has no such table, or one of another layout.
+
+    >>> glance_summary("## At a glance: paired tests on KG held-out\\n\\n| " + " | ".join(GLANCE_HEADER) + " |\\n"
+    ...                "|---|\\n| kg_wcr vs warmstart | 161 | 3 / 5 (p = 0.73) | 25 / 1 (p < 0.001) | – | "
+    ...                "10 / 1 (p = 0.012) | searches more; names more of the path |\\n")[1:]
+    ['  kg_wcr vs warmstart, 161 questions: searches more; names more of the path', \
+'    right: only A / only B 3 / 5 (p = 0.73); searched: A more / fewer 25 / 1 (p < 0.001); \
+path named: A more / less 10 / 1 (p = 0.012)']
+    """
+    lines = markdown.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("## At a glance")), None)
+    if start is None:
+        return []
+    section = itertools.takewhile(lambda line: not line.startswith("## "), lines[start + 1:])
+    table = [_cells(line) for line in section if line.startswith("| ")]  # the |---| row has no space
+    if not table or table[0] != GLANCE_HEADER or any(len(row) != len(GLANCE_HEADER) for row in table):
+        return []
+    summary = [f"{lines[start].removeprefix('## ')} (counts: A / B, with the exact test's p)"]
+    for label, n, *cells, verdict in table[1:]:
+        tests = [f"{TERMINAL_LABELS[name]} {cell}" for name, cell in zip(TESTS, cells, strict=True) if cell != MISSING]
+        summary += [f"  {label}, {n} questions: {verdict}", "    " + "; ".join(tests)]
+    return summary
