@@ -190,8 +190,8 @@ def pipeline_command(
         from searchplay.eval.glance import glance_summary
 
         summary = glance_summary(compare_md.read_text(encoding="utf-8"))
-        for line in ["", *summary] if summary else []:
-            console.print(line, markup=False, highlight=False)
+        for line in ["", *summary] if summary else []:  # soft_wrap: a count and its p stay on one line in a log
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"\n[bold]done.[/bold] Comparison report: {compare_md} "
                   f"(HTML beside it); per-variant reports under {root / params.evaluate.out_dir}.\n"
                   "Compare the variants in MLflow: `.venv/bin/mlflow ui --backend-store-uri sqlite:///mlflow.db "
