@@ -198,8 +198,8 @@ def test_the_pipeline_ends_with_the_report_s_glance(tmp_path, monkeypatch):
         return " ".join(result.output.split())
 
     assert ("At a glance: paired tests on KG held-out (counts: A / B, with the exact test's p) warmstart vs base, "
-            "3 questions: no difference shown by any of the 4 tests right: only A / only B 0 / 0 (p = 1); "
-            "searched: A more / fewer 3 / 0 (p = 0.25);") in output()
+            "3 questions: no difference shown by any of the 4 tests correct: only A / only B 0 / 0 (p = 1); "
+            "searches: A more / A fewer 3 / 0 (p = 0.25);") in output()
     assert output().index("At a glance") < output().index("done.")
     assert "At a glance" not in output("kg")  # the report did not run: its table may be older than these stages
     ran["report"] = 5.0

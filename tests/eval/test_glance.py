@@ -54,10 +54,10 @@ def test_the_summary_reads_the_written_glance_table_back():
     assert glance_summary(markdown) == [
         "At a glance: paired tests on KG held-out (counts: A / B, with the exact test's p)",
         "  kg_wcr vs warmstart, 100 questions: searches more; names more of the path; correctness: no difference shown",
-        "    right: only A / only B 3 / 5 (p = 0.73); searched: A more / fewer 25 / 1 (p < 0.001); "
-        "path named: A more / less 10 / 1 (p = 0.012)",
+        "    correct: only A / only B 3 / 5 (p = 0.73); searches: A more / A fewer 25 / 1 (p < 0.001); "
+        "path coverage: A more / A less 10 / 1 (p = 0.012)",
         "  gdcr vs warmstart, 100 questions: no difference shown by any of the 4 tests",
-        "    right: only A / only B 1 / 0 (p = 1); searched: A more / fewer 0 / 0 (p = 1); "
-        "answer found: only A / only B 1 / 0 (p = 1); path named: A more / less 2 / 4 (p = 0.69)"]
+        "    correct: only A / only B 1 / 0 (p = 1); searches: A more / A fewer 0 / 0 (p = 1); "
+        "answer found by its searches: only A / only B 1 / 0 (p = 1); path coverage: A more / A less 2 / 4 (p = 0.69)"]
     assert glance_summary(to_markdown([accuracy], "Models compared", [])) == []  # no pair was compared
     assert glance_summary(markdown.replace("path coverage: A more", "waypoints: A more")) == []  # another layout

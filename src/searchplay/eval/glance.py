@@ -26,8 +26,6 @@ GLANCE_HEADER = ["comparison (A vs B)", "n", "correct: only A / only B (McNemar 
                  "searches: A more / A fewer (sign p)", "answer found by its searches: only A / only B (McNemar p)",
                  "path coverage: A more / A less (sign p)", f"A against B, where p < {SIGNIFICANCE}"]
 MISSING = "–"
-TERMINAL_LABELS = {"correct": "right: only A / only B", "searches": "searched: A more / fewer",
-                   "found": "answer found: only A / only B", "coverage": "path named: A more / less"}
 
 
 @dataclass(frozen=True)
@@ -109,8 +107,8 @@ def glance_summary(markdown: str) -> list[str]:
     ...                "|---|\\n| kg_wcr vs warmstart | 161 | 3 / 5 (p = 0.73) | 25 / 1 (p < 0.001) | – | "
     ...                "10 / 1 (p = 0.012) | searches more; names more of the path |\\n")[1:]
     ['  kg_wcr vs warmstart, 161 questions: searches more; names more of the path', \
-'    right: only A / only B 3 / 5 (p = 0.73); searched: A more / fewer 25 / 1 (p < 0.001); \
-path named: A more / less 10 / 1 (p = 0.012)']
+'    correct: only A / only B 3 / 5 (p = 0.73); searches: A more / A fewer 25 / 1 (p < 0.001); \
+path coverage: A more / A less 10 / 1 (p = 0.012)']
     """
     lines = markdown.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("## At a glance")), None)
@@ -120,8 +118,9 @@ path named: A more / less 10 / 1 (p = 0.012)']
     table = [_cells(line) for line in section if line.startswith("| ")]  # the |---| row has no space
     if not table or table[0] != GLANCE_HEADER or any(len(row) != len(GLANCE_HEADER) for row in table):
         return []
+    names = [name.rsplit(" (", 1)[0] for name in GLANCE_HEADER[2:-1]]  # the table's own words, less "(sign p)"
     summary = [f"{lines[start].removeprefix('## ')} (counts: A / B, with the exact test's p)"]
     for label, n, *cells, verdict in table[1:]:
-        tests = [f"{TERMINAL_LABELS[name]} {cell}" for name, cell in zip(TESTS, cells, strict=True) if cell != MISSING]
+        tests = [f"{name} {cell}" for name, cell in zip(names, cells, strict=True) if cell != MISSING]
         summary += [f"  {label}, {n} questions: {verdict}", "    " + "; ".join(tests)]
     return summary
