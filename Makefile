@@ -5,8 +5,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SP := $(VENV)/bin/searchplay
-# This machine keeps a CPU build of torch in /opt/wheels; elsewhere uv takes torch from PyPI.
-FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+# torch's build. PyPI's torch for Linux is the CUDA build: with NVIDIA's libraries 2.7 GB of the 3.1 GB a cold
+# setup downloads. On Linux without an NVIDIA driver (no `nvidia-smi`) the setup takes the CPU build from PyTorch's
+# CPU index instead (uv's `--torch-backend cpu`: 0.56 GB in all); with one, PyPI's CUDA build. TORCH_BACKEND
+# chooses (auto, cpu, cu130, ...: uv's --torch-backend; empty: PyPI's). The development machines keep the CPU
+# build in /opt/wheels (WHEELS), which then serves it.
+WHEELS ?= /opt/wheels
+NVIDIA_DRIVER ?= $(shell command -v nvidia-smi 2>/dev/null)
+TORCH_BACKEND ?= $(if $(filter Linux,$(shell uname -s)),$(if $(NVIDIA_DRIVER),,cpu),)
+TORCH_SOURCE := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),$(if $(TORCH_BACKEND),--torch-backend $(TORCH_BACKEND),))
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export MLFLOW_DISABLE_TELEMETRY ?= true
@@ -22,7 +29,7 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # It pins torch 2.13.0+cpu, which /opt/wheels holds here and PyTorch's CPU index elsewhere. vLLM's torchvision,
 # torchaudio and torchcodec are left out: nothing imports them, and PyPI's builds break `import vllm` there.
 VLLM_CPU := $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),yes,)
-TORCH_CPU := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+TORCH_CPU := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
 .PHONY: setup setup-vllm assets run run-quick test test-fast lint clean
 
@@ -31,7 +38,7 @@ TORCH_CPU := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,--extra-index
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==0.13.8
-	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(FIND_LINKS) -e '.[dev]'
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_SOURCE) -e '.[dev]'
 	touch $@
 
 setup: $(VENV)/.installed assets
