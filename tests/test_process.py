@@ -111,10 +111,11 @@ def test_every_command_runs_with_the_process_tuning(monkeypatch, tmp_path, tunin
 def _gc_probe(env_value: str | None) -> list[str]:
     """Run the tuning in a fresh interpreter; it prints the thresholds, then, from an exit handler registered
     after the tuning (which runs first) and once every handler ran, whether the tuning's freeze has run."""
-    code = ("import atexit, gc; from searchplay.process import tune_garbage_collection as tune\n"
+    code = ("import atexit, gc; start = gc.get_freeze_count()  # Python 3.12 starts with objects frozen\n"
+            "from searchplay.process import tune_garbage_collection as tune\n"
             "print(tune(), tune(), gc.get_threshold()[2])\n"
-            "atexit.register(lambda: print('frozen before my handler:', gc.get_freeze_count() > 0))\n"
-            "atexit._run_exitfuncs(); print('frozen after the handlers:', gc.get_freeze_count() > 0)\n")
+            "atexit.register(lambda: print('frozen before my handler:', gc.get_freeze_count() > start))\n"
+            "atexit._run_exitfuncs(); print('frozen after the handlers:', gc.get_freeze_count() > start)\n")
     env = {key: value for key, value in os.environ.items() if key != process.GC_TUNING_ENV}
     if env_value is not None:
         env[process.GC_TUNING_ENV] = env_value
