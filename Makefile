@@ -35,7 +35,11 @@ TORCH_CPU := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),--extra-index-url
 
 # --compile-bytecode: every stage is a new process; where PYTHONDONTWRITEBYTECODE is set (as on CI) each
 # one would compile its imports again (measured: 22 s of imports per process, 9.5 s with the .pyc files).
+# Python 3.11 or newer, checked before a venv is made; a venv of an older Python is named, not reused.
+NEEDS_PYTHON := import sys; sys.exit(sys.version_info < (3, 11) and f"searchplay needs Python 3.11 or newer; {sys.executable} is {sys.version.split()[0]}")
 $(VENV)/.installed: pyproject.toml
+	@if [ -x $(PY) ]; then $(PY) -c '$(NEEDS_PYTHON)' || { echo "remove $(VENV), then run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; \
+	else $(PYTHON) -c '$(NEEDS_PYTHON)' || { echo "run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==0.13.8
 	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_SOURCE) -e '.[dev]'

@@ -7,6 +7,7 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,45 @@ def test_local_wheels_serve_torch_where_they_exist(tmp_path):
     command = install_command(tmp_path / "venv", WHEELS=str(wheels), NVIDIA_DRIVER="")
     assert f"--find-links {wheels}" in command
     assert "--torch-backend" not in command  # uv would take torch from PyTorch's index instead of the folder
+
+
+def older_python() -> str | None:
+    """An interpreter older than 3.11 on this machine (on the PATH or under pyenv), or None."""
+    candidates = [shutil.which(f"python3.{minor}") for minor in (10, 9, 8)]
+    candidates += sorted(str(p) for p in (Path.home() / ".pyenv" / "versions").glob("3.1[0-9]*/bin/python3.1[0-9]"))
+    for path in filter(None, candidates):
+        probe = subprocess.run([path, "-c", "import sys; print(sys.version_info < (3, 11))"], capture_output=True,
+                               text=True, timeout=60)
+        if probe.returncode == 0 and probe.stdout.strip() == "True":
+            return path
+    return None
+
+
+def make_install(venv: Path, **variables: str) -> subprocess.CompletedProcess:
+    overrides = [f"{name}={value}" for name, value in variables.items()]
+    return subprocess.run(["make", "--no-print-directory", f"VENV={venv}", *overrides, f"{venv}/.installed"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def old_python() -> str:
+    path = older_python()
+    if path is None:
+        pytest.skip("no Python older than 3.11 on this machine")
+    return path
+
+
+def test_an_older_python_stops_the_setup_before_a_venv_is_made(tmp_path, old_python):
+    result = make_install(tmp_path / "venv", PYTHON=old_python)
+    assert result.returncode != 0
+    assert "searchplay needs Python 3.11 or newer" in result.stderr
+    assert "run make again with PYTHON=python3.11" in result.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+def test_a_venv_of_an_older_python_is_named_not_reused(tmp_path, old_python):
+    subprocess.run([old_python, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=120)
+    result = make_install(tmp_path / "venv", PYTHON=sys.executable)
+    assert result.returncode != 0
+    assert f"remove {tmp_path / 'venv'}, then run make again" in result.stderr
+    assert not (tmp_path / "venv" / ".installed").exists()
