@@ -41,6 +41,7 @@ $(VENV)/.installed: pyproject.toml
 	@if [ -x $(PY) ]; then $(PY) -c '$(NEEDS_PYTHON)' || { echo "remove $(VENV), then run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; \
 	else $(PYTHON) -c '$(NEEDS_PYTHON)' || { echo "run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; fi
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing searchplay and its packages into $(VENV) with uv; a first setup downloads them (about 0.6 GB with torch's CPU build, 3.1 GB with PyPI's CUDA build)"
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==0.13.8
 	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_SOURCE) -e '.[dev]'
 	touch $@
