@@ -44,16 +44,14 @@ def apply_overrides(root: Path, overrides: dict[str, object], removed: Sequence[
 @contextmanager
 def run_scoped_overrides(root: Path, overrides: dict[str, object], removed: Sequence[str] = ()) -> Iterator[None]:
     """``apply_overrides`` for the duration of the block; params.yaml is put back afterwards, whatever happens."""
-    path = root / "params.yaml"
-    original = path.read_bytes()
-    try:
+    from searchplay.io import restored_afterwards
+
+    if not overrides and not removed:  # nothing to put back: an edit made while the run lasts stays
+        yield
+        return
+    with restored_afterwards(root / "params.yaml"):
         apply_overrides(root, overrides, removed)
         yield
-    finally:
-        if (overrides or removed) and path.read_bytes() != original:
-            partial = path.with_name(path.name + ".restoring")
-            partial.write_bytes(original)
-            partial.replace(path)
 
 
 def quick_profile(root: Path) -> tuple[dict[str, object], list[str]]:

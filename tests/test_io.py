@@ -150,3 +150,21 @@ def test_the_cli_refuses_a_concurrent_corpus_build_in_one_line(tmp_path):
         result = CliRunner().invoke(app, ["corpus", "build", "--source", "bundled", "--out", str(out)])
     assert result.exit_code == 2 and "busy" in result.output and "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_restored_afterwards_puts_the_bytes_back_after_a_change_or_a_failure(tmp_path):
+    from searchplay.io import restored_afterwards
+
+    path = tmp_path / "params.yaml"
+    path.write_bytes(b"# kept\nrows: 100\n")
+    with restored_afterwards(path):
+        path.write_text("rows: 3\n")
+    assert path.read_bytes() == b"# kept\nrows: 100\n"
+    with pytest.raises(KeyboardInterrupt), restored_afterwards(path):
+        path.write_text("rows: 3\n")
+        raise KeyboardInterrupt
+    assert path.read_bytes() == b"# kept\nrows: 100\n"
+    inode = path.stat().st_ino
+    with restored_afterwards(path):
+        pass
+    assert path.stat().st_ino == inode  # unchanged: not written again

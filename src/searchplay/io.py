@@ -45,6 +45,20 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
         raise
 
 
+@contextmanager
+def restored_afterwards(path: str | Path) -> Iterator[None]:
+    """``path``'s bytes are put back when the block ends, fails or is interrupted, if the block changed them
+    (atomically: ``atomic_write``). For params.yaml around a run that writes one-run overrides into it."""
+    path = Path(path)
+    original = path.read_bytes()
+    try:
+        yield
+    finally:
+        if path.read_bytes() != original:
+            with atomic_write(path, "wb") as handle:
+                handle.write(original)
+
+
 def follow_umask(folder: str | Path) -> None:
     """Give every file under ``folder`` the mode the user's umask gives (0644 under 022).
 

@@ -2,7 +2,9 @@
 
 ``dvc repro`` runs every stage whose inputs changed (a second call does nothing). ``--quick`` runs
 the same stages as a DVC experiment with the small overrides of ``params.quick.yaml`` (CI and a
-first look on a laptop), so the committed params.yaml stays the embedded-default profile.
+first look on a laptop). The experiment keeps them (``dvc exp show``, ``dvc exp apply``), and params.yaml is
+put back afterwards, so a later ``searchplay pipeline`` runs the main job: dvc.lock then records the quick
+values, and every stage they changed runs again.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from searchplay.config import _flatten, has_dotted, read_params_tree
+from searchplay.io import restored_afterwards
 
 STAGE_LINE_PREFIXES = ("Running stage", "Stage '", "Updating lock file", "ERROR")
 STAGE_START = "Running stage '"
@@ -146,9 +150,10 @@ def run(root: Path, quick: bool = False, quick_file: str = "params.quick.yaml", 
     echo("$ " + " ".join(command))
     clock = StageClock()
     try:
-        for line in stream(command, root, stage_environment()):
-            clock.see(line)
-            echo(line)
+        with restored_afterwards(root / "params.yaml") if quick else nullcontext():
+            for line in stream(command, root, stage_environment()):
+                clock.see(line)
+                echo(line)
     finally:
         clock.stop()
         for line in clock.table():

@@ -1,0 +1,66 @@
+"""`searchplay pipeline --quick` leaves params.yaml as it found it: the quick values live in the DVC experiment,
+so the main job that follows runs the main profile. Real DVC and git, on a one-stage pipeline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from searchplay import pipeline
+
+DVC = str(Path(sys.executable).parent / "dvc")
+PARAMS = "# the main job's size\nrows: 100    # a comment DVC's own editor would keep\nname: main\n"
+# (not `size`: DVC leaves keys named size out of a run-cache key, so a stage with a `size` param and new
+# values is restored from the cache of the old ones)
+STAGE = ("stages:\n  count:\n    cmd: python -c \"import yaml; print(yaml.safe_load(open('params.yaml'))['rows'])\" "
+         "> out.txt\n    params: [rows]\n    outs: [out.txt]\n")
+
+pytestmark = pytest.mark.slow  # a few `dvc exp run` and `dvc repro` calls
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "test@example.com")
+    git(root, "config", "user.name", "test")
+    (root / "params.yaml").write_text(PARAMS)
+    (root / "params.quick.yaml").write_text("rows: 3\n")
+    (root / "dvc.yaml").write_text(STAGE)
+    (root / ".gitignore").write_text("/out.txt\n")
+    subprocess.run([DVC, "init", "-q"], cwd=root, check=True, capture_output=True, timeout=120)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "tiny pipeline")
+    return root
+
+
+def test_a_quick_run_puts_params_yaml_back_and_the_main_job_then_runs_the_main_profile(repo):
+    lines: list[str] = []
+    ran = pipeline.run(repo, quick=True, echo=lines.append)
+    assert set(ran) == {"count"}
+    assert (repo / "out.txt").read_text().strip() == "3"  # the quick run's outputs stay in the workspace
+    assert (repo / "params.yaml").read_text() == PARAMS  # byte for byte, comments included
+    shown = subprocess.run([DVC, "exp", "show", "--json"], cwd=repo, check=True, capture_output=True, text=True,
+                           timeout=120).stdout
+    experiments = [exp for commit in json.loads(shown) for exp in commit.get("experiments") or []]
+    assert [exp["name"] for exp in experiments if exp["name"].startswith("quick-")]  # the quick values live here
+
+    assert set(pipeline.run(repo, echo=lines.append)) == {"count"}  # the main job: the stage runs again
+    assert (repo / "out.txt").read_text().strip() == "100"
+
+
+def test_a_failed_quick_run_puts_params_yaml_back(repo):
+    (repo / "dvc.yaml").write_text(STAGE.replace("python -c", "python -c \"raise SystemExit(3)\" && python -c"))
+    git(repo, "commit", "-q", "-am", "a stage that fails")
+    with pytest.raises(subprocess.CalledProcessError):
+        pipeline.run(repo, quick=True, echo=lambda line: None)
+    assert (repo / "params.yaml").read_text() == PARAMS
