@@ -49,6 +49,8 @@ def test_a_quick_run_puts_params_yaml_back_and_the_main_job_then_runs_the_main_p
     assert set(ran) == {"count"}
     assert (repo / "out.txt").read_text().strip() == "3"  # the quick run's outputs stay in the workspace
     assert (repo / "params.yaml").read_text() == PARAMS  # byte for byte, comments included
+    assert lines[-1].startswith("params.yaml is as it was; this run's params are in the DVC "
+                                "experiment quick-")
     shown = subprocess.run([DVC, "exp", "show", "--json"], cwd=repo, check=True, capture_output=True, text=True,
                            timeout=120).stdout
     experiments = [exp for commit in json.loads(shown) for exp in commit.get("experiments") or []]

@@ -158,4 +158,8 @@ def run(root: Path, quick: bool = False, quick_file: str = "params.quick.yaml", 
         clock.stop()
         for line in clock.table():
             echo(line)
+    if quick:
+        name = command[command.index("--name") + 1]
+        echo(f"params.yaml is as it was; this run's params are in the DVC experiment {name}: "
+             f"`dvc exp show`, and `dvc exp apply {name}` brings them back")
     return clock.seconds
