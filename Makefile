@@ -14,6 +14,8 @@ WHEELS ?= /opt/wheels
 NVIDIA_DRIVER ?= $(shell command -v nvidia-smi 2>/dev/null)
 TORCH_BACKEND ?= $(if $(filter Linux,$(shell uname -s)),$(if $(NVIDIA_DRIVER),,cpu),)
 TORCH_SOURCE := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),$(if $(TORCH_BACKEND),--torch-backend $(TORCH_BACKEND),))
+comma := ,
+TORCH_HINT := $(if $(findstring --torch-backend,$(TORCH_SOURCE)),|| { echo "where PyTorch's index (download.pytorch.org) is out of reach$(comma) run make again with TORCH_BACKEND= for PyPI's torch (the CUDA build$(comma) 3.1 GB in all)" >&2; exit 1; })
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export MLFLOW_DISABLE_TELEMETRY ?= true
@@ -43,7 +45,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing searchplay and its packages into $(VENV) with uv; a first setup downloads them (about 0.6 GB with torch's CPU build, 3.1 GB with PyPI's CUDA build)"
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==0.13.8
-	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_SOURCE) -e '.[dev]'
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_SOURCE) -e '.[dev]' $(TORCH_HINT)
 	touch $@
 
 setup: $(VENV)/.installed assets

@@ -33,6 +33,7 @@ def test_linux_without_an_nvidia_driver_takes_the_cpu_build(tmp_path):
     command = install_command(tmp_path / "venv", WHEELS=str(tmp_path / "no-wheels"), NVIDIA_DRIVER="")
     assert "--torch-backend cpu" in command
     assert "--find-links" not in command
+    assert "run make again with TORCH_BACKEND= for PyPI's torch" in command  # where PyTorch's index is blocked
 
 
 def test_a_machine_with_an_nvidia_driver_takes_pypis_cuda_build(tmp_path):
@@ -55,6 +56,7 @@ def test_local_wheels_serve_torch_where_they_exist(tmp_path):
     command = install_command(tmp_path / "venv", WHEELS=str(wheels), NVIDIA_DRIVER="")
     assert f"--find-links {wheels}" in command
     assert "--torch-backend" not in command  # uv would take torch from PyTorch's index instead of the folder
+    assert "TORCH_BACKEND=" not in command
 
 
 def older_python() -> str | None:
