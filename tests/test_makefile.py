@@ -99,3 +99,26 @@ def test_a_venv_of_an_older_python_is_named_not_reused(tmp_path, old_python):
     assert result.returncode != 0
     assert f"remove {tmp_path / 'venv'}, then run make again" in result.stderr
     assert not (tmp_path / "venv" / ".installed").exists()
+
+
+def test_a_failed_venv_leaves_no_folder_and_says_what_to_install(tmp_path):
+    """Debian's and Ubuntu's Python without python3-venv: `python -m venv` makes the folder, then fails."""
+    python = tmp_path / "python-without-ensurepip"
+    python.write_text(f"#!/bin/sh\nif [ \"$1\" = -m ] && [ \"$2\" = venv ]; then shift 2; {sys.executable} -m venv "
+                      "--without-pip \"$@\"; echo 'ensurepip is not available' >&2; exit 1; fi\n"
+                      f"exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    result = make_install(tmp_path / "venv", PYTHON=str(python))
+    assert result.returncode != 0
+    assert "install python3-venv for this Python), then run make again" in result.stderr
+    assert not (tmp_path / "venv").exists()  # so the next call makes it again
+
+
+def test_a_venv_folder_without_python_or_pip_is_named(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = make_install(tmp_path / "empty", PYTHON=sys.executable)
+    assert result.returncode != 0 and "exists but holds no Python" in result.stderr
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=120)
+    result = make_install(tmp_path / "bare", PYTHON=sys.executable)
+    assert result.returncode != 0 and "has no pip" in result.stderr
+    assert not (tmp_path / "bare" / ".installed").exists()
