@@ -31,6 +31,8 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 # It pins torch 2.13.0+cpu, which /opt/wheels holds here and PyTorch's CPU index elsewhere. vLLM's torchvision,
 # torchaudio and torchcodec are left out: nothing imports them, and PyPI's builds break `import vllm` there.
 VLLM_CPU := $(if $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m)),yes,)
+# (An extra index here, not uv's --torch-backend cpu: that sends triton, which xgrammar needs, to PyTorch's index
+# too: docs/decisions.md.)
 TORCH_CPU := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
 .PHONY: setup setup-vllm assets run run-quick test test-fast lint clean
