@@ -9,7 +9,7 @@ SP := $(VENV)/bin/searchplay
 # setup downloads. On Linux without an NVIDIA driver (no `nvidia-smi`) the setup takes the CPU build from PyTorch's
 # CPU index instead (uv's `--torch-backend cpu`: 0.56 GB in all); with one, PyPI's CUDA build. TORCH_BACKEND
 # chooses (auto, cpu, cu130, ...: uv's --torch-backend; empty: PyPI's). The development machines keep the CPU
-# build in /opt/wheels (WHEELS), which then serves it.
+# build in /opt/wheels (WHEELS), which then serves it. A venv keeps the build it was made with: remove it to switch.
 WHEELS ?= /opt/wheels
 NVIDIA_DRIVER ?= $(shell command -v nvidia-smi 2>/dev/null)
 TORCH_BACKEND ?= $(if $(filter Linux,$(shell uname -s)),$(if $(NVIDIA_DRIVER),,cpu),)
