@@ -168,3 +168,9 @@ def test_restored_afterwards_puts_the_bytes_back_after_a_change_or_a_failure(tmp
     with restored_afterwards(path):
         pass
     assert path.stat().st_ino == inode  # unchanged: not written again
+    with restored_afterwards(path):
+        path.unlink()
+    assert path.read_bytes() == b"# kept\nrows: 100\n"
+    with restored_afterwards(tmp_path / "absent.yaml"):
+        (tmp_path / "absent.yaml").write_text("rows: 3\n")
+    assert not (tmp_path / "absent.yaml").exists()

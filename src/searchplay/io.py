@@ -48,13 +48,16 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
 @contextmanager
 def restored_afterwards(path: str | Path) -> Iterator[None]:
     """``path``'s bytes are put back when the block ends, fails or is interrupted, if the block changed them
-    (atomically: ``atomic_write``). For params.yaml around a run that writes one-run overrides into it."""
+    (atomically: ``atomic_write``); a file the block created goes. For params.yaml around a run that writes
+    one-run overrides into it."""
     path = Path(path)
-    original = path.read_bytes()
+    original = path.read_bytes() if path.exists() else None
     try:
         yield
     finally:
-        if path.read_bytes() != original:
+        if original is None:
+            path.unlink(missing_ok=True)
+        elif not path.exists() or path.read_bytes() != original:
             with atomic_write(path, "wb") as handle:
                 handle.write(original)
 
