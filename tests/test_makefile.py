@@ -1,6 +1,7 @@
-"""`make setup` takes torch's CPU build on Linux without an NVIDIA driver, PyPI's CUDA build with one, and the
-development machines' local wheels where they have them: the install command `make` would run, read with
-`make -n`."""
+"""`make setup`: the torch build it installs (the CPU build on Linux without an NVIDIA driver, PyPI's CUDA build
+with one, the development machines' local wheels where they have them), read from the command `make -n` prints;
+and the errors that stop it before a broken venv (an older Python, a failed `python -m venv`, a venv folder
+without Python or pip), run for real."""
 
 from __future__ import annotations
 
