@@ -42,12 +42,13 @@ TORCH_CPU := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),--extra-index-url
 # Python 3.11 or newer, checked before a venv is made; a venv of an older Python is named, not reused.
 NEEDS_PYTHON := import sys; sys.exit(sys.version_info < (3, 11) and f"searchplay needs Python 3.11 or newer; {sys.executable} is {sys.version.split()[0]}")
 $(VENV)/.installed: pyproject.toml
-	@if [ -x $(PY) ]; then $(PY) -c '$(NEEDS_PYTHON)' || { echo "remove $(VENV), then run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; \
-	else $(PYTHON) -c '$(NEEDS_PYTHON)' || { echo "run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; fi
-	@if [ -x $(PY) ]; then $(PY) -c 'import pip' 2>/dev/null || { echo "$(VENV) has no pip (made where Python lacked ensurepip?): remove it$(comma) then run make again" >&2; exit 1; }; \
-	elif [ -e $(VENV) ]; then echo "$(VENV) exists but holds no Python (an interrupted setup?): remove it$(comma) then run make again" >&2; exit 1; \
-	else echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
-	  echo "no venv made (above; on Debian and Ubuntu install python3-venv for this Python)$(comma) then run make again" >&2; exit 1; }; fi
+	@if [ -x $(PY) ]; then \
+	  $(PY) -c '$(NEEDS_PYTHON)' || { echo "remove $(VENV), then run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; \
+	  $(PY) -c 'import pip' 2>/dev/null || { echo "$(VENV) has no pip (made where Python lacked ensurepip?): remove it, then run make again" >&2; exit 1; }; \
+	elif [ -e $(VENV) ]; then echo "$(VENV) exists but holds no Python (an interrupted setup?): remove it, then run make again" >&2; exit 1; \
+	else $(PYTHON) -c '$(NEEDS_PYTHON)' || { echo "run make again with PYTHON=python3.11 (or newer)" >&2; exit 1; }; \
+	  echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "no venv made (above; on Debian and Ubuntu install python3-venv for this Python), then run make again" >&2; exit 1; }; fi
 	@echo "installing searchplay and its packages into $(VENV) with uv; a first setup downloads them (about 0.6 GB with torch's CPU build, 3.1 GB with PyPI's CUDA build)"
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==0.13.8
 	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(TORCH_SOURCE) -e '.[dev]' $(TORCH_HINT)
