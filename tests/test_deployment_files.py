@@ -175,6 +175,19 @@ def test_quick_profile_becomes_a_dvc_experiment(repo_root):
     assert command.index("~pipeline.variants.eve") < command.index("++pipeline.recipe_stages=[]")
 
 
+def test_the_log_counts_a_quick_runs_overrides_instead_of_listing_them(repo_root):
+    from searchplay.pipeline import dvc_command, quick_overrides, shown_command
+
+    command = dvc_command(True, repo_root / "params.quick.yaml", ["report"])
+    line = shown_command(command, repo_root / "params.quick.yaml")
+    count = len(quick_overrides(repo_root / "params.quick.yaml"))
+    assert line.endswith(f" exp run --name {command[4]} report (and {count} --set-param overrides: "
+                         "params.quick.yaml)")
+    assert "++" not in line and "~" not in line
+    main = dvc_command(False, repo_root / "params.quick.yaml", ["--force"])
+    assert shown_command(main, "params.quick.yaml") == "$ " + " ".join(main)
+
+
 def test_a_second_quick_run_does_not_remove_what_the_first_removed(repo_root):
     """After `make run-quick` the workspace's params.yaml lacks the removed variants; DVC refuses to delete a
     missing key, so the next quick run must not ask it to (measured: it failed before any stage)."""

@@ -81,6 +81,15 @@ def dvc_command(quick: bool, quick_file: str | Path, targets: list[str], force: 
     return [*command, *targets]
 
 
+def shown_command(command: list[str], quick_file: str | Path) -> str:
+    """``command`` as the log shows it: a quick run's ``--set-param`` overrides, 30-odd of them, counted instead of
+    listed (``params.quick.yaml`` holds them, and ``dvc exp show`` the values the experiment ran with)."""
+    overrides = command.count("--set-param")
+    rest = [arg for i, arg in enumerate(command) if arg != "--set-param" and command[i - 1:i] != ["--set-param"]]
+    line = "$ " + " ".join(rest)
+    return f"{line} (and {overrides} --set-param overrides: {Path(quick_file).name})" if overrides else line
+
+
 def ensure_dvc_repository(root: Path) -> None:
     """DVC needs a git repository with a commit; say so clearly instead of DVC's traceback."""
     if not (root / ".git").exists():
@@ -147,7 +156,7 @@ def run(root: Path, quick: bool = False, quick_file: str = "params.quick.yaml", 
     command = dvc_command(quick, root / quick_file, targets or [], force=force)
     if quick and variants is not None:
         echo(quick_summary(root / quick_file, variants))
-    echo("$ " + " ".join(command))
+    echo(shown_command(command, quick_file))
     clock = StageClock()
     try:
         with restored_afterwards(root / "params.yaml") if quick else nullcontext():

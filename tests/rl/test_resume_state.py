@@ -72,3 +72,29 @@ def test_a_failed_write_raises_the_os_error_not_dcps_base_exception(tmp_path, mo
     with pytest.raises(OSError) as raised:
         save_resume_state(tmp_path, model, torch.optim.AdamW(model.parameters()))
     assert raised.value.errno == errno.ENOSPC
+
+
+def test_one_process_saves_and_loads_without_dcps_warning_and_lets_others_through(tmp_path):
+    """Alone, DCP warns at every save and load that it assumes one process; ours asks for it (``no_dist``), so the
+    warning only cluttered a first look's log. It is gone, the round trip still holds, and other warnings pass."""
+    import warnings
+
+    import torch
+
+    from searchplay.rl import resume_state
+    from searchplay.rl.resume_state import load_resume_state, save_resume_state
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    copy = torch.nn.Linear(3, 2)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        save_resume_state(tmp_path, model, optimizer)
+        load_resume_state(tmp_path, copy, torch.optim.AdamW(copy.parameters()))
+    assert not [w for w in seen if "torch.distributed" in str(w.message)], [str(w.message) for w in seen]
+    assert torch.equal(copy.weight, model.weight)
+    with pytest.warns(UserWarning, match="another"), resume_state._alone_said():
+        warnings.warn("another", UserWarning, stacklevel=1)

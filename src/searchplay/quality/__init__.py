@@ -22,7 +22,10 @@ from typing import Any
 
 # Great Expectations logs ~140 INFO lines per validation, many at import time (before any gate runs):
 # quiet it as soon as this package is imported, unless the run asked for debug logging (--verbose).
-if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+QUIET_GX = logging.getLogger().getEffectiveLevel() > logging.DEBUG
+# Its modules that set their own logger to INFO on import (each ephemeral context says where its docs would go).
+GX_LOUD_MODULES = ("great_expectations.data_context.types.base",)
+if QUIET_GX:
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 log = logging.getLogger(__name__)
@@ -132,6 +135,9 @@ def _run_suite(df: Any, expectations: list[Any], name: str) -> QualityReport:
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
+    if QUIET_GX:
+        for module in GX_LOUD_MODULES:
+            logging.getLogger(module).setLevel(logging.WARNING)
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
     batch = (context.data_sources.add_pandas(f"{name}_source")

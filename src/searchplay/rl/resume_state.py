@@ -12,6 +12,9 @@ unbroken one, bit for bit.
 from __future__ import annotations
 
 import random
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +38,8 @@ def save_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
     else:
         state = {MODEL_KEY: get_model_state_dict(model)}
     try:
-        dcp.save(state, checkpoint_id=str(Path(folder) / WEIGHTS_DIR), no_dist=_one_process())
+        with _alone_said():
+            dcp.save(state, checkpoint_id=str(Path(folder) / WEIGHTS_DIR), no_dist=_one_process())
     except CheckpointException as exc:  # a BaseException: a caller catching OSError (a full disk) would miss it
         raise _first_failure(exc) from exc
     torch.save(_rng_states(), Path(folder) / RNG_FILE.format(rank=rank))
@@ -57,11 +61,13 @@ def load_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
     if _has_optimizer_state(weights):
         model_state, optimizer_state = get_state_dict(model, optimizer)
         state = {MODEL_KEY: model_state, OPTIMIZER_KEY: optimizer_state}
-        dcp.load(state, checkpoint_id=weights, no_dist=_one_process())
+        with _alone_said():
+            dcp.load(state, checkpoint_id=weights, no_dist=_one_process())
         set_state_dict(model, optimizer, model_state_dict=state[MODEL_KEY], optim_state_dict=state[OPTIMIZER_KEY])
     else:
         state = {MODEL_KEY: get_model_state_dict(model)}
-        dcp.load(state, checkpoint_id=weights, no_dist=_one_process())
+        with _alone_said():
+            dcp.load(state, checkpoint_id=weights, no_dist=_one_process())
         set_model_state_dict(model, state[MODEL_KEY])
     rng = Path(folder) / RNG_FILE.format(rank=rank)
     if rng.is_file():
@@ -90,10 +96,19 @@ def _first_failure(exc: Any) -> Exception:
 
 
 def _one_process() -> bool:
-    """No process group: DCP reads and writes alone (saying so, instead of warning that it assumes it)."""
+    """No process group: DCP reads and writes alone (``no_dist``, said, not assumed)."""
     import torch.distributed as dist
 
     return not (dist.is_available() and dist.is_initialized())
+
+
+@contextmanager
+def _alone_said() -> Iterator[None]:
+    """Without DCP's warning that it assumes one process: torch warns on every ``no_dist`` call, asked or not,
+    and a first look's log showed it after every self-play checkpoint. Other warnings pass."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+        yield
 
 
 def _has_optimizer_state(weights: str) -> bool:
