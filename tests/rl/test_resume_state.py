@@ -96,5 +96,5 @@ def test_one_process_saves_and_loads_without_dcps_warning_and_lets_others_throug
         load_resume_state(tmp_path, copy, torch.optim.AdamW(copy.parameters()))
     assert not [w for w in seen if "torch.distributed" in str(w.message)], [str(w.message) for w in seen]
     assert torch.equal(copy.weight, model.weight)
-    with pytest.warns(UserWarning, match="another"), resume_state._alone_said():
+    with pytest.warns(UserWarning, match="another"), resume_state._no_single_process_warning():
         warnings.warn("another", UserWarning, stacklevel=1)

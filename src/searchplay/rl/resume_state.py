@@ -38,7 +38,7 @@ def save_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
     else:
         state = {MODEL_KEY: get_model_state_dict(model)}
     try:
-        with _alone_said():
+        with _no_single_process_warning():
             dcp.save(state, checkpoint_id=str(Path(folder) / WEIGHTS_DIR), no_dist=_one_process())
     except CheckpointException as exc:  # a BaseException: a caller catching OSError (a full disk) would miss it
         raise _first_failure(exc) from exc
@@ -61,12 +61,12 @@ def load_resume_state(folder: str | Path, model: Any, optimizer: Any, rank: int 
     if _has_optimizer_state(weights):
         model_state, optimizer_state = get_state_dict(model, optimizer)
         state = {MODEL_KEY: model_state, OPTIMIZER_KEY: optimizer_state}
-        with _alone_said():
+        with _no_single_process_warning():
             dcp.load(state, checkpoint_id=weights, no_dist=_one_process())
         set_state_dict(model, optimizer, model_state_dict=state[MODEL_KEY], optim_state_dict=state[OPTIMIZER_KEY])
     else:
         state = {MODEL_KEY: get_model_state_dict(model)}
-        with _alone_said():
+        with _no_single_process_warning():
             dcp.load(state, checkpoint_id=weights, no_dist=_one_process())
         set_model_state_dict(model, state[MODEL_KEY])
     rng = Path(folder) / RNG_FILE.format(rank=rank)
@@ -103,7 +103,7 @@ def _one_process() -> bool:
 
 
 @contextmanager
-def _alone_said() -> Iterator[None]:
+def _no_single_process_warning() -> Iterator[None]:
     """Without DCP's warning that it assumes one process: torch warns on every ``no_dist`` call, asked or not,
     and a first look's log showed it after every self-play checkpoint. Other warnings pass."""
     with warnings.catch_warnings():
