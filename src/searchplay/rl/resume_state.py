@@ -96,7 +96,7 @@ def _first_failure(exc: Any) -> Exception:
 
 
 def _one_process() -> bool:
-    """No process group: DCP reads and writes alone (``no_dist``, said, not assumed)."""
+    """No process group: DCP is told to read and write alone (``no_dist``)."""
     import torch.distributed as dist
 
     return not (dist.is_available() and dist.is_initialized())
