@@ -97,7 +97,7 @@ def test_malloc_tuning_applies_on_glibc():
     assert result.stdout.strip() == "True"
 
 
-@pytest.mark.parametrize("tuning", ["keep_freed_memory", "tune_garbage_collection"])
+@pytest.mark.parametrize("tuning", ["keep_freed_memory", "tune_garbage_collection", "hide_short_progress_bars"])
 def test_every_command_runs_with_the_process_tuning(monkeypatch, tmp_path, tuning):
     from searchplay import cli
 
@@ -106,6 +106,25 @@ def test_every_command_runs_with_the_process_tuning(monkeypatch, tmp_path, tunin
     monkeypatch.setenv("SEARCHPLAY_HOME", str(tmp_path))
     CliRunner().invoke(cli.app, ["assets", "--check"])
     assert called == [True]
+
+
+def _bar_output(work_s: float, delay_s: float, user_delay: str | None = None) -> str:
+    """What transformers' weight-loading bar writes, in a fresh interpreter, over ``work_s`` seconds of work."""
+    code = ("import sys, time\n"
+            "from searchplay.process import hide_short_progress_bars\n"
+            f"hide_short_progress_bars({delay_s})\n"
+            "from transformers.utils.logging import tqdm\n"
+            f"for _ in tqdm(range(4), desc='Loading weights', file=sys.stdout): time.sleep({work_s} / 4)\n")
+    env = {key: value for key, value in os.environ.items() if key != "TQDM_DELAY"}
+    if user_delay is not None:
+        env["TQDM_DELAY"] = user_delay
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def test_progress_bars_show_only_for_work_that_lasts():
+    assert _bar_output(work_s=0.0, delay_s=1.0) == ""  # a 135M model's weights load in a tenth of a second
+    assert "Loading weights: 100%" in _bar_output(work_s=0.6, delay_s=0.2)  # a large model's still show
+    assert "Loading weights: 100%" in _bar_output(work_s=0.0, delay_s=1.0, user_delay="0")  # the user's wins
 
 
 def _gc_probe(env_value: str | None) -> list[str]:

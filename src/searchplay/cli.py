@@ -30,6 +30,7 @@ from searchplay.llm.weights import ModelLoadError
 from searchplay.process import (
     apply_offline_defaults,
     choose_thread_wait,
+    hide_short_progress_bars,
     keep_freed_memory,
     log_peak_memory,
     tune_garbage_collection,
@@ -85,6 +86,7 @@ def main(
 ) -> None:
     """searchplay: search self-play on Wikidata knowledge-graph paths."""
     apply_offline_defaults(online=online)
+    hide_short_progress_bars()
     keep_freed_memory()
     tune_garbage_collection()  # before the heavy imports
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,

@@ -1,8 +1,8 @@
-"""Process-wide defaults, set before heavy libraries import: running offline and quietly, how OpenMP threads
-wait on a machine that is already busy (``choose_thread_wait``), glibc's malloc kept from handing large
-blocks back to the kernel (``keep_freed_memory``) and rare full garbage collections
-(``tune_garbage_collection``); and torch's math kernels run once before a model's first forward
-(``warm_math_kernels``)."""
+"""Process-wide defaults, set before heavy libraries import: running offline and quietly (no progress bar
+for work under a second: ``hide_short_progress_bars``), how OpenMP threads wait on a machine that is already
+busy (``choose_thread_wait``), glibc's malloc kept from handing large blocks back to the kernel
+(``keep_freed_memory``) and rare full garbage collections (``tune_garbage_collection``); and torch's math
+kernels run once before a model's first forward (``warm_math_kernels``)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,20 @@ def apply_offline_defaults(online: bool = False) -> None:
         if online and key in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}:
             continue
         os.environ.setdefault(key, value)
+
+
+PROGRESS_BAR_DELAY_S = 1.0  # a tqdm bar shows once its work has lasted this long
+
+
+def hide_short_progress_bars(delay_s: float = PROGRESS_BAR_DELAY_S) -> None:
+    """Every tqdm bar of this process and its children shows only after ``delay_s`` seconds of work.
+
+    transformers draws a bar for each model it loads ("Loading weights") or saves ("Writing model shards"):
+    useful for a 7B model, while a 135M one loads in a tenth of a second and its bars are a tenth of a quick
+    run's log. tqdm reads ``TQDM_DELAY`` when it is imported, so this runs before it is; a bar's own ``delay``
+    and a ``TQDM_DELAY`` the user set win.
+    """
+    os.environ.setdefault("TQDM_DELAY", str(delay_s))
 
 
 THREAD_WAIT_ENV = "SEARCHPLAY_THREAD_WAIT"  # auto (default) | spin | passive

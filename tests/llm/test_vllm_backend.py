@@ -18,6 +18,7 @@ import pytest
 from searchplay.llm.backend import SamplingParams
 from searchplay.llm.vllm_backend import (
     ExpectedNarrowing,
+    ExpectedReloadSkips,
     VllmBackend,
     engine_arguments,
     missing_vllm,
@@ -129,6 +130,22 @@ def test_only_the_expected_narrowing_warning_is_dropped():
     assert narrowing.filter(record("Some other warning"))
 
 
+def test_only_the_expected_reload_skips_are_dropped():
+    import logging
+
+    def record(layer: str) -> logging.LogRecord:
+        return logging.LogRecord("vllm.model_executor.model_loader.reload.layerwise", logging.WARNING, "layerwise.py",
+                                 266, "%s: Failed to load weights", (layer,), None)
+
+    tied, untied = ExpectedReloadSkips(tied_head=True), ExpectedReloadSkips(tied_head=False)
+    assert not tied.filter(record("RotaryEmbedding")) and not untied.filter(record("Llama3RotaryEmbedding"))
+    assert not tied.filter(record("ParallelLMHead"))
+    assert untied.filter(record("ParallelLMHead"))  # an untied head that kept its old weights is news
+    assert tied.filter(record("QKVParallelLinear")) and tied.filter(record("VocabParallelEmbedding"))
+    other = logging.LogRecord("vllm", logging.WARNING, "x.py", 1, "%s: Delayed processing", ("RotaryEmbedding",), None)
+    assert tied.filter(other)
+
+
 @pytest.mark.slow
 def test_an_fp32_checkpoint_loads_into_a_bf16_engine_without_a_warning_per_weight(vllm_installed, smollm2_path,
                                                                                    capfd):
@@ -195,9 +212,10 @@ def long_prompts(tokenizer) -> list[list[int]]:
 
 
 @pytest.mark.slow
-def test_greedy_tokens_follow_the_trainer_through_updates(vllm_installed, smollm2_path):
+def test_greedy_tokens_follow_the_trainer_through_updates(vllm_installed, smollm2_path, capfd):
     """After PolicyTrainer steps the engine's greedy tokens equal the transformers backend's on the trainer's
-    weights, differ from before, and prompts cached before the update are not served from the old KV blocks."""
+    weights, differ from before, and prompts cached before the update are not served from the old KV blocks;
+    the syncs log no "Failed to load weights" for the layers they leave on purpose."""
     from searchplay.config import Params
     from searchplay.llm.transformers_backend import TransformersBackend
     from searchplay.rl import PolicyTrainer, TrainingSample
@@ -226,6 +244,7 @@ def test_greedy_tokens_follow_the_trainer_through_updates(vllm_installed, smollm
     after = [c.token_ids for c in engine.generate(prompts, GREEDY)]
     assert after != before
     assert after == reference()
+    assert "Failed to load weights" not in "".join(capfd.readouterr())  # vLLM's logger writes to the stream
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from searchplay.llm.backend import Completion, SamplingParams
@@ -89,9 +90,10 @@ class VllmBackend:
         """Stream ``model``'s current parameters into the engine (in-place reload), then drop its prefix cache."""
         if self.asleep:
             self.engine.wake_up(tags=["weights"])
-        self.engine.collective_rpc("reload_weights",
-                                   kwargs={"weights_iterator": trainer_weights(model, self.weight_dtype)})
         tied = tied_embedding(model)
+        with expected_reload_skips(tied_head=tied is not None):
+            self.engine.collective_rpc("reload_weights",
+                                       kwargs={"weights_iterator": trainer_weights(model, self.weight_dtype)})
         if tied is not None:  # the reload leaves a tied output projection at its old values
             self.engine.collective_rpc(refresh_tied_head, args=(tied,))
         self._wake()
@@ -188,6 +190,36 @@ def quiet_expected_narrowing() -> None:
     loader_log = logging.getLogger("vllm.model_executor.models.utils")
     if not any(isinstance(f, ExpectedNarrowing) for f in loader_log.filters):
         loader_log.addFilter(ExpectedNarrowing())
+
+
+class ExpectedReloadSkips(logging.Filter):
+    """Drops vLLM's ``<layer>: Failed to load weights`` for the layers a trainer's weights never hold: a rotary
+    embedding (its sine and cosine table comes from the config; the reload puts it back as it was) and, where the
+    head is tied to the embedding, the output head (``refresh_tied_head`` gives it the new embedding next).
+    Two lines a sync, which read as the sync failing. For any other layer the warning passes: the engine kept
+    that layer's old weights."""
+
+    def __init__(self, tied_head: bool) -> None:
+        super().__init__()
+        self.tied_head = tied_head
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != "%s: Failed to load weights" or not isinstance(record.args, tuple) or not record.args:
+            return True
+        layer = str(record.args[0])
+        return not (layer.endswith("RotaryEmbedding") or (self.tied_head and layer == "ParallelLMHead"))
+
+
+@contextmanager
+def expected_reload_skips(tied_head: bool) -> Iterator[None]:
+    """Within the block, vLLM's reload does not warn about the layers ``ExpectedReloadSkips`` expects."""
+    reload_log = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+    skips = ExpectedReloadSkips(tied_head)
+    reload_log.addFilter(skips)
+    try:
+        yield
+    finally:
+        reload_log.removeFilter(skips)
 
 
 def keep_trainer_threads() -> None:
