@@ -56,18 +56,30 @@ class ReadReport:
     bad_lines: int = 0
     bytes_read: int = 0
     bytes_decompressed: int = 0  # bytes that came out of a decompressor in this reader (0 for a plain dump)
-    examples: list[str] = field(default_factory=list)
-    first_bad: str = ""  # "line N: reason" of the first bad line (the one-line error names it)
+    bad_examples: list[tuple[int, str, bytes]] = field(default_factory=list)  # (line number, reason, first bytes)
 
     @property
     def bad_share(self) -> float:
         return self.bad_lines / max(self.lines, 1)
 
+    @property
+    def examples(self) -> list[str]:
+        """The first ``MAX_EXAMPLES`` bad lines, quoted: ``line N: reason: b'...'``."""
+        return [f"line {number}: {reason}: {head!r}" for number, reason, head in self.bad_examples]
+
+    @property
+    def first_bad(self) -> str:
+        """``line N: reason`` of the first bad line (the one-line error names it); empty when there is none."""
+        return f"line {self.bad_examples[0][0]}: {self.bad_examples[0][1]}" if self.bad_examples else ""
+
     def bad(self, number: int, line: bytes, reason: str) -> None:
         self.bad_lines += 1
-        self.first_bad = self.first_bad or f"line {number}: {reason}"
-        if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append(f"line {number}: {reason}: {line[:80]!r}")
+        if len(self.bad_examples) < MAX_EXAMPLES:
+            self.bad_examples.append((number, reason, line[:80]))
+
+    def number_from(self, first: int) -> None:
+        """Renumber the quoted bad lines of a part read from its own line 1, whose first line is ``first``."""
+        self.bad_examples = [(number + first - 1, reason, head) for number, reason, head in self.bad_examples]
 
     def summary(self) -> str:
         text = f"{self.source}: {self.entities} entities from {self.lines} lines, {self.bad_lines} bad lines skipped"
@@ -179,7 +191,9 @@ class DumpReader:
         else:
             yield from handle
 
-    def entities(self) -> Iterator[Entity]:
+    def entities(self, check: bool = True) -> Iterator[Entity]:
+        """The dump's entities, bad lines counted and skipped; ``check``: then apply the bad-line limit and warn
+        about bad lines (``check``). A byte-range worker leaves both to the parent, which sees every range."""
         ends = Ends()
         try:
             with open_dump(self.path) as handle:
@@ -193,7 +207,8 @@ class DumpReader:
             raise self._unreadable(exc) from None
         if self.compressed:
             self._check_closed(ends.first, ends.last)
-        self.check()
+        if check:
+            self.check()
 
     def chunks(self, threads: int = 1, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
         """(number of its first line, chunk of whole lines) over the whole dump, decompressed once.

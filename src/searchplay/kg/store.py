@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.kg.entities import Entity
-from searchplay.kg.readers import CHUNK_BYTES, DumpError, DumpReader, ReadReport
+from searchplay.kg.readers import CHUNK_BYTES, MAX_EXAMPLES, DumpError, DumpReader, ReadReport
 from searchplay.kg.values import render_quantity
 
 SCHEMA = """
@@ -116,10 +116,10 @@ class Piece:
 
 
 def _ingest_shard(args: tuple[str, float, int, int, str, int]) -> tuple[Piece, ReadReport]:
-    """A worker's byte range of a plain dump -> its own shard file."""
+    """A worker's byte range of a plain dump -> its own shard file; its bad lines numbered from the range's start."""
     dump, max_bad, index, count, shard_path, batch_size = args
     reader = DumpReader(dump, max_bad, shard=(index, count))
-    write_entities(Path(shard_path), reader.entities(), batch_size)
+    write_entities(Path(shard_path), reader.entities(check=False), batch_size)  # the parent checks the whole dump
     return Piece(shard_path), reader.report
 
 
@@ -209,7 +209,14 @@ def _ranges(dump: Path, store_dir: Path, workers: int, max_bad: float,
             for i in range(workers)]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         results = pool.map(_ingest_shard, jobs)
-    return [piece for piece, _ in results], _combine(str(dump), [report for _, report in results])
+    first_line = 1
+    for _, part in results:  # in the dump's order: each range starts after the lines of those before it
+        part.number_from(first_line)
+        first_line += part.lines
+    report = _combine(str(dump), [part for _, part in results])
+    if report.bad_lines:
+        log.warning(report.summary())  # the workers say nothing; here is the whole dump's summary
+    return [piece for piece, _ in results], report
 
 
 def _feed(dump: Path, store_dir: Path, workers: int, max_bad: float,
@@ -262,8 +269,7 @@ def _combine(source: str, reports: list[ReadReport]) -> ReadReport:
         total.bad_lines += r.bad_lines
         total.bytes_read += r.bytes_read
         total.bytes_decompressed += r.bytes_decompressed
-        total.examples += r.examples[: 5 - len(total.examples)]
-        total.first_bad = total.first_bad or r.first_bad
+        total.bad_examples += r.bad_examples[: MAX_EXAMPLES - len(total.bad_examples)]
     return total
 
 
