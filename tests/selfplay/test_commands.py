@@ -49,8 +49,11 @@ def write_project(folder, tiny_model_dir, kg_dir, index) -> None:
         "index": {"dir": str(index)},
         "search": {"mode": "fts"},
         "agent": {"max_turns": 2, "max_turn_tokens": 16, "max_response_tokens": 256},
+        # A random model writes no valid question, so every advantage is 0: at lr 1e-3 the weight decay moves the
+        # weights from the first step and the KL term then gives Adam gradients, so a resume that lost the
+        # optimizer's state or the schedule's step ends elsewhere (at the default 1e-5 nothing moved).
         "selfplay": {"batch_size": 2, "group_size": 2, "micro_batch_size": 1, "keep_checkpoints": ITERATIONS,
-                     "checkpoint_dir": "checkpoints", "reports_dir": "reports"},
+                     "lr": 1e-3, "weight_decay": 0.1, "checkpoint_dir": "checkpoints", "reports_dir": "reports"},
         "warmstart": {"enabled": False},
         "tracking": {"uri": f"sqlite:///{folder / 'mlflow.db'}"},
     }))
@@ -62,6 +65,15 @@ def write_project(folder, tiny_model_dir, kg_dir, index) -> None:
 def weights_digest(run_dir) -> str:
     """The digest of a run's exported final model (``<checkpoint_dir>/<run>/model``)."""
     return hashlib.sha256((run_dir / "model" / "model.safetensors").read_bytes()).hexdigest()
+
+
+def moved_tensors(start_dir, run_dir) -> list[str]:
+    """Names of the tensors whose values differ between a start model and a run's exported final model."""
+    from safetensors.torch import load_file
+
+    start = {k: v for f in Path(start_dir).glob("*.safetensors") for k, v in load_file(str(f)).items()}
+    end = load_file(str(run_dir / "model" / "model.safetensors"))
+    return [name for name, tensor in end.items() if not start[name].float().equal(tensor.float())]
 
 
 def read_until(process: subprocess.Popen, marker: str) -> list[str]:
@@ -84,6 +96,7 @@ def test_dvc_repro_after_a_kill_resumes_to_the_weights_of_an_unbroken_run(tmp_pa
     reference = subprocess.run(SELFPLAY, cwd=unbroken, env=ENV, capture_output=True, text=True,
                                timeout=STARTUP_TIMEOUT_S)
     assert reference.returncode == 0, (reference.stdout + reference.stderr)[-3000:]
+    assert moved_tensors(tiny_model_dir, unbroken / "checkpoints" / "kg_wcr")  # else the comparison below is moot
     manager = CheckpointManager(project / "checkpoints" / "kg_wcr" / "resume", keep=ITERATIONS)
 
     first = dvc_repro(project)
