@@ -480,9 +480,17 @@ def test_weights_on_disk_are_read_for_each_call_and_give_the_same_generations(ti
         ids = torch.tensor([prompts[0]])
         assert torch.equal(waiting.model(input_ids=ids).logits, kept.model(input_ids=ids).logits)
     assert all(p.numel() == 0 for p in waiting.model.parameters())
+    from_disk = waiting.generate([prompts[0]], GREEDY)[0].token_ids
+    torch.manual_seed(0)
+    with torch.no_grad():  # trained weights, unlike those on disk
+        for parameter in kept.model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.5)
+    fresh = TransformersBackend(kept.model, tokenizer=kept.tokenizer, device="cpu", reuse_cache=False)  # no old KV
+    trained = fresh.generate([prompts[0]], GREEDY)[0].token_ids
+    assert trained != from_disk
     waiting.update_weights(kept.model)  # a module in memory from now on: nothing is read over it
-    assert waiting.generate([prompts[0]], GREEDY)[0].token_ids == kept.generate([prompts[0]], GREEDY)[0].token_ids
-    assert all(p.numel() > 0 for p in kept.model.parameters())
+    assert waiting.generate([prompts[0]], GREEDY)[0].token_ids == trained
+    assert all(p.numel() > 0 for p in waiting.model.parameters())
 
 
 def test_weights_on_disk_that_change_mid_run_stop_the_run(tiny_dir, tmp_path):

@@ -252,7 +252,8 @@ def test_greedy_tokens_follow_the_trainer_through_updates(vllm_installed, smollm
 def test_two_ranks_each_get_an_engine_and_the_unwrapped_weights(vllm_installed, mode, tmp_path, smollm2_path):
     """Two CPU processes (gloo): each rank's engine is its own (rank 0 and 1), receives every parameter once under
     the unwrapped model's name and full shape (gathered one parameter at a time under FSDP2), with the post-step
-    values: the engine's prompt log-probabilities equal transformers' on the trained weights."""
+    values: each sent tensor equals the trained parameter, gathered whole, and the engine's prompt log-probabilities
+    equal those of the trained model's own forward."""
     import torch
 
     model_dir = small_llama(tmp_path / "llama", smollm2_path)
@@ -267,7 +268,7 @@ def test_two_ranks_each_get_an_engine_and_the_unwrapped_weights(vllm_installed, 
         assert report["shapes"]["model.embed_tokens.weight"] == (49152, 128)
         if mode == "fsdp2":  # each rank holds half the embedding, and the engine got it whole
             assert report["local_shapes"]["model.embed_tokens.weight"] == (24576, 128)
-        assert report["after"] != report["before"]
+        assert report["after"] != report["before"] and report["sent_unequal_to_live"] == []
         torch.testing.assert_close(report["engine_logprobs"], report["trainer_logprobs"], atol=1e-4, rtol=0.0)
 
 

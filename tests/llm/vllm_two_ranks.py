@@ -71,13 +71,15 @@ def main(mode: str, model_dir: str, out: str) -> None:
     after = backend.generate([PROMPT], greedy)[0].token_ids
     full = {name: tensor for name, _, tensor in recorded}  # the gathered weights (== the parameters under DDP)
     local = {vllm_backend.unwrapped_name(n): p.detach() for n, p in model.named_parameters()}
+    live = {n: p.full_tensor() if hasattr(p, "full_tensor") else p for n, p in local.items()}  # every rank, in order
     report = {"rank": int(os.environ["RANK"]), "wrapped": type(model).__name__,
               "engine_rank": backend.engine.collective_rpc(lambda worker: worker.rank)[0],
               "names": [name for name, _, _ in recorded], "shapes": {n: s for n, s, _ in recorded},
               "local_shapes": {n: tuple(getattr(p, "_local_tensor", p).shape) for n, p in local.items()},
               "expected_names": [n for n, _ in unwrapped.named_parameters()],
+              "sent_unequal_to_live": [n for n in live if n not in full or not torch.equal(full[n], live[n])],
               "engine_logprobs": prompt_logprobs(backend.engine),
-              "trainer_logprobs": reference_logprobs(model_dir, full),
+              "trainer_logprobs": trainer_logprobs(model),
               "before": before, "after": after}
     reports = [None] * dist.get_world_size()
     dist.all_gather_object(reports, report)
@@ -96,17 +98,12 @@ def prompt_logprobs(engine) -> list[float]:
             for token, entry in zip(PROMPT[1:], output.prompt_logprobs[1:], strict=True)]
 
 
-def reference_logprobs(model_dir: str, weights: dict) -> list[float]:
-    """The same log-probabilities from transformers with ``weights`` loaded."""
+def trainer_logprobs(model) -> list[float]:
+    """The same log-probabilities from the trained model itself (under FSDP2 a collective: every rank calls it)."""
     import torch
 
-    from searchplay.llm.weights import load_causal_lm
-
-    model = load_causal_lm(model_dir, dtype=torch.float32)
-    model.load_state_dict(weights, strict=False)
-    model.tie_weights()
     with torch.no_grad():
-        logits = model(input_ids=torch.tensor([PROMPT])).logits[0, :-1].log_softmax(-1)
+        logits = model(input_ids=torch.tensor([PROMPT])).logits[0, :-1].float().log_softmax(-1)
     return logits.gather(1, torch.tensor(PROMPT[1:])[:, None])[:, 0].tolist()
 
 

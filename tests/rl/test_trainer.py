@@ -444,27 +444,41 @@ def test_segmented_step_learns_like_the_exact_one(tiny_model_path):
 
 
 @pytest.mark.filterwarnings("ignore:Detected call of")
-def test_the_policy_recomputes_attention_in_the_backward_for_the_same_gradient(tiny_model_path):
-    """The policy trains with searchplay.llm.attention's lean attention; its gradient is sdpa's bit for bit."""
+def test_the_policy_recomputes_attention_in_the_backward_for_the_same_gradient(tiny_model_path, monkeypatch):
+    """The policy trains with searchplay.llm.attention's lean attention, which checkpoints the attention of a layer
+    that is not itself recomputed (``recompute_layers: false``); its gradient is sdpa's bit for bit."""
+    import torch.utils.checkpoint as checkpointing
+
     from searchplay.llm.attention import NAME
 
+    real, checkpointed = checkpointing.checkpoint, []
+
+    def counting(function, *args, **kwargs):
+        checkpointed.append(function.__name__)
+        return real(function, *args, **kwargs)
+
+    monkeypatch.setattr(checkpointing, "checkpoint", counting)
     samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0), _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5)]
-    lean = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True))
+    lean, plain = (PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True,
+                                                              recompute_layers=False)) for _ in range(2))
     assert lean.unwrapped_model.config._attn_implementation == NAME
-    plain = PolicyTrainer(tiny_model_path, tiny_params(lr=1e-9, segmented_forward=True))
     plain.unwrapped_model.config._attn_implementation = "sdpa"
-    assert torch.equal(_all_grads(lean, samples)[0], _all_grads(plain, samples)[0])
+    lean_gradient = _all_grads(lean, samples)[0]
+    assert checkpointed and set(checkpointed) == {"attend"}  # the lean path ran: each layer's attention
+    checkpointed.clear()
+    assert torch.equal(lean_gradient, _all_grads(plain, samples)[0]) and not checkpointed
 
 
-@pytest.mark.parametrize("setting", [False, "auto"])
-def test_layers_recomputed_in_the_backward_train_the_same_to_the_bit(tiny_model_path, setting):
-    """selfplay.recompute_layers ('auto': on a CPU) changes what the update keeps for its backward, not the step:
-    the same statistics and the same weights after two steps, against a trainer that keeps every activation."""
+def test_layers_recomputed_in_the_backward_train_the_same_to_the_bit(tiny_model_path):
+    """selfplay.recompute_layers ('auto': true on a CPU) changes what the update keeps for its backward, not the
+    step: the same statistics and the same weights after two steps, against a trainer that keeps every activation."""
     samples = [_sample([20, 50, 51, 21, 22], [1, 0, 0, 1, 1], 1.0), _sample([30, 31, 52, 32], [1, 1, 0, 1], -0.5),
                _sample([33, 34], [1, 1], 0.25)]
+    auto = PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True, recompute_layers="auto"))
+    assert auto.savers.recompute_layers is True  # so the default on a CPU is the recomputed side below
     trainers = [PolicyTrainer(tiny_model_path, tiny_params(segmented_forward=True, recompute_layers=choice))
-                for choice in (True, setting)]
-    assert [t.savers.recompute_layers for t in trainers] == [True, setting == "auto"]
+                for choice in (True, False)]
+    assert [t.savers.recompute_layers for t in trainers] == [True, False]
     for _ in range(2):
         recomputed, other = (trainer.step(samples) for trainer in trainers)
         assert {k: v for k, v in recomputed.items() if "second" not in k and "per_s" not in k} == \

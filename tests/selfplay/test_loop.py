@@ -75,6 +75,7 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     out = capsys.readouterr().out
     assert "selfplay iteration 1/2 [kg_wcr]: valid rule 1.00" in out and "selfplay iteration 2/2" in out
     assert any(row["train/weights_changed"] for row in history) and "no update changed a weight" not in caplog.text
+    assert any(row["train/grad_norm"] > 0 for row in history)  # a gradient moved them, not the weight decay alone
 
     manager = CheckpointManager(tmp_path / "checkpoints" / "kg_wcr" / "resume")
     assert [i for i, _ in manager.complete()] == [1, 2] and not list(manager.root.glob("*.partial"))

@@ -166,6 +166,7 @@ def test_the_template_control_trains_the_solver_on_template_questions_without_a_
     assert m["proposer/proposals"] == 0 and m["train/samples_proposer"] == 0 and "train/proposer/grad_norm" not in m
     assert m["batch/fresh"] == 3 and m["solver/rollouts"] == 9 and 0 < m["solver/accuracy"] < 1
     assert m["train/samples_solver"] == 9 and m["train/weights_changed"] == 1.0
+    assert m["train/solver/grad_norm"] > 0  # a gradient, not the weight decay alone, moved the weights
     assert math.isnan(m["filter/gold_checked_rate"])  # no Proposer question to check
     assert all(q["question"].startswith("What is the relation 2 of") for q in result.questions)
     assert backend.verifier_calls == 0 and result.samples["proposer"] == []
@@ -239,7 +240,7 @@ def test_a_fixed_opponent_run_updates_on_the_trained_roles_samples_only(setup, t
     assert m["proposer/proposals"] == 3 and m["solver/rollouts"] == 9 and m["proposer/reward_mean"] > 0
     trained, fixed = ("solver", "proposer") if trained_roles == "solver" else ("proposer", "solver")
     assert m[f"train/samples_{trained}"] > 0 and m[f"train/samples_{fixed}"] == 0
-    assert f"train/{trained}/grad_norm" in m and f"train/{fixed}/grad_norm" not in m
+    assert m[f"train/{trained}/grad_norm"] > 0 and f"train/{fixed}/grad_norm" not in m  # > 0: not decay alone
     assert m["train/weights_changed"] == 1.0 and backend.updates == 1 and frozen.updates == 0
 
 

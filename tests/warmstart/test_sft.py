@@ -116,11 +116,14 @@ def test_lora_trains_only_the_adapters(tiny_model_dir):
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32),
                            LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", task_type="CAUSAL_LM"))
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    adapters = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    assert adapters and all("lora_" in n for n in adapters)
     trainer = SFTTrainer(model, lr=1e-2)
     trainer.step([demo(0)])
     trainer.step([demo(0)])
     assert all(torch.equal(p, frozen[n]) for n, p in model.named_parameters() if n in frozen)
-    assert any("lora" in n for n, p in model.named_parameters() if p.requires_grad)
+    moved = [n for n, p in model.named_parameters() if n in adapters and not torch.equal(p, adapters[n])]
+    assert {n.split("lora_")[1].split(".")[0] for n in moved} == {"A", "B"}  # both factors trained (B starts at 0)
 
 
 @pytest.mark.slow  # seven SFT steps twice on the tiny model

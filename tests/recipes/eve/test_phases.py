@@ -95,6 +95,7 @@ def test_phase_a_trains_the_proposer_on_r_pro_with_hop_groups(world, trainer):
     assert m["evidence/verbatim_rate"] == 1.0 and m["verifier/v_nonzero"] == 4 and m["verifier/v_mean"] > 0
     assert m["train/samples_proposer"] == 4 and m["train/samples_solver"] == 0
     assert m["train/proposer/optimizer_steps"] == 1 and m["train/weights_changed"] == 1.0
+    assert m["train/proposer/grad_norm"] > 0  # a gradient, not the weight decay alone
     assert 0 < m["solver/accuracy"] < 1 and m["proposer/reward_mean"] > 0.5  # 1/2 F_fmt = 0.5 at least
     assert [q["source"] for q in result.questions] == ["eve"] * 4
     assert result.samples["proposer"][0]["evidence"].endswith(".")
@@ -116,6 +117,7 @@ def test_run_selfplay_goes_from_phase_a_through_the_hand_off_to_phase_b_and_resu
     phase_b = history[-1]
     assert phase_b["handoff/set_size"] == 3 and phase_b["train/samples_solver"] == 12
     assert phase_b["train/samples_proposer"] == 0 and phase_b["train/weights_changed"] == 1.0
+    assert phase_b["train/solver/grad_norm"] > 0  # a gradient, not the weight decay alone
     assert phase_b["solver/evidence_presence_rate"] == 1.0 and phase_b["evidence/verbatim_rate"] == 1.0
     assert phase_b["verifier/v_nonzero"] >= 1 and 0 < phase_b["solver/reward_mean"] < 1.3
     state = read_state(CheckpointManager(tmp_path / "checkpoints" / "eve" / "resume").latest())
@@ -175,6 +177,7 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
     assert [row["eve/phase"] for row in history_b] == [2.0] and not resets  # a Phase B run starts from M0
     assert history_b[0]["handoff/set_size"] == 3 and history_b[0]["train/samples_solver"] == 12
     assert history_b[0]["train/weights_changed"] == 1.0 and history_b[0]["verifier/v_nonzero"] >= 1
+    assert history_b[0]["train/solver/grad_norm"] > 0
     assert history_b[0]["verifier/v_set_nonzero"] >= 1  # the set's V-hat from hand-off time, beside the current one
     assert (tmp_path / "checkpoints" / "eve").is_dir() and (tmp_path / "reports" / "eve" / "history.csv").is_file()
 
