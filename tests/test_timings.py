@@ -41,3 +41,5 @@ def test_dvc_ignores_every_stages_timings(path):
     found = subprocess.run([dvc, "check-ignore", "--non-matching", "--details", path], cwd=ROOT,
                            capture_output=True, text=True, check=False)
     assert found.returncode == 0 and ".dvcignore" in found.stdout, found.stdout + found.stderr
+    pattern = found.stdout.split("\t")[0].split(":", 2)[2]  # ".dvcignore:10:timings.json\tpath"
+    assert not pattern.startswith("!"), found.stdout  # a negated pattern matches too, and un-ignores

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -39,7 +40,10 @@ def _params(tmp_path, benchmarks_dir, **evaluate):
 def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, benchmarks_dir, scripted, fake_judge,
                                                       fake_backend, fake_search):
     params = _params(tmp_path, benchmarks_dir)
-    stage.evaluate(params, "ssp", backend=fake_backend, search_tool=fake_search, judge=fake_judge, track=False,
+    harsh = type(fake_judge)()  # ssp's answers all judged wrong, so its columns differ from kg_wcr's
+    harsh.judge_many = lambda items: [SimpleNamespace(correct=False, method="exact", judge_model=harsh.name)
+                                      for _ in items]
+    stage.evaluate(params, "ssp", backend=fake_backend, search_tool=fake_search, judge=harsh, track=False,
                    progress=False, allow_base=True)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))  # as a DVC stage runs it
     result = stage.evaluate(params, "kg_wcr", backend=fake_backend, search_tool=fake_search, judge=fake_judge,
@@ -99,7 +103,7 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, be
 
     written = compare_variants(tmp_path / "eval", tmp_path / "compare")
     merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
-    assert merged["ssp.nq.judge_acc"] == metrics["nq.judge_acc"]
+    assert merged["ssp.nq.judge_acc"] == 0.0 and merged["kg_wcr.nq.judge_acc"] == metrics["nq.judge_acc"] == 50.0
     assert "fake-judge" in (tmp_path / "compare" / "compare.md").read_text()
     assert (tmp_path / "compare" / "compare.png").read_bytes()[:4] == b"\x89PNG"
     assert [path.name for path in written][3:] == ["glance.png", "compare.png", "retrieval.png", "behaviour.png"]

@@ -117,7 +117,8 @@ def test_retrieval_recall_gets_its_own_table_note_and_chart(tmp_path):
     assert "| warmstart | 60.0 [23.1, 88.2] (n=5) |" in table and "retrieval recall" in table
     assert "| one search with the question itself (reference, top-k) | 20.0 | – | – |" in table
     assert (tmp_path / "compare" / "retrieval.png").read_bytes()[:4] == b"\x89PNG" and len(written) == 7
-    assert not (tmp_path / "plain" / "retrieval.png").exists()
+    plain = compare_variants(_eval_dir(tmp_path / "plain", {"base": 0, "warmstart": 1}), tmp_path / "plain" / "out")
+    assert len(plain) == 6 and not (tmp_path / "plain" / "out" / "retrieval.png").exists()  # no recall, no chart
 
 
 def test_detail_table_carries_intervals_and_the_baseline():
@@ -381,7 +382,8 @@ def test_a_model_has_one_colour_in_every_chart_and_the_references_their_own():
 
     assert len(set(MODEL_COLORS.values())) == len(MODEL_COLORS)  # no two models share a colour
     assert model_color("kg_wcr") != model_color("eve") != model_color("gdcr")
-    assert model_color("some_new_variant") == model_color("some_new_variant")  # stable for unknown names
+    assert model_color("some_new_variant") == "#c5b0d5"  # an unknown name: the same colour in every process
+    assert model_color("another_variant") == "#ffbb78"  # (a salted hash() would change between runs)
 
 
 def test_the_learning_table_pools_fresh_accuracy_and_tests_the_last_part_against_the_first():

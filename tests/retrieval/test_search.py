@@ -51,10 +51,18 @@ def test_overlong_query_is_handled(search_tool):
 
 @pytest.mark.parametrize("mode", ["fts", "hybrid"])
 def test_fts_and_hybrid_modes(tiny_index, hashing_embedder, mode):
-    tool = LanceSearchTool(tiny_index, "passages", hashing_embedder, mode=mode)
+    embedded = []
+
+    class Counting(type(hashing_embedder)):
+        def encode_queries(self, queries):
+            embedded.extend(queries)
+            return super().encode_queries(queries)
+
+    tool = LanceSearchTool(tiny_index, "passages", Counting(), mode=mode)
     (docs,) = tool.search(["Turing mathematician"], top_k=3)
     assert docs[0].title == "Alan Turing"
     assert len(docs) <= 3
+    assert embedded == ([] if mode == "fts" else ["Turing mathematician"])  # full text alone embeds no query
 
 
 def test_hybrid_scores_are_rrf(tiny_index, hashing_embedder):

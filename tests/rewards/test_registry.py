@@ -25,7 +25,8 @@ def test_registries_hold_the_paper_rewards_under_one_signature():
     out = SOLVER_REWARDS["wcr"](_group(), params)
     assert out.details["coverage"] == pytest.approx([0.0, 0.5, 0.75])
     assert out.rewards == pytest.approx([1.0, 0.3 * 0.5 / 0.75, 0.0])
-    assert PROPOSER_REWARDS["ssp"](ProposerOutcome(valid=True, solver_correct=[True, False]), params) == 0.5
+    assert PROPOSER_REWARDS["ssp"](ProposerOutcome(valid=True, solver_correct=[True, False, False, False]),
+                                   params) == 0.75  # 1 - solve rate (at 0.5 both would read 0.5)
     assert PROPOSER_REWARDS["ssp"](ProposerOutcome(valid=False), params) == 0.0
 
 
