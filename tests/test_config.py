@@ -184,6 +184,17 @@ def test_a_params_file_is_layered_over_params_yaml_key_by_key(tmp_path):
     assert alone.kg.selector != "random"
 
 
+def test_the_quick_profile_given_to_params_says_how_it_is_applied(repo_root):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+
+    result = CliRunner().invoke(app, ["--params", str(repo_root / "params.quick.yaml"), "search", "Paris"])
+    output = " ".join(result.output.split())  # rich wraps long lines
+    assert result.exit_code == 2 and "`searchplay pipeline --quick`" in output and "params.paper.yaml" in output
+    assert "pipeline.recipe_stages" not in output  # one cause, not the errors of the half-applied profile
+
+
 @pytest.mark.parametrize(("content", "message"), [(b"", "the file is empty"),
                                                   (bytes(range(256)), "not a text file"),
                                                   (b"kg:\n  num_seeds: [1\n", "not valid YAML at line 3")])

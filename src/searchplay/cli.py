@@ -77,7 +77,7 @@ app = typer.Typer(help=__doc__.split("\n")[0], no_args_is_help=True, add_complet
 def main(
     ctx: typer.Context,
     params_file: Path | None = typer.Option(None, "--params", help="params file layered over ./params.yaml, key "
-                                            "by key (e.g. params.quick.yaml) [default: params.yaml alone; the "
+                                            "by key (e.g. params.paper.yaml) [default: params.yaml alone; the "
                                             "built-in defaults where there is none]"),
     overrides: list[str] = typer.Option([], "--set", help="override a knob: section.key=value (repeatable)"),
     online: bool = typer.Option(False, help="allow the Hugging Face hub (default: offline)"),

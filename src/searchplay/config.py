@@ -701,6 +701,9 @@ def delete_dotted(tree: dict[str, Any], dotted_key: str, missing_ok: bool = Fals
     del node[leaf]
 
 
+PROFILE_REMOVE = "remove"  # a profile's list of params keys it deletes (searchplay.pipeline reads it)
+
+
 def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any] | None = None,
                 base: str | Path | None = None, variants: Collection[str] | None = None) -> Params:
     """Load and validate a params file; ``overrides`` maps dotted keys to values (CLI flags win).
@@ -717,7 +720,12 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
     if base is not None and Path(base).exists() and Path(base).resolve() != path.resolve():
         tree = read_params_tree(Path(base))
     if path.exists():
-        deep_merge(tree, read_params_tree(path, empty_ok=base is None))
+        layer = read_params_tree(path, empty_ok=base is None)
+        if PROFILE_REMOVE in layer:
+            raise ConfigError(f"{path}: '{PROFILE_REMOVE}' lists the keys a profile of overrides deletes, as "
+                              "params.quick.yaml does: `searchplay pipeline --quick` (`make run-quick`) applies that "
+                              "profile; --params takes a params file, such as params.paper.yaml")
+        deep_merge(tree, layer)
     for key, value in (overrides or {}).items():
         if value is not None:
             set_dotted(tree, key, value)

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from searchplay.config import _flatten, has_dotted, read_params_tree
+from searchplay.config import PROFILE_REMOVE, _flatten, has_dotted, read_params_tree
 from searchplay.io import restored_afterwards
 
 STAGE_LINE_PREFIXES = ("Running stage", "Stage '", "Updating lock file", "ERROR")
@@ -37,13 +37,10 @@ def stage_environment() -> dict[str, str]:
     return env
 
 
-REMOVE = "remove"  # a profile's list of params keys it deletes (the variants it leaves out)
-
-
 def quick_profile(path: str | Path) -> tuple[dict[str, Any], list[str]]:
     """``params.quick.yaml`` as (dotted key -> value, the dotted keys it removes)."""
     tree = yaml.safe_load(Path(path).read_text()) or {}
-    removed = [str(key) for key in tree.pop(REMOVE, None) or []]
+    removed = [str(key) for key in tree.pop(PROFILE_REMOVE, None) or []]
     return dict(_flatten(tree)), removed
 
 

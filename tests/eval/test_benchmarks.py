@@ -5,6 +5,7 @@ majority answer."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
@@ -160,6 +161,12 @@ def test_hub_call_is_built_from_hub_id_and_split(monkeypatch):
     assert calls == [("RUC-NLPIR/FlashRAG_datasets", "hotpotqa", "dev")]
     assert [i.id for i in loaded.items] == ["test_0"] and loaded.num_skipped == 1
     assert loaded.source == "hf://RUC-NLPIR/FlashRAG_datasets/hotpotqa/dev"
+
+
+def test_a_hub_split_not_cached_offline_says_how_to_load_it():
+    assert os.environ["HF_HUB_OFFLINE"] == "1"  # as every searchplay command runs unless --online
+    with pytest.raises(BenchmarkError, match=r"searchplay --online evaluate"):  # the real datasets library
+        bm.load_from_hub("searchplay-tests/never-cached", "nq")
 
 
 def test_hub_without_datasets_package_says_what_to_install(monkeypatch):

@@ -4,6 +4,7 @@ base, warm-start, variants, and kg_heldout's majority baseline in the tables and
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -265,6 +266,16 @@ def test_a_pair_asked_for_gets_every_paired_table_and_its_metrics(tmp_path):
     assert {key: merged.get(key) for key in metrics} == metrics
 
 
+def test_a_pair_compares_its_models_though_the_params_do_not_name_them(tmp_path):
+    eval_dir = _paired_eval_dir(tmp_path)
+    shutil.copytree(eval_dir / "kg_wcr", eval_dir / "kg_wcr_seed1")  # a second seed, copied beside the others
+    compare_variants(eval_dir, tmp_path / "compare", pairs=[("kg_wcr_seed1", "kg_wcr")], models=["warmstart"])
+    merged = json.loads((tmp_path / "compare" / "metrics.json").read_text())
+    assert {key.split(".")[0] for key in merged if not key.startswith(("paired", "behaviour", "coverage"))} >= \
+        {"warmstart", "kg_wcr", "kg_wcr_seed1"}
+    assert "| kg_wcr_seed1 vs kg_wcr |" in (tmp_path / "compare" / "compare.md").read_text()
+
+
 def test_a_pair_naming_a_model_not_evaluated_or_itself_is_an_error_not_a_silent_gap(tmp_path):
     from typer.testing import CliRunner
 
@@ -272,7 +283,7 @@ def test_a_pair_naming_a_model_not_evaluated_or_itself_is_an_error_not_a_silent_
 
     eval_dir = _paired_eval_dir(tmp_path)
     with pytest.raises(ValueError, match=r"no kg_wcr_seed1/metrics\.json under"):
-        compare_variants(eval_dir, tmp_path / "compare", pairs=[("kg_wcr_seed1", "kg_wcr")])
+        compare_variants(eval_dir, tmp_path / "compare", pairs=[("kg_wcr_seed1", "kg_wcr")], models=["kg_wcr"])
     with pytest.raises(ValueError, match="compares a model with itself"):
         compare_variants(eval_dir, tmp_path / "compare", pairs=[("kg_wcr", "kg_wcr")])
     assert not (tmp_path / "compare").exists()

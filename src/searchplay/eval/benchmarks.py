@@ -156,7 +156,8 @@ def load_flashrag_jsonl(path: str | Path, name: str, on_malformed: str = "skip")
 def load_from_hub(hub_id: str, name: str, on_malformed: str = "skip") -> LoadedBenchmark:
     """The same benchmark from the HF hub (e.g. ``RUC-NLPIR/FlashRAG_datasets``, config = benchmark name).
 
-    Needs network access and the ``datasets`` package; the embedded default never calls this.
+    Needs the hub, or the split in the local Hugging Face cache (every command runs offline unless
+    ``searchplay --online``), and the ``datasets`` package; the embedded default never calls this.
     """
     try:
         import datasets
@@ -164,7 +165,13 @@ def load_from_hub(hub_id: str, name: str, on_malformed: str = "skip") -> LoadedB
         raise BenchmarkError(f"evaluate.hub_id is {hub_id!r} but the 'datasets' package is not installed; "
                              "`pip install datasets`, or unset hub_id and use evaluate.data_dir") from exc
     split = SPLITS.get(name, "test")
-    rows = datasets.load_dataset(hub_id, name, split=split)
+    try:
+        rows = datasets.load_dataset(hub_id, name, split=split)
+    except ConnectionError as exc:
+        raise BenchmarkError(f"evaluate.hub_id: {hub_id} ({name}, {split}) could not be loaded: {exc}. searchplay "
+                             "runs offline unless told otherwise, and only a split in the local Hugging Face cache "
+                             "loads offline: run `searchplay --online evaluate ...` once where the hub is reachable, "
+                             "or unset hub_id and use evaluate.data_dir") from exc
     source = f"hf://{hub_id}/{name}/{split}"
     return _collect(name, source, ((f"{source}[{i}]", dict(row)) for i, row in enumerate(rows)), on_malformed)
 

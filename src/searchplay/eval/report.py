@@ -806,7 +806,10 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     and their self-play runs where given); with ``selfplay_dir``, also the variants' self-play curves
     (``selfplay.png``) and training budgets from their history.csv; with ``kg_pool`` (``subgraphs.jsonl``), the
     held-out waypoint coverage. Right after the judge-accuracy table come the paired comparisons (exact McNemar
-    on each model's predictions) and the self-play budget. ``pairs`` adds (A, B) comparisons (e.g. two seeds)."""
+    on each model's predictions) and the self-play budget. ``pairs`` adds (A, B) comparisons (e.g. two seeds),
+    and their models to ``models``."""
+    if models is not None:  # a pair asked for is compared, whether or not the params name its models
+        models = [*models, *(m for pair in pairs for m in pair if m not in models)]
     variants = _compared_models(eval_dir, models)
     if not variants:
         raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
