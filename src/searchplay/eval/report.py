@@ -799,6 +799,11 @@ def _compared_histories(selfplay_dir: str | Path | None, models: Collection[str]
     return histories if models is None else {run: histories[run] for run in runs_of(models, histories)}
 
 
+def _with_pair_models(models: Collection[str] | None, pairs: Sequence[tuple[str, str]]) -> list[str] | None:
+    """``models`` and the models of ``pairs``: a pair asked for is compared whether or not the params name them."""
+    return None if models is None else [*models, *(m for pair in pairs for m in pair if m not in models)]
+
+
 def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | Path | None = None,
                      kg_pool: str | Path | None = None, pairs: Sequence[tuple[str, str]] = (),
                      models: Collection[str] | None = None) -> list[Path]:
@@ -806,11 +811,8 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     and their self-play runs where given); with ``selfplay_dir``, also the variants' self-play curves
     (``selfplay.png``) and training budgets from their history.csv; with ``kg_pool`` (``subgraphs.jsonl``), the
     held-out waypoint coverage. Right after the judge-accuracy table come the paired comparisons (exact McNemar
-    on each model's predictions) and the self-play budget. ``pairs`` adds (A, B) comparisons (e.g. two seeds),
-    and their models to ``models``."""
-    if models is not None:  # a pair asked for is compared, whether or not the params name its models
-        models = [*models, *(m for pair in pairs for m in pair if m not in models)]
-    variants = _compared_models(eval_dir, models)
+    on each model's predictions) and the self-play budget. ``pairs`` adds (A, B) comparisons (e.g. two seeds)."""
+    variants = _compared_models(eval_dir, _with_pair_models(models, pairs))
     if not variants:
         raise FileNotFoundError(f"no <variant>/metrics.json under {eval_dir}; run `searchplay evaluate` first")
     check_pairs(pairs, variants, eval_dir)
