@@ -55,6 +55,23 @@ def test_corpus_build_exits_2_on_a_truncated_file(tmp_path):
     assert not out.exists()
 
 
+def test_index_and_search_errors_are_one_line_and_exit_2(tmp_path):
+    passages = tmp_path / "passages.jsonl"
+    write_jsonl(passages, [{"id": "1", "title": "Bern", "text": "Bern is the capital."}])
+
+    def fails(*args: str) -> str:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        return " ".join(result.output.split())  # rich wraps long lines
+
+    assert "no passages at" in fails("index", "build", "--passages", str(tmp_path / "nope.jsonl"),
+                                     "--out", str(tmp_path / "index"))
+    assert "is a file, not an index folder" in fails("index", "build", "--passages", str(passages),
+                                                     "--out", str(passages))  # --out given the passages
+    assert passages.read_text().startswith('{"id": "1"')
+    assert "no index at" in fails("--set", f"index.dir={tmp_path / 'index'}", "search", "Bern")
+
+
 @pytest.fixture(scope="module")
 def bundled_subset(wiki_summaries_path, minilm_path, tmp_path_factory) -> Path:
     passages = list(read_wiki_summaries(wiki_summaries_path, CorpusReport("bundled")))

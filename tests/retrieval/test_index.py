@@ -78,6 +78,38 @@ def test_failed_build_leaves_the_previous_index_in_place(tmp_path, tiny_index, h
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_a_build_does_not_replace_a_file_or_a_folder_of_other_things(tmp_path, hashing_embedder):
+    from tests.retrieval.conftest import TINY_PASSAGES
+
+    write_jsonl(tmp_path / "passages.jsonl", TINY_PASSAGES)
+    notes = tmp_path / "mine" / "notes.txt"
+    notes.parent.mkdir()
+    notes.write_text("keep me")
+    for target, says in ((tmp_path / "passages.jsonl", "is a file"), (notes.parent, "holds files but no index")):
+        with pytest.raises(RetrievalIndexError, match=says):  # e.g. --out given the passages by mistake
+            build_index(tmp_path / "passages.jsonl", target, "passages", hashing_embedder, ann_threshold=10**6,
+                        show_progress=False)
+    assert notes.read_text() == "keep me" and len((tmp_path / "passages.jsonl").read_text().splitlines()) == 60
+    (tmp_path / "empty").mkdir()  # an empty folder, or an index, is the index's place
+    build_index(tmp_path / "passages.jsonl", tmp_path / "empty", "passages", hashing_embedder, ann_threshold=10**6,
+                show_progress=False)
+    assert read_manifest(tmp_path / "empty")["rows"] == 60
+
+
+def test_a_cut_manifest_or_fingerprint_is_stale_not_a_crash(tmp_path):
+    from searchplay.retrieval.index import rebuild_if_stale, stale_reason
+    from tests.retrieval.conftest import build_tiny_index
+
+    index = build_tiny_index(tmp_path)
+    (index / MANIFEST).write_text('{"rows": 6')
+    assert "does not read as the index's record" in stale_reason(index)
+    with pytest.raises(RetrievalIndexError, match="not valid JSON"):
+        read_manifest(index)
+    build, calls = _rebuild(tmp_path)
+    rebuild_if_stale(index, build)
+    assert calls == [1] and read_manifest(index)["rows"] == 60 and stale_reason(index) is None
+
+
 def test_missing_index_names_the_command_to_run(tmp_path):
     with pytest.raises(RetrievalIndexError, match="searchplay index build"):
         read_manifest(tmp_path / "nowhere")

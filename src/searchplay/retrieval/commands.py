@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 
-from searchplay.cliutil import console, get_params
+from searchplay.cliutil import EXIT_BAD_PARAMS, console, get_params, print_error
 
 corpus_app = typer.Typer(help="Build the retrieval corpus (passages.jsonl).", no_args_is_help=True)
 index_app = typer.Typer(help="Build the LanceDB index over the corpus.", no_args_is_help=True)
@@ -51,7 +53,7 @@ def index_build(
     params = get_params(ctx, **{"corpus.out": passages, "index.dir": out})
     config = params.index
     started = time.perf_counter()
-    with exclusive_outputs(config.dir, "index build"):
+    with index_errors(), exclusive_outputs(config.dir, "index build"):
         manifest = build_from_params(params)
     ann = manifest["ann"]["type"] or "none (exact search)"
     console.print(f"indexed {manifest['rows']} passages into {config.dir} in {time.perf_counter() - started:.0f}s; "
@@ -70,7 +72,8 @@ def search_command(
     from searchplay.retrieval.search import format_documents, load_search_tool
 
     params = get_params(ctx, **{"search.top_k": top_k, "search.mode": mode})
-    tool = load_search_tool(params)
+    with index_errors():
+        tool = load_search_tool(params)
     documents = tool.search([query], top_k=params.search.top_k)[0]
     for doc in documents:
         console.print(f"[dim]{doc.id}  score={doc.score:.4f}[/dim]")
@@ -91,8 +94,22 @@ def serve_retriever(
     if params.search.server_url:
         console.print("[red]search.server_url is set: the server must serve a local index; unset it[/red]")
         raise typer.Exit(2)
-    serve(load_search_tool(params), params.search.host, params.search.port,
-          RequestLimits.from_serve_config(params.serve))
+    with index_errors():
+        tool = load_search_tool(params)
+    serve(tool, params.search.host, params.search.port, RequestLimits.from_serve_config(params.serve))
+
+
+@contextmanager
+def index_errors() -> Iterator[None]:
+    """An index that cannot be built or opened (no passages, a passages line that does not parse, a missing
+    index, an output place that is not an index): one line and exit 2, as a retry reads the same files."""
+    from searchplay.retrieval.index import RetrievalIndexError
+
+    try:
+        yield
+    except (RetrievalIndexError, ValueError) as exc:
+        print_error("index error", str(exc))
+        raise typer.Exit(EXIT_BAD_PARAMS) from None
 
 
 def register(app: typer.Typer) -> None:

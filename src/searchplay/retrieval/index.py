@@ -100,6 +100,17 @@ def _chunks(records: Iterable[dict], size: int) -> Iterator[list[dict]]:
         yield chunk
 
 
+def refuse_to_replace(index_dir: Path) -> None:
+    """A ``RetrievalIndexError`` unless ``index_dir`` is absent, empty or an index: a build replaces the folder
+    whole, so a file or a folder of other things given as the index's place would be lost."""
+    if index_dir.is_file():
+        raise RetrievalIndexError(f"{index_dir} is a file, not an index folder; the index build would replace it: "
+                                  "choose another --out (index.dir), or move the file away")
+    if index_dir.is_dir() and not (index_dir / MANIFEST).exists() and any(index_dir.iterdir()):
+        raise RetrievalIndexError(f"{index_dir} holds files but no index ({MANIFEST}); the index build would "
+                                  "replace the folder whole: choose another --out (index.dir), or empty it")
+
+
 def _replace_dir(staging: Path, target: Path) -> None:
     """Swap ``staging`` into ``target`` (two renames); the old index is removed only afterwards."""
     old = target.with_name(f".{target.name}.old-{os.getpid()}")
@@ -124,6 +135,7 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
     from searchplay.retrieval.embedding_cache import EmbeddingCache
 
     index_dir = Path(index_dir)
+    refuse_to_replace(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = index_dir.with_name(f".{index_dir.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -179,6 +191,7 @@ def build_from_params(params: Any, embedder: Any = None) -> dict[str, Any]:
     if not Path(params.corpus.out).exists():
         raise RetrievalIndexError(f"no passages at {params.corpus.out} to build the index from; run `dvc repro "
                                   "corpus` (or `searchplay corpus build`)")
+    refuse_to_replace(Path(config.dir))  # before the embedder loads
     return build_index(params.corpus.out, config.dir, config.table, embedder or Embedder.from_params(params),
                        ann_threshold=config.ann_threshold, ann_type=config.ann_type,
                        num_partitions=config.num_partitions, fts=config.fts, embedding_cache=config.embedding_cache)
@@ -202,8 +215,12 @@ def stale_reason(index_dir: str | Path) -> str | None:
         return None
     if not (index_dir / MANIFEST).exists():
         return f"there is no index at {index_dir}"
-    built = json.loads((index_dir / MANIFEST).read_text()).get("content_sha256")
-    if built != json.loads(fingerprint.read_text()).get("content_sha256"):
+    try:
+        built = json.loads((index_dir / MANIFEST).read_text()).get("content_sha256")
+        recorded = json.loads(fingerprint.read_text()).get("content_sha256")
+    except (ValueError, AttributeError) as exc:  # a cut or hand-edited file: JSON that does not parse, or no object
+        return f"{index_dir / MANIFEST} or {fingerprint} does not read as the index's record ({exc})"
+    if built != recorded:
         return f"{index_dir} was built from other passages or settings than {fingerprint.name} records"
     return None
 
@@ -256,7 +273,10 @@ def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     path = Path(index_dir) / MANIFEST
     if not path.exists():
         raise RetrievalIndexError(f"no index at {index_dir} (missing {MANIFEST}); run `searchplay index build`")
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise RetrievalIndexError(f"{path} is not valid JSON ({exc}); run `searchplay index build` again") from None
 
 
 def open_table(index_dir: str | Path, table: str):
