@@ -143,6 +143,15 @@ def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
     return count
 
 
+def read_json(path: str | Path) -> Any:
+    """The JSON value in ``path``; a file that does not parse raises a ``ValueError`` naming it."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc}); write it again (its stage, or `searchplay evaluate`)") \
+            from None
+
+
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSONL file; a malformed line raises with its line number."""
     with Path(path).open(encoding="utf-8") as handle:

@@ -111,6 +111,24 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, be
     assert result.times.questions == 8
 
 
+def test_a_model_that_fails_to_load_leaves_the_last_evaluation_as_it_was(tmp_path, benchmarks_dir, monkeypatch):
+    from searchplay.llm.weights import ModelLoadError
+
+    params = _params(tmp_path, benchmarks_dir)
+    out = tmp_path / "eval" / "kg_wcr"
+    out.mkdir(parents=True)
+    for name in ("sample.json", "metrics.json"):
+        (out / name).write_text('{"n": 1}')
+
+    def no_model(*args, **kwargs):
+        raise ModelLoadError("checkpoints/x: the model cannot be loaded")
+
+    monkeypatch.setattr(stage, "_load_tools", no_model)
+    with pytest.raises(ModelLoadError):
+        stage.evaluate(params, "kg_wcr", track=False, progress=False, allow_base=True)
+    assert [(out / name).read_text() for name in ("sample.json", "metrics.json")] == ['{"n": 1}'] * 2
+
+
 def test_a_variant_is_scored_on_the_model_its_run_exported_not_on_a_checkpoint(tmp_path):
     params = Params.model_validate({"selfplay": {"checkpoint_dir": str(tmp_path)}})
     assert stage.final_model(params, "kg_wcr") is None

@@ -266,6 +266,27 @@ def test_a_pair_asked_for_gets_every_paired_table_and_its_metrics(tmp_path):
     assert {key: merged.get(key) for key in metrics} == metrics
 
 
+def test_a_cut_input_or_a_mistyped_model_is_named_not_blamed_on_pair(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchplay.cli import app
+
+    eval_dir = _paired_eval_dir(tmp_path)
+    args = ["report", "--eval-dir", str(eval_dir), "--out", str(tmp_path / "compare"), "--no-track"]
+
+    def output(*more: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, [*args, *more])
+        return result.exit_code, " ".join(result.output.split())  # rich wraps long lines
+
+    code, said = output("--models", "kg_wcr,gdrc")
+    assert code == 2 and "--models: no gdrc/metrics.json under" in said
+    metrics = eval_dir / "kg_wcr" / "metrics.json"
+    metrics.write_text(metrics.read_text()[:40])
+    code, said = output("--models", "all")
+    assert code == 2 and "report error:" in said and "kg_wcr/metrics.json: not valid JSON" in said
+    assert "--pair" not in said and not (tmp_path / "compare").exists()
+
+
 def test_a_pair_compares_its_models_though_the_params_do_not_name_them(tmp_path):
     eval_dir = _paired_eval_dir(tmp_path)
     shutil.copytree(eval_dir / "kg_wcr", eval_dir / "kg_wcr_seed1")  # a second seed, copied beside the others

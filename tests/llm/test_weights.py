@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from searchplay.llm.weights import ModelLoadError, load_causal_lm
+from searchplay.llm.weights import ModelLoadError, check_model, load_causal_lm
 
 
 @pytest.fixture()
@@ -23,6 +23,43 @@ def test_a_cut_or_empty_weights_file_names_the_checkpoint(tiny_checkpoint, cut):
     weights.write_bytes(cut(weights.read_bytes()))
     with pytest.raises(ModelLoadError, match=f"{tiny_checkpoint}: the model cannot be loaded .*run the stage"):
         load_causal_lm(tiny_checkpoint)
+
+
+CUTS = {"weights cut": ("model.safetensors", lambda data: data[: len(data) - 10], "empty or cut"),
+        "weights empty": ("model.safetensors", lambda data: b"", "empty or cut"),
+        "weights missing": ("model.safetensors", None, "no weights file"),
+        "config cut": ("config.json", lambda data: data[:40], "config.json is missing or does not parse")}
+
+
+@pytest.mark.parametrize("case", list(CUTS))
+def test_a_model_is_checked_before_a_backend_starts(tiny_checkpoint, case):
+    """What vLLM's engine would report as a long traceback: one error naming the file and the fix."""
+    check_model(tiny_checkpoint)  # a whole checkpoint passes
+    name, cut, says = CUTS[case]
+    file = tiny_checkpoint / name
+    if cut is None:
+        file.unlink()
+    else:
+        file.write_bytes(cut(file.read_bytes()))
+    with pytest.raises(ModelLoadError, match=says):
+        check_model(tiny_checkpoint)
+
+
+def test_a_mistyped_path_or_an_uncached_hub_id_is_named(tmp_path):
+    with pytest.raises(ModelLoadError, match="no such model folder"):
+        check_model("checkpoints/warmstrt/model")
+    with pytest.raises(ModelLoadError, match="no such model folder"):
+        check_model(str(tmp_path / "nope"))
+    with pytest.raises(ModelLoadError, match="runs offline"):  # the suite runs offline, as every command does
+        check_model("searchplay-tests/never-cached")
+
+
+def test_load_backend_checks_the_model_first(tiny_checkpoint):
+    from searchplay.llm import load_backend
+
+    (tiny_checkpoint / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ModelLoadError, match="empty or cut"):
+        load_backend(str(tiny_checkpoint))
 
 
 def test_a_whole_checkpoint_loads(tiny_checkpoint):

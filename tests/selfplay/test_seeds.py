@@ -42,6 +42,10 @@ def test_bad_pools_fail_with_the_fix(tmp_path):
     (tmp_path / "subgraphs.jsonl").write_text(json.dumps(bad) + "\n")
     with pytest.raises(SeedError, match=r"subgraphs.jsonl:1: .*waypoints"):
         load_kg_seeds(tmp_path)
+    whole = json.dumps(subgraph_record(0, 3))
+    (tmp_path / "subgraphs.jsonl").write_text(whole + "\n" + whole[:30])  # a cut copy: the selfplay verb's
+    with pytest.raises(SeedError, match=r"subgraphs.jsonl:2: not valid JSON.*searchplay kg extract"):  # one line
+        load_kg_seeds(tmp_path)
 
 
 def test_answer_seeds_and_cursor_wraparound(tmp_path):

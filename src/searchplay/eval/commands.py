@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from searchplay.cliutil import console, get_params
+from searchplay.cliutil import console, get_params, print_error
 from searchplay.model_paths import selfplay_variants
 
 
@@ -112,24 +112,23 @@ def report_command(
     """Compare every evaluated variant: tables, paired tests, self-play budgets and curves, a merged metrics file."""
     from contextlib import nullcontext
 
-    from searchplay.eval.report import compare_variants
+    from searchplay.eval.report import PairError, compare_variants
     from searchplay.eval.report_tracking import log_comparison
     from searchplay.tracking import start_run
 
     every = get_params(ctx)
-    chosen = None if models == "all" else _split(models) or [*every.pipeline.references, *every.pipeline.variants]
+    pairs, chosen = report_models(eval_dir, pair, models, [*every.pipeline.references, *every.pipeline.variants])
     params = every if track else None
     # the run spans the work; it logs only the params its DVC stage depends on (the models it compares), none
     # outside DVC, so the MLflow UI's image cards show the charts rather than hundreds of params above them
     with start_run(params, "report", "compare", only=()) if params is not None else nullcontext():
         try:
-            written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, [parse_pair(text) for text in pair],
-                                       chosen)
+            written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, pairs, chosen)
         except FileNotFoundError as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(1) from None
-        except ValueError as exc:
-            console.print(f"[red]--pair: {exc}[/red]")
+        except (PairError, ValueError) as exc:  # a pair's models, or an input that does not parse (named)
+            print_error("--pair" if isinstance(exc, PairError) else "report error", str(exc))
             raise typer.Exit(2) from None
         if params is not None:
             log_comparison(out)
@@ -140,6 +139,23 @@ def report_command(
         console.print(f"MLflow chart view of the evaluations (under `mlflow ui`): {chart_view_url(params)}")
         console.print(f"MLflow chart view of the comparison, glance.png and its paired tests: "
                       f"{chart_view_url(params, 'report')}")
+
+
+def report_models(eval_dir: Path, pair: list[str], models: str | None,
+                  default: list[str]) -> tuple[list[tuple[str, str]], list[str] | None]:
+    """``--pair`` and ``--models`` read: the pairs and the models to compare (None: every folder). A pair not
+    written A:B, or a model named in ``--models`` with no evaluation under ``eval_dir``, exits 2 naming it."""
+    try:
+        pairs = [parse_pair(text) for text in pair]
+    except ValueError as exc:
+        print_error("--pair", str(exc))
+        raise typer.Exit(2) from None
+    chosen = None if models == "all" else _split(models) or default
+    missing = [m for m in chosen or [] if not (eval_dir / m / "metrics.json").is_file()]
+    if models not in (None, "all") and missing:  # the params' own models may be missing: a partial pipeline
+        print_error("--models", f"no {', '.join(f'{m}/metrics.json' for m in missing)} under {eval_dir}")
+        raise typer.Exit(2)
+    return pairs, chosen
 
 
 def parse_pair(text: str) -> tuple[str, str]:

@@ -16,7 +16,6 @@ shows each self-play run's training budget.
 from __future__ import annotations
 
 import html
-import json
 import logging
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -63,7 +62,7 @@ from searchplay.eval.waypoints import (
     read_coverage,
 )
 from searchplay.intervals import RULE_VALID, Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
-from searchplay.io import atomic_write, read_jsonl, write_json
+from searchplay.io import atomic_write, read_json, read_jsonl, write_json
 from searchplay.model_paths import warmstart_models
 
 log = logging.getLogger(__name__)
@@ -169,7 +168,7 @@ def read_variant_metrics(eval_root: str | Path, models: Collection[str] | None =
     ``model_order``."""
     found = {path.parent.name: path for path in Path(eval_root).glob("*/metrics.json")
              if models is None or path.parent.name in models}
-    return {name: json.loads(found[name].read_text()) for name in model_order(list(found))}
+    return {name: read_json(found[name]) for name in model_order(list(found))}
 
 
 def runs_of(models: Collection[str], runs: Iterable[str]) -> list[str]:
@@ -866,21 +865,25 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
     return [out / "compare.md", out / "compare.html", out / "metrics.json", *charts]
 
 
+class PairError(ValueError):
+    """A ``--pair`` that cannot be compared; the message names the pair."""
+
+
 def check_pairs(pairs: Sequence[tuple[str, str]], variants: Mapping[str, object], eval_dir: str | Path) -> None:
-    """A ``ValueError`` naming the first pair that compares a model with itself or names one not evaluated
+    """A ``PairError`` naming the first pair that compares a model with itself or names one not evaluated
     under ``eval_dir``, so a typo is not a comparison silently left out."""
     for model_a, model_b in pairs:
         if model_a == model_b:
-            raise ValueError(f"pair {model_a}:{model_b} compares a model with itself")
+            raise PairError(f"pair {model_a}:{model_b} compares a model with itself")
         for model in (model_a, model_b):
             if model not in variants:
-                raise ValueError(f"pair {model_a}:{model_b}: no {model}/metrics.json under {eval_dir} "
-                                 f"(evaluated: {', '.join(variants)})")
+                raise PairError(f"pair {model_a}:{model_b}: no {model}/metrics.json under {eval_dir} "
+                                f"(evaluated: {', '.join(variants)})")
 
 
 def _run_of(variant_dir: Path) -> dict[str, Any]:
     run_file = variant_dir / "run.json"
-    return json.loads(run_file.read_text()) if run_file.exists() else {}
+    return read_json(run_file) if run_file.exists() else {}
 
 
 def _judge_of(variant_dir: Path) -> str:

@@ -29,8 +29,10 @@ def load_backend(model: str, params: Params | None = None, **kwargs: Any) -> Pol
     the backend's constructor.
     """
     from searchplay.config import Params
+    from searchplay.llm.weights import check_model
 
     params = params or Params()
+    check_model(model)  # one line naming the folder and the fix, before any engine starts
     kind = backend_kind(params)
     if kind == "transformers":
         from searchplay.llm.transformers_backend import TransformersBackend

@@ -59,6 +59,53 @@ def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:
         raise ModelLoadError(f"{path}: the model cannot be loaded ({type(exc).__name__}: {cause}); {hint}") from exc
 
 
+def check_model(model: str | Path) -> None:
+    """A ``ModelLoadError`` naming what is wrong where ``model`` (an alias, a folder or a hub id) cannot load: a
+    path to no folder, a folder whose ``config.json`` does not parse or whose safetensors files are missing or cut,
+    a hub id outside the local cache while offline. Run before a backend starts: vLLM's own errors come from its
+    engine as a long traceback, and a tokenizer's as an ``OSError``."""
+    import os
+
+    from searchplay.assets import resolve
+
+    folder = Path(resolve(str(model)))
+    if folder.is_dir():
+        _check_folder(folder)
+    elif folder.exists() or str(model).startswith((".", "/", "~")) or str(model).count("/") > 1:
+        raise ModelLoadError(f"{model}: no such model folder; check the path (--model, models.policy or "
+                             "evaluate.model)")
+    elif os.environ.get("HF_HUB_OFFLINE") == "1":
+        from huggingface_hub import try_to_load_from_cache
+
+        if not isinstance(try_to_load_from_cache(str(model), "config.json"), str):
+            raise ModelLoadError(f"{model}: no such folder, and no hub id in the local Hugging Face cache "
+                                 "(searchplay runs offline); check the path, or run once with `searchplay --online`")
+
+
+def _check_folder(folder: Path) -> None:
+    try:
+        json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{folder}: its config.json is missing or does not parse ({exc}); run the stage that "
+                             "writes this model again") from None
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights and not any(folder.glob("*.bin")):
+        raise ModelLoadError(f"{folder}: no weights file (*.safetensors); run the stage that writes this model again")
+    for file in weights:
+        size = file.stat().st_size
+        try:
+            with file.open("rb") as handle:
+                header_size = struct.unpack("<Q", handle.read(8))[0]
+                header = json.loads(handle.read(header_size)) if 8 + header_size <= size else None
+        except (struct.error, ValueError):
+            header = None
+        end = max((entry["data_offsets"][1] for name, entry in (header or {}).items() if name != "__metadata__"),
+                  default=0)
+        if header is None or 8 + header_size + end > size:
+            raise ModelLoadError(f"{file}: the weights file is empty or cut (a killed save or a full disk?); run the "
+                                 "stage that writes this model again")
+
+
 def read_weights_into_memory(model: Any, folder: str | Path, mapped: bool = False) -> None:
     """Replace each parameter of ``model`` that ``folder``'s safetensors files hold by a tensor read from them with
     plain reads, cast to the parameter's dtype as ``from_pretrained`` casts: the same values, in memory the

@@ -100,15 +100,17 @@ def _chunks(records: Iterable[dict], size: int) -> Iterator[list[dict]]:
         yield chunk
 
 
-def refuse_to_replace(index_dir: Path) -> None:
-    """A ``RetrievalIndexError`` unless ``index_dir`` is absent, empty or an index: a build replaces the folder
-    whole, so a file or a folder of other things given as the index's place would be lost."""
+def replaceable_index_dir(index_dir: str | Path) -> Path:
+    """``index_dir`` as a Path; a ``RetrievalIndexError`` unless it is absent, empty or an index: a build replaces
+    the folder whole, so a file or a folder of other things given as the index's place would be lost."""
+    index_dir = Path(index_dir)
     if index_dir.is_file():
         raise RetrievalIndexError(f"{index_dir} is a file, not an index folder; the index build would replace it: "
                                   "choose another --out (index.dir), or move the file away")
     if index_dir.is_dir() and not (index_dir / MANIFEST).exists() and any(index_dir.iterdir()):
         raise RetrievalIndexError(f"{index_dir} holds files but no index ({MANIFEST}); the index build would "
                                   "replace the folder whole: choose another --out (index.dir), or empty it")
+    return index_dir
 
 
 def _replace_dir(staging: Path, target: Path) -> None:
@@ -134,8 +136,7 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
 
     from searchplay.retrieval.embedding_cache import EmbeddingCache
 
-    index_dir = Path(index_dir)
-    refuse_to_replace(index_dir)
+    index_dir = replaceable_index_dir(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = index_dir.with_name(f".{index_dir.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
@@ -191,7 +192,7 @@ def build_from_params(params: Any, embedder: Any = None) -> dict[str, Any]:
     if not Path(params.corpus.out).exists():
         raise RetrievalIndexError(f"no passages at {params.corpus.out} to build the index from; run `dvc repro "
                                   "corpus` (or `searchplay corpus build`)")
-    refuse_to_replace(Path(config.dir))  # before the embedder loads
+    replaceable_index_dir(config.dir)  # before the embedder loads
     return build_index(params.corpus.out, config.dir, config.table, embedder or Embedder.from_params(params),
                        ann_threshold=config.ann_threshold, ann_type=config.ann_type,
                        num_partitions=config.num_partitions, fts=config.fts, embedding_cache=config.embedding_cache)
