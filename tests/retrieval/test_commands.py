@@ -5,6 +5,7 @@ budget, so the slow test indexes the Switzerland passage plus 400 others; `dvc r
 """
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,11 @@ def test_index_and_search_errors_are_one_line_and_exit_2(tmp_path):
                                                      "--out", str(passages))  # --out given the passages
     assert passages.read_text().startswith('{"id": "1"')
     assert "no index at" in fails("--set", f"index.dir={tmp_path / 'index'}", "search", "Bern")
+    with socket.socket() as taken:  # a server already running there
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert f"cannot listen on 127.0.0.1:{port}" in fails("serve-retriever", "--port", port)  # before any load
 
 
 @pytest.fixture(scope="module")

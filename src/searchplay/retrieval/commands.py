@@ -88,15 +88,20 @@ def serve_retriever(
     """Serve the local index over HTTP at /retrieve (Search-R1's schema) and /health; reopens it after each rebuild."""
     from searchplay.retrieval.limits import RequestLimits
     from searchplay.retrieval.search import load_search_tool
-    from searchplay.retrieval.server import serve
+    from searchplay.retrieval.server import PortInUseError, listening_socket, serve
 
     params = get_params(ctx, **{"search.host": host, "search.port": port, "search.server_url": None})
     if params.search.server_url:
         console.print("[red]search.server_url is set: the server must serve a local index; unset it[/red]")
         raise typer.Exit(2)
+    try:
+        sock = listening_socket(params.search.host, params.search.port)
+    except PortInUseError as exc:
+        print_error("serve error", str(exc))
+        raise typer.Exit(EXIT_BAD_PARAMS) from None
     with index_errors():
         tool = load_search_tool(params)
-    serve(tool, params.search.host, params.search.port, RequestLimits.from_serve_config(params.serve))
+    serve(tool, params.search.host, params.search.port, RequestLimits.from_serve_config(params.serve), sock)
 
 
 @contextmanager

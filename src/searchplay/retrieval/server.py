@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 import time
 import uuid
@@ -200,10 +201,31 @@ def create_app(tool: SearchTool, limits: RequestLimits | None = None) -> FastAPI
     return app
 
 
-def serve(tool: SearchTool, host: str = "127.0.0.1", port: int = 8000, limits: RequestLimits | None = None) -> None:
+class PortInUseError(RuntimeError):
+    """The server's address cannot be bound; the message names it and what to do."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for the server, bound before the index loads so a port in use fails at once
+    with a ``PortInUseError`` instead of uvicorn's log line and exit 3 after the load."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortInUseError(f"cannot listen on {host}:{port} ({exc.strerror}); another server holds it? choose "
+                             "another --port (search.port), or stop that server") from None
+    return sock
+
+
+def serve(tool: SearchTool, host: str = "127.0.0.1", port: int = 8000, limits: RequestLimits | None = None,
+          sock: socket.socket | None = None) -> None:
+    """Serve ``tool`` under uvicorn until interrupted; ``sock``: bound already (``listening_socket``)."""
     import uvicorn
 
-    uvicorn.run(create_app(tool, limits), host=host, port=port, log_level="info")
+    config = uvicorn.Config(create_app(tool, limits), host=host, port=port, log_level="info")
+    uvicorn.Server(config).run(sockets=[sock or listening_socket(host, port)])
 
 
 @contextmanager
