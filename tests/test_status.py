@@ -66,3 +66,11 @@ def test_status_of_a_fresh_clone_creates_no_store(tmp_path):
     output = _status(tmp_path)
     assert "no run left RUNNING" in output and "nothing to resume" in output
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_status_outside_a_project_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["status"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and "nothing to resume" in said
+    assert f"no params.yaml in {tmp_path}" in said and "the project's folder" in said

@@ -222,6 +222,9 @@ def status_command(ctx: typer.Context) -> None:
     for point in points:
         table.add_row(point.stage, str(point.path), point.detail)
     console.print(table if points else "nothing to resume: no warm-start resume state and no self-play checkpoint")
+    if not ctx.obj["params_explicit"] and not Path("params.yaml").is_file():
+        console.print(f"(no params.yaml in {Path.cwd()}: these are the default places; run `searchplay status` in "
+                      "the project's folder, or give --params)")
 
 
 def _register_stage_commands() -> None:
