@@ -163,6 +163,13 @@ def test_hub_call_is_built_from_hub_id_and_split(monkeypatch):
     assert loaded.source == "hf://RUC-NLPIR/FlashRAG_datasets/hotpotqa/dev"
 
 
+def test_an_empty_benchmark_file_is_named(tmp_path):
+    (tmp_path / "nq").mkdir()
+    (tmp_path / "nq" / "test.jsonl").write_text("")
+    with pytest.raises(BenchmarkError, match=r"nq[/\\]test\.jsonl: no records \(an empty file\?\)"):
+        bm.load_flashrag_jsonl(tmp_path / "nq" / "test.jsonl", "nq")
+
+
 def test_a_hub_split_not_cached_offline_says_how_to_load_it():
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # as every searchplay command runs unless --online
     with pytest.raises(BenchmarkError, match=r"searchplay --online evaluate"):  # the real datasets library

@@ -100,6 +100,9 @@ def _collect(name: str, source: str, records, on_malformed: str) -> LoadedBenchm
         loaded.items.append(QAItem(id=item_id, question=record["question"], benchmark=name,
                                    golden_answers=list(record["golden_answers"]),
                                    metadata=record.get("metadata") or {}))
+    if not loaded.items and not loaded.skipped:  # (all skipped: the data-quality gate names the problems)
+        raise BenchmarkError(f"{source}: no records (an empty file?); copy the benchmark again, or leave "
+                             f"{name} out of evaluate.benchmarks")
     return loaded
 
 
