@@ -52,7 +52,8 @@ def test_one_process_gets_a_plain_engine():
 def test_each_rank_gets_its_own_engine_under_a_launcher():
     arguments = engine_arguments("m", "bfloat16", 0.5, 7, {"WORLD_SIZE": "8", "RANK": "3"}, can_sleep=True)
     assert arguments["distributed_executor_backend"] == "external_launcher"
-    assert (arguments["tensor_parallel_size"], arguments["data_parallel_size"], arguments["seed"]) == (1, 8, 10)
+    assert (arguments["tensor_parallel_size"], arguments["seed"]) == (1, 10)
+    assert "data_parallel_size" not in arguments  # a data-parallel group makes every rank's generate wait for all
     assert arguments["enable_sleep_mode"] is True and "enforce_eager" not in arguments
 
 

@@ -69,6 +69,9 @@ def main(mode: str, model_dir: str, out: str) -> None:
     before = backend.generate([PROMPT], greedy)[0].token_ids
     backend.update_weights(model)
     after = backend.generate([PROMPT], greedy)[0].token_ids
+    if dist.get_rank() == 0:  # one rank generates alone, as a rank with no prompts left in a turn skips: engines
+        backend.generate([PROMPT[:20]], greedy)  # in one data-parallel group would wait for each other here
+    dist.barrier()
     full = {name: tensor for name, _, tensor in recorded}  # the gathered weights (== the parameters under DDP)
     local = {vllm_backend.unwrapped_name(n): p.detach() for n, p in model.named_parameters()}
     live = {n: p.full_tensor() if hasattr(p, "full_tensor") else p for n, p in local.items()}  # every rank, in order

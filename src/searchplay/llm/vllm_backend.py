@@ -154,9 +154,8 @@ def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env
     arguments: dict[str, Any] = {"model": model, "dtype": dtype, "gpu_memory_utilization": memory_share,
                                  "seed": seed + rank, "enable_prefix_caching": True,
                                  "enable_sleep_mode": can_sleep}
-    if world > 1:
-        arguments.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1,
-                         data_parallel_size=world)
+    if world > 1:  # each rank an engine of its own: vLLM's "external DP", no data-parallel group between them
+        arguments.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
     if not can_sleep:  # CPU: CUDA graphs and their compile time do not apply
         arguments["enforce_eager"] = True
     if cpu_kv_cache_gib is not None and not env.get("VLLM_CPU_KVCACHE_SPACE"):
