@@ -15,7 +15,8 @@ forward, fp32 reductions, fp32 masters). Rows:
   start weights is finite and positive;
 - ``checkpoint``: after a third step, loading the saved checkpoint (DCP, a shard per process) restores its weights;
 - ``sync``: after ``update_weights`` the transformers backend's greedy tokens equal those of a backend built
-  fresh from the trainer's export (``PolicyTrainer.export``: the shards gathered into an HF folder).
+  fresh from the trainer's export (``PolicyTrainer.export``: the shards gathered into an HF folder), in bf16 on
+  CUDA as the FSDP policy computes (in fp32 the greedy tokens part after a few on random weights).
 
 vLLM cannot travel to a lent machine, so the backend here is the transformers one; CI runs the vLLM path on
 its CPU build (tests/llm/test_vllm_backend.py). Exits 0 when every row holds; without CUDA, says so.
@@ -134,7 +135,8 @@ def main() -> int:
         fresh_dir = work / "fresh"
         trainer.export(fresh_dir)  # collective: the loaded checkpoint's weights, gathered, as an HF folder
         fresh = TransformersBackend(str(fresh_dir), tokenizer=backend.tokenizer, device=args.device,
-                                    reuse_cache=False)
+                                    reuse_cache=False,  # on CUDA the synced FSDP module computes in bf16
+                                    rollout_dtype=None if args.device == "cpu" else "bfloat16")
         prompts = [list(range(3, 40)), [1, 9, 8, 7, 6, 5]]
         greedy = SamplingParams(max_new_tokens=16, temperature=0.0)
         synced = [c.token_ids for c in backend.generate(prompts, greedy)]
