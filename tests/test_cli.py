@@ -81,6 +81,8 @@ def test_a_missing_params_file_or_a_bad_set_exits_2_with_the_cause(tmp_path):
     assert code == 2 and "KEY=VALUE" in output
     code, output = run("--set", "selfplay.iterations=[1", "assets", "--check")
     assert code == 2 and "--set" in output
+    code, output = run("--set", "selfplay.lr=abc", "assets", "--check")  # a value given here, not in a file
+    assert code == 2 and "the command line: selfplay.lr:" in output and "params.yaml" not in output
 
 
 # --- errors a retry cannot fix exit 2 with one line, a traceback only with --debug ---

@@ -621,8 +621,12 @@ def _flatten(tree: dict[str, Any], prefix: str = ""):
             yield f"{prefix}{key}", value
 
 
+def _dotted(error: dict[str, Any]) -> str:
+    return ".".join(str(part) for part in error["loc"])
+
+
 def _describe(error: dict[str, Any], source: str) -> str:
-    key = ".".join(str(part) for part in error["loc"]) or "<root>"
+    key = _dotted(error) or "<root>"
     kind = error["type"]
     if kind == "extra_forbidden":
         section = ".".join(str(p) for p in error["loc"][:-1])
@@ -734,7 +738,9 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
         params = Params.model_validate({k: v for k, v in tree.items() if k in Params.model_fields or
                                         (k in RECIPE_SECTIONS and not messages)})
     except ValidationError as exc:
-        messages = [_describe(err, str(path)) for err in exc.errors()] + messages
+        given = {key for key, value in (overrides or {}).items() if value is not None}  # a flag or --set
+        messages = [_describe(err, "the command line" if _dotted(err) in given else str(path))
+                    for err in exc.errors()] + messages
     if messages:
         raise ConfigError("\n".join(messages))
     if variants is not None:
