@@ -148,8 +148,8 @@ def read_json(path: str | Path) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc}); write it again (its stage, or `searchplay evaluate`)") \
-            from None
+        raise ValueError(f"{path}: not valid JSON ({exc}); a cut or hand-edited file: write it again with the "
+                         "command that made it") from None
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -127,7 +127,7 @@ def report_command(
         except FileNotFoundError as exc:
             console.print(f"[red]{exc}[/red]")
             raise typer.Exit(1) from None
-        except (PairError, ValueError) as exc:  # a pair's models, or an input that does not parse (named)
+        except ValueError as exc:  # a pair's models (PairError), or an input that does not parse (named)
             print_error("--pair" if isinstance(exc, PairError) else "report error", str(exc))
             raise typer.Exit(2) from None
         if params is not None:
@@ -150,9 +150,10 @@ def report_models(eval_dir: Path, pair: list[str], models: str | None,
     except ValueError as exc:
         print_error("--pair", str(exc))
         raise typer.Exit(2) from None
-    chosen = None if models == "all" else _split(models) or default
-    missing = [m for m in chosen or [] if not (eval_dir / m / "metrics.json").is_file()]
-    if models not in (None, "all") and missing:  # the params' own models may be missing: a partial pipeline
+    if models in (None, "all"):  # the params' own models may be missing: a partial pipeline
+        return pairs, None if models == "all" else default
+    chosen = _split(models) or default
+    if missing := [m for m in chosen if not (eval_dir / m / "metrics.json").is_file()]:
         print_error("--models", f"no {', '.join(f'{m}/metrics.json' for m in missing)} under {eval_dir}")
         raise typer.Exit(2)
     return pairs, chosen

@@ -275,9 +275,10 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
         per_benchmark[KG_HELDOUT]["majority_baseline_em"] = majority_baseline_em(sampled[KG_HELDOUT], answer)
         per_benchmark[KG_HELDOUT].update(scores_by_hops(sampled[KG_HELDOUT], answered[paths[KG_HELDOUT]]))
     metrics = flat_metrics(per_benchmark, group_scores(per_benchmark))
-    write_json(out_dir / "sample.json", {"seed": cfg.seed, "n": cfg.n,  # with the metrics: a failed run changes
+    # the sample beside its metrics: a run that fails before here changes neither (its predictions are kept)
+    write_json(out_dir / "sample.json", {"seed": cfg.seed, "n": cfg.n,
                                          "ids": {name: [i.id for i in items] for name, items in sampled.items()}})
-    write_json(out_dir / "metrics.json", metrics)  # neither (the predictions keep what was answered)
+    write_json(out_dir / "metrics.json", metrics)
     selfplay_metrics = Path(params.selfplay.reports_dir) / variant / "metrics.json"
     last_iteration = None
     if choice.source == "checkpoint" and selfplay_metrics.exists():

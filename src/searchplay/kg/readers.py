@@ -193,7 +193,8 @@ class DumpReader:
 
     def entities(self, check: bool = True) -> Iterator[Entity]:
         """The dump's entities, bad lines counted and skipped; ``check``: then apply the bad-line limit and warn
-        about bad lines (``check``). A byte-range worker leaves both to the parent, which sees every range."""
+        about bad lines (``DumpReader.check``). A byte-range worker leaves both to the parent, which sees every
+        range."""
         ends = Ends()
         try:
             with open_dump(self.path) as handle:

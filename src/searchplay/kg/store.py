@@ -193,6 +193,8 @@ def _ingest(dump: str | Path, final: Path, workers: int, max_bad_line_share: flo
     else:
         fed = DumpReader(dump, max_bad_line_share).compressed
         pieces, report = (_feed if fed else _ranges)(Path(dump), final.parent, workers, max_bad_line_share, batch_size)
+        if report.bad_lines:
+            log.warning(report.summary())  # the workers say nothing; here is the whole dump's summary
         _merge(final, pieces)
     if report.bad_share > max_bad_line_share:
         raise DumpError(report.too_many_bad_lines(max_bad_line_share))
@@ -213,10 +215,7 @@ def _ranges(dump: Path, store_dir: Path, workers: int, max_bad: float,
     for _, part in results:  # in the dump's order: each range starts after the lines of those before it
         part.number_from(first_line)
         first_line += part.lines
-    report = _combine(str(dump), [part for _, part in results])
-    if report.bad_lines:
-        log.warning(report.summary())  # the workers say nothing; here is the whole dump's summary
-    return [piece for piece, _ in results], report
+    return [piece for piece, _ in results], _combine(str(dump), [part for _, part in results])
 
 
 def _feed(dump: Path, store_dir: Path, workers: int, max_bad: float,
@@ -234,8 +233,6 @@ def _feed(dump: Path, store_dir: Path, workers: int, max_bad: float,
         finally:
             pool.shutdown(cancel_futures=True)
     report.bytes_decompressed = feeder.report.bytes_decompressed
-    if report.bad_lines:
-        log.warning(report.summary())  # the workers read chunks and say nothing; here is the whole dump's summary
     return pieces, report
 
 

@@ -92,18 +92,22 @@ def _check_folder(folder: Path) -> None:
     if not weights and not any(folder.glob("*.bin")):
         raise ModelLoadError(f"{folder}: no weights file (*.safetensors); run the stage that writes this model again")
     for file in weights:
-        size = file.stat().st_size
         try:
             with file.open("rb") as handle:
-                header_size = struct.unpack("<Q", handle.read(8))[0]
-                header = json.loads(handle.read(header_size)) if 8 + header_size <= size else None
-        except (struct.error, ValueError):
-            header = None
+                header_size, header = _safetensors_header(handle)
+        except (struct.error, ValueError):  # shorter than its length field, or a cut header
+            header_size, header = 0, None
         end = max((entry["data_offsets"][1] for name, entry in (header or {}).items() if name != "__metadata__"),
                   default=0)
-        if header is None or 8 + header_size + end > size:
+        if header is None or 8 + header_size + end > file.stat().st_size:
             raise ModelLoadError(f"{file}: the weights file is empty or cut (a killed save or a full disk?); run the "
                                  "stage that writes this model again")
+
+
+def _safetensors_header(handle: Any) -> tuple[int, dict[str, Any]]:
+    """(its length in bytes, its JSON) of the header of the safetensors file ``handle`` reads from its start."""
+    header_size = struct.unpack("<Q", handle.read(8))[0]
+    return header_size, json.loads(handle.read(header_size))
 
 
 def read_weights_into_memory(model: Any, folder: str | Path, mapped: bool = False) -> None:
@@ -125,8 +129,7 @@ def read_weights_into_memory(model: Any, folder: str | Path, mapped: bool = Fals
     with torch.no_grad():
         for file in sorted(Path(folder).glob("*.safetensors")):
             with open(file, "rb") as handle:
-                header_size = struct.unpack("<Q", handle.read(8))[0]
-                header = json.loads(handle.read(header_size))
+                header_size, header = _safetensors_header(handle)
                 for name, entry in header.items():
                     if name not in params or entry["dtype"] not in SAFETENSORS_DTYPES:
                         continue

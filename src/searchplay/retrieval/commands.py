@@ -88,7 +88,7 @@ def serve_retriever(
     """Serve the local index over HTTP at /retrieve (Search-R1's schema) and /health; reopens it after each rebuild."""
     from searchplay.retrieval.limits import RequestLimits
     from searchplay.retrieval.search import load_search_tool
-    from searchplay.retrieval.server import PortInUseError, listening_socket, serve
+    from searchplay.retrieval.server import ListenError, listening_socket, serve
 
     params = get_params(ctx, **{"search.host": host, "search.port": port, "search.server_url": None})
     if params.search.server_url:
@@ -96,7 +96,7 @@ def serve_retriever(
         raise typer.Exit(2)
     try:
         sock = listening_socket(params.search.host, params.search.port)
-    except PortInUseError as exc:
+    except ListenError as exc:
         print_error("serve error", str(exc))
         raise typer.Exit(EXIT_BAD_PARAMS) from None
     with index_errors():

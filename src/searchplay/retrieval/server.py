@@ -201,20 +201,20 @@ def create_app(tool: SearchTool, limits: RequestLimits | None = None) -> FastAPI
     return app
 
 
-class PortInUseError(RuntimeError):
-    """The server's address cannot be bound; the message names it and what to do."""
+class ListenError(RuntimeError):
+    """The server's address cannot be bound (in use, or not allowed); the message names it and what to do."""
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` for the server, bound before the index loads so a port in use fails at once
-    with a ``PortInUseError`` instead of uvicorn's log line and exit 3 after the load."""
+    with a ``ListenError`` instead of uvicorn's log line and exit 3 after the load."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise PortInUseError(f"cannot listen on {host}:{port} ({exc.strerror}); another server holds it? choose "
+        raise ListenError(f"cannot listen on {host}:{port} ({exc.strerror}); another server holds it? choose "
                              "another --port (search.port), or stop that server") from None
     return sock
 

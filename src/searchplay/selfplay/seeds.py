@@ -46,19 +46,18 @@ def load_kg_seeds(kg_out_dir: str | Path, split: str | None = None) -> list[Seed
     path = Path(kg_out_dir) / "subgraphs.jsonl"
     if not path.exists():
         raise SeedError(f"{path}: no KG subgraph pool; run `searchplay kg` first (or set kg.out_dir)")
-    seeds = []
     try:
-        for number, record in enumerate(read_jsonl(path), start=1):
-            missing = [key for key in KG_REQUIRED_FIELDS if key not in record]
-            if missing:
-                raise SeedError(f"{path}:{number}: subgraph record lacks {missing}; regenerate with `searchplay kg`")
-            seeds.append(Seed(seed_id=str(record["id"]), answer=str(record["answer"]),
-                              waypoints=tuple(str(w) for w in record["waypoints"]),
-                              num_hops=int(record.get("num_hops") or len(record["relations"])), record=record))
-    except SeedError:
-        raise
+        records = list(read_jsonl(path))
     except ValueError as exc:  # a line that does not parse: a cut or hand-edited pool
         raise SeedError(f"{exc}; regenerate the pool with `searchplay kg extract` (`dvc repro kg`)") from None
+    seeds = []
+    for number, record in enumerate(records, start=1):
+        missing = [key for key in KG_REQUIRED_FIELDS if key not in record]
+        if missing:
+            raise SeedError(f"{path}:{number}: subgraph record lacks {missing}; regenerate with `searchplay kg`")
+        seeds.append(Seed(seed_id=str(record["id"]), answer=str(record["answer"]),
+                          waypoints=tuple(str(w) for w in record["waypoints"]),
+                          num_hops=int(record.get("num_hops") or len(record["relations"])), record=record))
     if not seeds:
         raise SeedError(f"{path}: the subgraph pool is empty; run `searchplay kg` with more seeds")
     ordered = sorted(seeds, key=lambda s: -int(s.record["num_nodes"]))  # stable: ties keep file order
