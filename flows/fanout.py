@@ -27,7 +27,8 @@ def evaluate_command(variant: str, benchmark: str | None) -> list[str]:
     searchplay = str(Path(sys.executable).parent / "searchplay")
     if benchmark is None:
         return [searchplay, "evaluate", "--variant", variant]
-    return [searchplay, "evaluate", "--variant", variant, "--benchmarks", benchmark, "--no-track"]
+    # --replace: each task's one-benchmark report stands in until the final pass writes the whole one
+    return [searchplay, "evaluate", "--variant", variant, "--benchmarks", benchmark, "--no-track", "--replace"]
 
 
 def dask_runner(workers: int, address: str | None = None) -> DaskTaskRunner:

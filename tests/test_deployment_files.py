@@ -144,7 +144,7 @@ def test_fanout_flow_builds_per_benchmark_commands_and_a_dask_runner():
     from flows.fanout import dask_runner, evaluate_command, evaluate_fanout
 
     one = evaluate_command("kg_wcr", "nq")
-    assert one[1:] == ["evaluate", "--variant", "kg_wcr", "--benchmarks", "nq", "--no-track"]
+    assert one[1:] == ["evaluate", "--variant", "kg_wcr", "--benchmarks", "nq", "--no-track", "--replace"]
     assert evaluate_command("kg_wcr", None)[1:] == ["evaluate", "--variant", "kg_wcr"]
     local = dask_runner(3)
     assert local.cluster_kwargs["n_workers"] == 3 and local.cluster_kwargs["threads_per_worker"] == 1

@@ -15,7 +15,7 @@ def captured(monkeypatch):
 
     calls = []
 
-    def fake_evaluate(params, variant, track=True, register=False, allow_base=False):
+    def fake_evaluate(params, variant, track=True, register=False, allow_base=False, replace=False):
         calls.append({"variant": variant, "selfplay.variant": params.selfplay.variant, "register": register,
                       "allow_base": allow_base})
         raise stage.ModelNotFoundError("stopped by the test")
@@ -61,3 +61,16 @@ def test_a_judge_outage_exits_non_zero_in_one_line(monkeypatch):
     monkeypatch.setattr(stage, "evaluate", down)
     result = CliRunner().invoke(app, ["evaluate", "--variant", "ssp"])
     assert result.exit_code == 1 and "judge outage" in result.output and "Traceback" not in result.output
+
+
+def test_an_evaluation_that_would_replace_a_larger_one_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    out = tmp_path / "base"
+    out.mkdir()
+    (out / "sample.json").write_text(json.dumps({"ids": {"nq": ["1", "2", "3"], "bamboogle": ["4", "5", "6"]}}))
+    result = CliRunner().invoke(app, ["evaluate", "--variant", "base", "--benchmarks", "nq", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "evaluation kept:" in result.output and "bamboogle (3 questions; not in this run)" in result.output
+    assert json.loads((out / "sample.json").read_text())["ids"]["bamboogle"] == ["4", "5", "6"]

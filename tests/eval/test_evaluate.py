@@ -348,3 +348,68 @@ def test_a_failing_reference_search_leaves_the_reference_out(caplog):
     sampled = {"nq": [QAItem("a", "Capital of Peru?", ["Lima"], "nq")]}
     assert stage.question_searches(Down(), sampled, 3, "squad") == {}
     assert "retrieval reference" in caplog.text and "unreachable" in caplog.text
+
+
+def _evaluated_before(out, counts):
+    """A folder as a finished evaluation leaves it: sample.json with ``counts`` ids per benchmark, metrics.json."""
+    out.mkdir(parents=True)
+    files = {"sample.json": json.dumps({"seed": 0, "n": 3, "ids": {b: [str(i) for i in range(c)]
+                                                                     for b, c in counts.items()}}),
+             "metrics.json": json.dumps({f"{b}.n": c for b, c in counts.items()})}
+    for name, text in files.items():
+        (out / name).write_text(text)
+    return files
+
+
+def _no_model_loads(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model loaded")
+    monkeypatch.setattr(stage, "_load_tools", refuse)
+    monkeypatch.setattr(stage, "load_and_sample", refuse)
+
+
+@pytest.mark.parametrize(("asked", "lost"), [
+    ({"benchmarks": ["nq"]}, "bamboogle (4 questions; not in this run)"),
+    ({"n": 2}, "nq (4 questions; this run at most 2)"),
+    ({"benchmarks": ["kg_heldout"], "kg_heldout_n": 3}, "kg_heldout (161 questions; this run at most 3)")])
+def test_an_adhoc_evaluation_never_replaces_a_larger_one(tmp_path, benchmarks_dir, monkeypatch, asked, lost):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    out = tmp_path / "eval" / "kg_wcr"
+    files = _evaluated_before(out, {"bamboogle": 4, "nq": 4, "kg_heldout": 161} if "kg_heldout_n" in asked
+                              else {"bamboogle": 4, "nq": 4})
+    _no_model_loads(monkeypatch)
+    from searchplay.eval.replacement import ReportWouldShrinkError
+
+    with pytest.raises(ReportWouldShrinkError, match="--replace") as error:
+        stage.evaluate(_params(tmp_path, benchmarks_dir, **asked), "kg_wcr", track=False, progress=False,
+                       allow_base=True)
+    assert lost in str(error.value) and "--out DIR" in str(error.value)
+    assert {name: (out / name).read_text() for name in files} == files
+
+
+def test_replace_a_dvc_stage_or_a_run_that_asks_as_much_goes_ahead(tmp_path, benchmarks_dir, monkeypatch):
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    _evaluated_before(tmp_path / "eval" / "kg_wcr", {"bamboogle": 4, "nq": 3})
+    _no_model_loads(monkeypatch)  # the check passed when the run reaches the loading
+    runs = [({"benchmarks": ["nq"]}, {"replace": True}), ({"n": 4}, {}), ({"n": 500}, {}),
+            ({"benchmarks": ["bamboogle", "nq", "kg_heldout"]}, {})]
+    for asked, flags in runs:
+        with pytest.raises(AssertionError, match="the model loaded"):
+            stage.evaluate(_params(tmp_path, benchmarks_dir, **asked), "kg_wcr", track=False, progress=False,
+                           allow_base=True, **flags)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))  # the params decide; DVC removed the outputs before the stage
+    with pytest.raises(AssertionError, match="the model loaded"):
+        stage.evaluate(_params(tmp_path, benchmarks_dir, benchmarks=["nq"]), "kg_wcr", track=False, progress=False,
+                       allow_base=True)
+
+
+def test_what_an_evaluation_asked_is_read_from_its_sample_or_its_metrics(tmp_path):
+    from searchplay.eval.replacement import asked_before
+
+    _evaluated_before(tmp_path / "a", {"nq": 3, "kg_heldout": 161})
+    assert asked_before(tmp_path / "a") == {"nq": 3, "kg_heldout": 161}
+    (tmp_path / "a" / "sample.json").unlink()  # an older layout: metrics.json alone (its nested counts ignored)
+    (tmp_path / "a" / "metrics.json").write_text('{"nq.n": 3, "kg_heldout.n": 161, "kg_heldout.hops_2.n": 80}')
+    assert asked_before(tmp_path / "a") == {"nq": 3, "kg_heldout": 161}
+    (tmp_path / "a" / "metrics.json").write_text('{"nq.n": 3,')  # cut: nothing readable to keep
+    assert asked_before(tmp_path / "a") == {} == asked_before(tmp_path / "nothing")

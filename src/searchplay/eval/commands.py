@@ -23,7 +23,8 @@ def evaluate_command(
     benchmarks: str | None = typer.Option(None, "--benchmarks", help="comma-separated, e.g. nq,triviaqa,bamboogle "
                                           "(also fanoutqa, kg_heldout)"),
     data_dir: str | None = typer.Option(None, "--data-dir", help="folder of <name>/{test,dev}.jsonl"),
-    n: int | None = typer.Option(None, "--n", help="questions per benchmark (all when fewer)"),
+    n: int | None = typer.Option(None, "--n", help="questions per benchmark (all when fewer); kg_heldout's number is "
+                                 "evaluate.kg_heldout_n (--set evaluate.kg_heldout_n=N before the verb)"),
     seed: int | None = typer.Option(None, "--seed", help="sampling seed"),
     out: str | None = typer.Option(None, "--out", help="output root; results go to <out>/<variant>/"),
     variant: str | None = typer.Option(None, "--variant", help="base, warmstart or a self-play variant; also the "
@@ -34,11 +35,14 @@ def evaluate_command(
     allow_base: bool = typer.Option(False, "--allow-base", help="a self-play variant without a checkpoint: score "
                                     "the base model under its name (run.json and the report say so) instead of "
                                     "failing"),
+    replace: bool = typer.Option(False, "--replace", help="replace an evaluation in the output folder that asked "
+                                 "more benchmarks or questions (without it such a run stops before anything loads)"),
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
     from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for, print_error
     from searchplay.eval.benchmarks import BenchmarkError
     from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants, evaluate
+    from searchplay.eval.replacement import ReportWouldShrinkError
     from searchplay.llm.judge import JudgeOutageError
     from searchplay.quality import DataQualityError
     from searchplay.retrieval.index import RetrievalIndexError
@@ -54,13 +58,16 @@ def evaluate_command(
                                 "evaluate.out_dir": out, "selfplay.variant": selfplay_variant})
     name = variant or params.selfplay.variant
     try:
-        result = evaluate(params, name, track=track, register=register, allow_base=allow_base)
+        result = evaluate(params, name, track=track, register=register, allow_base=allow_base, replace=replace)
     except (BenchmarkError, DataQualityError) as exc:
         console.print(f"[red]benchmark error[/red]: {exc}")
         raise typer.Exit(exit_code_for(exc)) from None
     except ModelNotFoundError as exc:
         print_error("model not found", str(exc))
         raise typer.Exit(1) from None
+    except ReportWouldShrinkError as exc:
+        print_error("evaluation kept", str(exc))
+        raise typer.Exit(EXIT_BAD_PARAMS) from None
     except RetrievalIndexError as exc:
         print_error("retrieval index", str(exc))
         raise typer.Exit(1) from None

@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from searchplay.eval.benchmarks import (
     kg_pool_path,
     load_benchmark,
 )
+from searchplay.eval.replacement import check_replacement
 from searchplay.eval.report import BASE_FALLBACK, write_run_report
 from searchplay.eval.runner import StageTimes, evaluation_turns, read_finished, rollout_config, run_benchmarks
 from searchplay.eval.sampling import sample_items
@@ -46,6 +48,7 @@ from searchplay.eval.scoring import (
 )
 from searchplay.io import portable_name, write_json, write_jsonl
 from searchplay.timings import write_timings
+from searchplay.tracking import in_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +198,7 @@ def evaluable_variants() -> tuple[str, ...]:
 
 def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: Any = None, judge: Any = None,
              track: bool = True, progress: bool = True, register: bool = False,
-             allow_base: bool = False) -> EvalResult:
+             allow_base: bool = False, replace: bool = False) -> EvalResult:
     """Run the whole stage for one variant; components may be injected (tests, the speed benchmark).
 
     ``track``: one MLflow run spans the whole evaluation (opened before the first question, metrics and
@@ -203,16 +206,20 @@ def evaluate(params: Params, variant: str, *, backend: Any = None, search_tool: 
     DVC stage and ``<prefix>-evaluate-adhoc`` otherwise. ``register``: also register an evaluated self-play
     checkpoint in the MLflow model registry (the pipeline's ``evaluate@<variant>`` stages ask for it; an
     ad-hoc evaluation does not). ``allow_base``: score the base model for a variant without a checkpoint
-    (``resolve_model``).
+    (``resolve_model``). ``replace``: replace an evaluation in the output folder that asked more
+    (``searchplay.eval.replacement``; outside a DVC stage such a run stops before the model loads).
     """
     if not PLAIN_NAME.fullmatch(variant):  # the CLI takes only evaluable_variants(); a library caller a plain name
         raise ValueError(f"variant {variant!r} is not a plain folder name (letters, digits, _ and -)")
     choice = resolve_model(params, variant, allow_base)  # before anything is written or loaded
+    if not replace and not in_pipeline():
+        most = {name: questions_for(name, sys.maxsize, params.evaluate) for name in params.evaluate.benchmarks}
+        check_replacement(Path(params.evaluate.out_dir) / variant, most)
     if not track:
         return _evaluate(params, variant, choice, backend, search_tool, judge, progress)
     import mlflow
 
-    from searchplay.tracking import in_pipeline, start_run
+    from searchplay.tracking import start_run
 
     stage = "evaluate" if in_pipeline() else "evaluate-adhoc"
     skipped = () if choice.source == "checkpoint" else tuple(SELFPLAY_ONLY)  # what a model without self-play never read
