@@ -74,3 +74,20 @@ def test_status_outside_a_project_says_where_it_looked(tmp_path, monkeypatch):
     said = " ".join(result.output.split())
     assert result.exit_code == 0 and "nothing to resume" in said
     assert f"no params.yaml in {tmp_path}" in said and "the project's folder" in said
+
+
+def test_a_store_that_cannot_be_opened_is_one_line_exit_2_and_left_as_it_was(tmp_path):
+    store = tmp_path / "mlflow.db"
+    store.write_bytes(b"not a database\n" * 100)  # e.g. a file copied over it, or cut mid-write
+    sets = [arg for section, values in _overrides(tmp_path).items() for key, value in values.items()
+            for arg in ("--set", f"{section}.{key}={value}")]
+    result = CliRunner().invoke(app, [*sets, "status"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    text = " ".join(result.output.split())
+    assert f"tracking store: {store} cannot be opened as an MLflow store (file is not a database)" in text
+    assert "move it away" in text and store.read_bytes() == b"not a database\n" * 100
+
+    result = CliRunner().invoke(app, ["--set", "tracking.uri=bogus://user:secret@host/x", "status"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "tracking store: bogus://***@host/x:" in text and "unsupported URI" in text and "secret" not in text

@@ -25,7 +25,7 @@ from typer.core import TyperGroup
 from searchplay import assets
 from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_error_message, print_error
 from searchplay.config import ConfigError, parse_override
-from searchplay.io import OutputsBusyError
+from searchplay.io import OutputsBusyError, TrackingStoreError
 from searchplay.llm.weights import ModelLoadError
 from searchplay.process import (
     apply_offline_defaults,
@@ -52,6 +52,11 @@ class SearchplayGroup(TyperGroup):
             if ctx.params.get("debug"):
                 raise
             print_error("busy", str(exc))
+            raise typer.Exit(EXIT_BAD_PARAMS) from None
+        except TrackingStoreError as exc:
+            if ctx.params.get("debug"):
+                raise
+            print_error("tracking store", str(exc))
             raise typer.Exit(EXIT_BAD_PARAMS) from None
         except ModelLoadError as exc:
             if ctx.params.get("debug"):

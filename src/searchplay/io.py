@@ -228,6 +228,11 @@ def portable_name(value: str | Path, root: Path | None = None) -> str:
         return str(value)
 
 
+class TrackingStoreError(RuntimeError):
+    """The MLflow tracking store cannot be opened, the same way however often it is tried: a file that is not an
+    MLflow sqlite store, or a URI whose scheme MLflow has no store for (``searchplay.tracking.use_store``)."""
+
+
 class OutputsBusyError(RuntimeError):
     """Another process is writing the same outputs; the message names it."""
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from searchplay.colors import model_color
 from searchplay.config import Params
-from searchplay.io import exclusive_outputs, process_alive
+from searchplay.io import TrackingStoreError, exclusive_outputs, process_alive
 from searchplay.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -89,11 +89,31 @@ def use_store(uri: str) -> None:
     import mlflow
 
     path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
-    if path and uri not in _READY_STORES:
-        with exclusive_outputs(path, "MLflow store setup", wait=True):
-            mlflow.MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    if uri not in _READY_STORES:
+        with exclusive_outputs(path, "MLflow store setup", wait=True) if path else contextlib.nullcontext():
+            _open_store(uri, path)
         _READY_STORES.add(uri)
     mlflow.set_tracking_uri(uri)
+
+
+def _open_store(uri: str, path: str | None) -> None:
+    """Resolve ``uri``'s store (a sqlite one: make or migrate its tables); TrackingStoreError where it cannot be.
+    A server is not contacted here (its first request is)."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        client = mlflow.MlflowClient(tracking_uri=uri)  # resolves the tracking and registry stores' schemes
+        if path:
+            client.search_experiments(max_results=1)
+    except (MlflowException, SQLAlchemyError) as exc:
+        cause = redact_credentials(str(getattr(exc, "orig", None) or exc).strip().split("\n")[0].split(" See ")[0])
+        if path:
+            raise TrackingStoreError(f"{path} cannot be opened as an MLflow store ({cause}); move it away (the next "
+                                     "run makes a new one) or point tracking.uri at another store") from None
+        raise TrackingStoreError(f"{redact_credentials(uri)}: {cause} (set tracking.uri or "
+                                 "MLFLOW_TRACKING_URI to a supported store, e.g. sqlite:///mlflow.db)") from None
 
 
 def _set_experiment(name: str) -> Any:
