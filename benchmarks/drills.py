@@ -205,9 +205,9 @@ def kg_fault(work: Path, dump_name: str, dump: bytes | None, exit_code: int, pat
 
 # --- kg extract -----------------------------------------------------------------------------------------------
 
-@drill("kg-missing-dump", "exit 1, names the path; previous store and pool intact")
+@drill("kg-missing-dump", "exit 2, names the path; previous store and pool intact")
 def kg_missing_dump(work: Path) -> Outcome:
-    return kg_fault(work, "missing.json", None, 1, r"not a readable file")
+    return kg_fault(work, "missing.json", None, 2, r"not a readable file")
 
 
 @drill("kg-cut-gzip", "exit 2 (truncated); previous store and pool intact")
@@ -228,12 +228,12 @@ def kg_partial_line(work: Path) -> Outcome:
     return kg_fault(work, "partial.json", lines[:-40], 2, r"its last line has no newline and does not parse")
 
 
-@drill("kg-bad-lines", "a dump with 30% corrupt lines: exit 1, one line (counts, setting, first bad line); "
+@drill("kg-bad-lines", "a dump with 30% corrupt lines: exit 2, one line (counts, setting, first bad line); "
       "previous store and pool intact")
 def kg_bad_lines(work: Path) -> Outcome:
     lines = [wikidata_item(n, TINY_ITEMS) for n in range(TINY_ITEMS)]
     lines = [line[: len(line) // 2] if n % 3 == 0 else line for n, line in enumerate(lines)]  # cut mid-object
-    return kg_fault(work, "bad.json", b"[\n" + b",\n".join(lines) + b"\n]\n", 1,
+    return kg_fault(work, "bad.json", b"[\n" + b",\n".join(lines) + b"\n]\n", 2,
                     r"\d+ of \d+ lines of \S+ are corrupt \(.*?\); the first is line \d+: JSONDecodeError",
                     one_line=True)
 

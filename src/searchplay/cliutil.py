@@ -62,11 +62,11 @@ def path_error_message(error: OSError) -> str | None:
 
 
 def exit_code_for(error: BaseException) -> int:
-    """3 for a failed data-quality gate, 2 for a truncated input file, 1 for any other stage failure
-    (Prefect retries only those)."""
-    from searchplay.io import TruncatedInputError
+    """3 for a failed data-quality gate, 2 for an input a stage cannot use (``searchplay.io.InputError``: a
+    missing, cut or malformed file), 1 for any other stage failure (a flow retries only those)."""
+    from searchplay.io import InputError
     from searchplay.quality import DataQualityError
 
-    if isinstance(error, TruncatedInputError):
-        return EXIT_BAD_PARAMS  # a retry reads the same cut file
+    if isinstance(error, InputError):
+        return EXIT_BAD_PARAMS  # a retry reads the same file
     return EXIT_DATA_QUALITY if isinstance(error, DataQualityError) else 1

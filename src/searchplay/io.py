@@ -164,7 +164,13 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
                 raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
 
 
-class TruncatedInputError(ValueError):
+class InputError(Exception):
+    """An input a stage cannot use (a file missing, cut, malformed or too small; checkpoints of another run): a
+    retry finds it the same way, so the CLI exits 2 (``searchplay.cliutil.exit_code_for``) and a flow does not
+    retry it. Stage errors derive from it beside their usual base (ValueError, RuntimeError)."""
+
+
+class TruncatedInputError(InputError, ValueError):
     """An input file that ends early (a cut copy or download); a retry reads the same file, so the CLI exits 2."""
 
 

@@ -172,8 +172,28 @@ def test_an_empty_benchmark_file_is_named(tmp_path):
 
 def test_a_hub_split_not_cached_offline_says_how_to_load_it():
     assert os.environ["HF_HUB_OFFLINE"] == "1"  # as every searchplay command runs unless --online
-    with pytest.raises(BenchmarkError, match=r"searchplay --online evaluate"):  # the real datasets library
+    with pytest.raises(BenchmarkError, match=r"searchplay --online evaluate") as error:  # the real datasets library
         bm.load_from_hub("searchplay-tests/never-cached", "nq")
+    from searchplay.cliutil import exit_code_for
+
+    assert exit_code_for(error.value) == 2  # a retry finds the hub off the same way
+
+
+def test_an_unreachable_hub_while_online_may_pass_so_it_is_not_an_input_error(monkeypatch):
+    from searchplay.cliutil import exit_code_for
+
+    def unreachable(path, name, split):
+        raise ConnectionError(f"Couldn't reach '{path}' on the Hub (ConnectTimeout)")
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=unreachable))
+    monkeypatch.delenv("HF_HUB_OFFLINE")  # searchplay --online
+    with pytest.raises(bm.HubUnreachableError, match=r"could not be reached.*try again") as error:
+        bm.load_from_hub("RUC-NLPIR/FlashRAG_datasets", "nq")
+    assert exit_code_for(error.value) == 1  # a flow retries it; offline (above) it is exit 2
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the same error with the hub off: an input error, exit 2
+    with pytest.raises(BenchmarkError, match="searchplay --online evaluate") as offline:
+        bm.load_from_hub("RUC-NLPIR/FlashRAG_datasets", "nq")
+    assert exit_code_for(offline.value) == 2
 
 
 def test_hub_without_datasets_package_says_what_to_install(monkeypatch):

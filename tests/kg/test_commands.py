@@ -51,7 +51,7 @@ def test_bad_dump_fails_with_message(tmp_path):
     empty = tmp_path / "empty.json"
     empty.write_text("[\n{not json},\n]\n")
     result, out = _extract(tmp_path, "--dump", str(empty), "--selector", "random")
-    assert result.exit_code == 1 and "kg extract failed" in result.output
+    assert result.exit_code == 2 and "kg extract failed" in result.output  # a retry reads the same dump
     assert not (out / "subgraphs.jsonl").exists()
 
 
@@ -79,7 +79,7 @@ def test_missing_dump_keeps_the_previous_store(tmp_path, tiny_dump):
     """with a missing --dump path the store went from 63 entities to 0."""
     out = _previous_run(tmp_path, tiny_dump)
     result, _ = _extract(tmp_path, "--dump", str(tmp_path / "missing.json"), "--selector", "random")
-    assert result.exit_code == 1 and "not a readable file" in result.output
+    assert result.exit_code == 2 and "not a readable file" in result.output
     _assert_previous_run_intact(out)
 
 
@@ -96,7 +96,7 @@ def test_a_dump_with_many_bad_lines_fails_in_one_line(tmp_path, tiny_dump, caplo
     lines[1:-1] = [line[: len(line) // 2] + b"\n" if i % 3 == 0 else line for i, line in enumerate(lines[1:-1])]
     (tmp_path / "bad.json").write_bytes(b"".join(lines))
     result, _ = _extract(tmp_path, "--dump", str(tmp_path / "bad.json"), "--selector", "random")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert len(_message_lines(result.output)) == 1, result.output
     assert "17 of 52 lines" in result.output and "kg.max_bad_line_share=1.0%" in result.output
     assert "the first is line 2: JSONDecodeError" in result.output

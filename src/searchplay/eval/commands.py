@@ -40,7 +40,7 @@ def evaluate_command(
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
     from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for, print_error
-    from searchplay.eval.benchmarks import BenchmarkError
+    from searchplay.eval.benchmarks import BenchmarkError, HubUnreachableError
     from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants, evaluate
     from searchplay.eval.replacement import ReportWouldShrinkError
     from searchplay.llm.judge import JudgeOutageError
@@ -59,8 +59,8 @@ def evaluate_command(
     name = variant or params.selfplay.variant
     try:
         result = evaluate(params, name, track=track, register=register, allow_base=allow_base, replace=replace)
-    except (BenchmarkError, DataQualityError) as exc:
-        console.print(f"[red]benchmark error[/red]: {exc}")
+    except (BenchmarkError, DataQualityError, HubUnreachableError) as exc:
+        print_error("benchmark error", str(exc))
         raise typer.Exit(exit_code_for(exc)) from None
     except ModelNotFoundError as exc:
         print_error("model not found", str(exc))

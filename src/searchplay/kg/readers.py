@@ -27,7 +27,7 @@ import indexed_bzip2
 import orjson
 
 from searchplay.assets import bundled_sample_path
-from searchplay.io import COMPRESSED, TruncatedInputError
+from searchplay.io import COMPRESSED, InputError, TruncatedInputError
 from searchplay.kg.entities import Entity, parse_entity
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk handed to an ingest worker
 BZ2_END = 0x177245385090  # the 48-bit magic that opens a bzip2 stream's footer (then a 32-bit CRC, bit padding)
 
 
-class DumpError(ValueError):
+class DumpError(InputError, ValueError):
     """A dump that cannot be used; the message says what was expected and what was found."""
 
 

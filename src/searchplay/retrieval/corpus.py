@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from searchplay.io import TruncatedInputError, jsonl_records, write_jsonl
+from searchplay.io import InputError, TruncatedInputError, jsonl_records, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ MAX_REPORTED_BAD_LINES = 20  # examples kept in the report; all are counted
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
-class CorpusError(ValueError):
+class CorpusError(InputError, ValueError):
     """The corpus cannot be read or has too many malformed lines; the message says which and why."""
 
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import atomic_write, write_json
+from searchplay.io import InputError, atomic_write, write_json
 from searchplay.model_paths import CHECKPOINT_STATE, complete_checkpoints
 from searchplay.selfplay.distributed import Processes
 from searchplay.timings import split_timings
@@ -81,7 +81,7 @@ def merge_run_state(kept: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]
     return state
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(InputError, RuntimeError):
     """A checkpoint folder that cannot be used; the message says which and what to do."""
 
 

@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
         """Search self-play training (SSP Alg. 1 with the KG Proposer / WCR), one checkpoint per iteration."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from searchplay.cliutil import console, get_params
+        from searchplay.cliutil import console, exit_code_for, get_params, print_error
         from searchplay.selfplay import phases
         from searchplay.selfplay.checkpoint import CheckpointError
         from searchplay.selfplay.loop import SelfplayError, run_selfplay
@@ -97,8 +97,8 @@ def register(app: typer.Typer) -> None:
                 history = run_selfplay(params, name, total, resume=resume, on_iteration=report, phase=phase,
                                        resume_if_unchanged=resume_if_unchanged)
             except (SelfplayError, SeedError, CheckpointError, phases.PhaseError) as exc:
-                console.print(f"[red]selfplay error:[/red] {exc}")
-                raise typer.Exit(1) from None
+                print_error("selfplay error", str(exc))
+                raise typer.Exit(exit_code_for(exc)) from None
             progress.update(task, completed=len(history))
         console.print(f"selfplay {run}: {len(history)} iterations; reports in {params.selfplay.reports_dir}/{run}/, "
                       f"the model in {params.selfplay.checkpoint_dir}/{run}/model/, checkpoints in "

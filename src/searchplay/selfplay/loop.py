@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.io import atomic_write, write_json
+from searchplay.io import InputError, atomic_write, write_json
 from searchplay.model_paths import MODEL_DIR, initial_policy, resume_dir, selfplay_run_dir
 from searchplay.selfplay import metrics as m
 from searchplay.selfplay import phases
@@ -78,7 +78,7 @@ def step_function(variant: Variant) -> StepFunction:
     return STEP_FUNCTIONS[variant.step]
 
 
-class SelfplayError(RuntimeError):
+class SelfplayError(InputError, RuntimeError):
     """A run that cannot start or continue; the message says why and what to do."""
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import read_jsonl
+from searchplay.io import InputError, read_jsonl
 from searchplay.split import record_split
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 KG_REQUIRED_FIELDS = ("id", "answer", "path", "relations", "waypoints", "num_nodes")
 
 
-class SeedError(ValueError):
+class SeedError(InputError, ValueError):
     """A seed file that cannot be used; the message names the file, the line and the fix."""
 
 

@@ -45,7 +45,7 @@ def warmstart_command(
     **stages: bool,
 ) -> None:
     """Format warm-start: SFT on demos of every role from the warm-start KG split (before self-play)."""
-    from searchplay.cliutil import console, exit_code_for, get_params
+    from searchplay.cliutil import console, exit_code_for, get_params, print_error
     from searchplay.warmstart.stage import WarmstartError, run_warmstart
 
     chosen = next((STAGES[flag] for flag, on in stages.items() if on), None)  # a recipe's stage flag, if given
@@ -56,7 +56,7 @@ def warmstart_command(
     try:
         metrics = run_warmstart(params, track=track)
     except WarmstartError as exc:
-        console.print(f"[red]warm-start error:[/red] {exc}")
+        print_error("warm-start error", str(exc))
         raise typer.Exit(exit_code_for(exc)) from None
     if not metrics.get("enabled"):
         console.print(metrics["note"])

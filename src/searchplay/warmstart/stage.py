@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.config import Params
-from searchplay.io import atomic_write, follow_umask, read_jsonl, write_json
+from searchplay.io import InputError, atomic_write, follow_umask, read_jsonl, write_json
 from searchplay.model_paths import warmstart_model_dir
 from searchplay.moments import memory_saver_enabled
 from searchplay.precision import autocast_enabled
@@ -43,7 +43,7 @@ from searchplay.warmstart.formats import enabled_formats, family_roles, register
 log = logging.getLogger(__name__)
 
 
-class WarmstartError(RuntimeError):
+class WarmstartError(InputError, RuntimeError):
     """The stage cannot run; the message says why and what to do."""
 
 

@@ -16,14 +16,14 @@ EVE_FLAG_HELP = ("the warmstart_eve stage: continue the warm-start on EVE's form
 
 def eve_command(params: Params, track: bool) -> None:
     """Run the ``warmstart_eve`` stage and print its summary (``searchplay warmstart --eve``)."""
-    from searchplay.cliutil import console, exit_code_for
+    from searchplay.cliutil import console, exit_code_for, print_error
     from searchplay.recipes.eve.warmstart import EVE_RATES, run_eve_warmstart
     from searchplay.warmstart.stage import WarmstartError
 
     try:
         metrics = run_eve_warmstart(params, track=track)
     except WarmstartError as exc:
-        console.print(f"[red]warm-start error:[/red] {exc}")
+        print_error("warm-start error", str(exc))
         raise typer.Exit(exit_code_for(exc)) from None
     console.print(f"EVE warm-start: {metrics['steps']} steps from the warm-start, {int(metrics['trained_tokens']):,} "
                   f"trained tokens, loss {metrics['loss_first']:.3f} -> {metrics['loss_last']:.3f} in "
