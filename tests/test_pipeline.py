@@ -5,8 +5,9 @@ alone: KG, corpus, index, warm-start, self-play, the evaluations of base, warm-s
 tests/test_deployment_files.py checks that the full params resolve every variant's stages); the tests
 then check the outputs, that a second `dvc repro` does nothing, that changing `wcr.alpha` in a queued
 `dvc exp run` (run in a temporary copy, as `--temp` runs) re-runs only kg_wcr's downstream stages (the
-copy checks the other outputs out of the DVC cache) and that `dvc exp apply` brings the point back, and
-that a Prefect server + process worker runs the `retrain/weekly` deployment to completion.
+copy checks the other outputs out of the DVC cache) and that `dvc exp apply` brings the point back,
+that a Prefect server + process worker runs the `retrain/weekly` deployment to completion, and that an
+evaluation stage run again asks no question its predictions (a ``persist`` output) already answer.
 """
 
 from __future__ import annotations
@@ -236,3 +237,19 @@ def test_prefect_server_worker_and_deployment_run(quick_repo, pipeline_env):
             if process is not None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+def test_an_evaluation_stage_asks_again_no_question_its_resume_log_holds(quick_repo, pipeline_env):
+    """DVC removes a stage's outputs before it runs it, except ``persist`` ones: an evaluation's predictions, its
+    resume log, are kept, so a stage run again (after a kill, or here after an edit of one record) asks no
+    question the same model, settings and code answered. Without ``persist`` the edit would be gone."""
+    repo, _ = quick_repo
+    path = repo / "reports/eval/base/predictions/bamboogle.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[0]["output"] += " [kept from the resume log]"
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    output = run([str(BIN / "dvc"), "repro", "--single-item", "evaluate_reference@base"], repo, pipeline_env)
+    assert stages_that_ran(output) == {"evaluate_reference@base"}, output
+    assert "5 of 5 questions answered before by the same model, settings and code" in " ".join(output.split())
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    assert kept[0]["output"].endswith(" [kept from the resume log]") and len(kept) == len(records)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -273,3 +274,20 @@ def exclusive_outputs(folder: str | Path, command: str, wait: bool = False) -> I
         yield
     finally:
         handle.close()
+
+
+def files_digest(root: Path, paths: Iterable[Path]) -> str:
+    """sha256 over each file's path (relative to ``root``) and bytes, in path order."""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        with path.open("rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()[:16]
+
+
+def code_digest() -> str:
+    """The searchplay package's Python source: a run never continues, nor reuses what another run wrote, on
+    other code than it started with (a resumed self-play run; an evaluation's resume log)."""
+    package = Path(__file__).parent
+    return files_digest(package, package.rglob("*.py"))

@@ -110,6 +110,18 @@ def test_settings_fingerprint_follows_what_changes_a_score():
     assert len({base, fewer_turns, plain_question, settings_fingerprint(run, rollout_config(params), params)}) == 4
 
 
+def test_settings_fingerprint_follows_the_packages_code(monkeypatch):
+    """A resumed evaluation never keeps answers that other code gave (the resume log persists under DVC)."""
+    from searchplay.eval import evaluate
+    from searchplay.eval.runner import rollout_config
+
+    params = Params()
+    run = {"model": "m", "model_revision": "r1"}
+    before = evaluate.settings_fingerprint(run, rollout_config(params), params)
+    monkeypatch.setattr(evaluate, "code_digest", lambda: "an edited rollout.py")
+    assert evaluate.settings_fingerprint(run, rollout_config(params), params) != before
+
+
 def test_evaluation_protocol_comes_from_the_evaluate_section_not_the_agent_one():
     from searchplay.eval.runner import rollout_config
 

@@ -8,7 +8,8 @@ names come from the registries in ``searchplay.model_paths`` (``evaluable_varian
 Outputs under ``<evaluate.out_dir>/<variant>/``: ``metrics.json`` (DVC metric, flat numeric keys,
 0-100, each score with its n and 95% interval), ``run.json`` (model, judge, protocol, skipped
 records), ``sample.json`` (the drawn ids), ``predictions/<benchmark>.jsonl`` (per question, with the
-model's full output; also the resume log), ``report.md``/``report.html`` and
+model's full output; also the resume log, a ``persist`` output of the DVC stage: a run again asks only what
+it does not answer under the same model revision, settings and code), ``report.md``/``report.html`` and
 ``charts/<benchmark>.png``; all logged to MLflow under the variant's run. Every file names the model
 by its params id and paths relative to the repository, so committed reports hold no machine's paths.
 """
@@ -46,7 +47,7 @@ from searchplay.eval.scoring import (
     question_search_recall,
     scores_by_hops,
 )
-from searchplay.io import portable_name, write_json, write_jsonl
+from searchplay.io import code_digest, portable_name, write_json, write_jsonl
 from searchplay.timings import write_timings
 from searchplay.tracking import in_pipeline
 
@@ -263,6 +264,9 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
     paths = {name: out_dir / "predictions" / f"{name}.jsonl" for name in sampled}
     for path in paths.values():
         _drop_other_models(path, model, revision)
+    if in_pipeline():  # the stage's output holds this run's benchmarks alone (DVC keeps the folder: the resume log)
+        for other in set((out_dir / "predictions").glob("*.jsonl")) - set(paths.values()):
+            other.unlink()
     answered = run_benchmarks({paths[name]: items for name, items in sampled.items()}, backend=backend,
                               search_tool=search_tool, judge=judge, config=config, model=model,
                               model_revision=revision, batch_size=cfg.batch_size, top_k=params.search.top_k,
@@ -368,8 +372,8 @@ def check_judge_errors(judge: Any, records: list[dict[str, Any]], max_share: flo
 
 def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> str:
     """A short hash of everything that changes a prediction or its scores: the model and its revision,
-    decoding and budgets, search, judge and prompt, metric options, the rollout dtype. Predictions
-    recorded under another fingerprint are not reused."""
+    decoding and budgets, search, judge and prompt, metric options, the rollout dtype, the package's code.
+    Predictions recorded under another fingerprint are not reused."""
     import json
     from dataclasses import asdict, is_dataclass
 
@@ -377,7 +381,7 @@ def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> st
     rollout = asdict(config) if is_dataclass(config) else repr(config)
     basis = {**{k: run.get(k) for k in keys}, "rollout": rollout, "search_mode": params.search.mode,
              "rollout_dtype": params.agent.rollout_dtype, "judge_backend": params.judge.backend,
-             "judge_temperature": params.judge.temperature}
+             "judge_temperature": params.judge.temperature, "code": code_digest()}
     if params.evaluate.evidence:  # another prompt and more scores; absent when off, so older fingerprints hold
         basis["evidence"] = True
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -391,8 +395,9 @@ def _drop_other_models(path: Path, model: str, revision: str | None = None) -> N
         return record.get("model") == model and record.get("model_revision") == revision
 
     stale = [r for r in finished.values() if not same(r)]
-    if stale:
-        log.warning("%s: %d predictions were made by another model; evaluating them again", path, len(stale))
+    if stale:  # a DVC stage's earlier output after a retrain: expected there; by hand, worth a warning
+        log.log(logging.INFO if in_pipeline() else logging.WARNING,
+                "%s: %d predictions were made by another model; evaluating them again", path, len(stale))
         write_jsonl(path, [r for r in finished.values() if same(r)])
 
 

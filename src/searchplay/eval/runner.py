@@ -13,6 +13,7 @@ batch in flight and a rerun skips every question already in the file.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -23,6 +24,8 @@ from typing import Any
 from searchplay.eval.benchmarks import QAItem
 from searchplay.eval.scoring import answer_retrieved, score_question
 from searchplay.io import atomic_write
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,9 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
     finished = {path: {key: record for key, record in read_finished(path).items()
                        if record.get("settings") == settings and not record.get("judge_error")} for path in work}
     todo = [(path, item) for path, items in work.items() for item in items if item.id not in finished[path]]
+    if reused := sum(len(items) for items in work.values()) - len(todo):
+        log.info("%d of %d questions answered before by the same model, settings and code (the predictions "
+                 "files): not asked again", reused, reused + len(todo))
     for start in range(0, len(todo), batch_size):
         chunk = todo[start:start + batch_size]
         batch = [item for _, item in chunk]

@@ -8,12 +8,12 @@ resident memory beside whatever its allocator holds free.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import struct
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from searchplay.io import files_digest
 
 SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}  # header -> torch
 MODEL_PATTERNS = ("*.safetensors", "*.json")  # the weights and configs of an HF folder; not optimizer states
@@ -21,16 +21,6 @@ MODEL_PATTERNS = ("*.safetensors", "*.json")  # the weights and configs of an HF
 
 class ModelLoadError(RuntimeError):
     """The weights at a path cannot be loaded; the message names the path, the cause and the fix."""
-
-
-def files_digest(root: Path, paths: Iterable[Path]) -> str:
-    """sha256 over each file's path (relative to ``root``) and bytes, in path order."""
-    digest = hashlib.sha256()
-    for path in sorted(paths):
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
-        with path.open("rb") as handle:
-            digest.update(hashlib.file_digest(handle, "sha256").digest())
-    return digest.hexdigest()[:16]
 
 
 def model_digest(model: str | Path) -> str:

@@ -16,17 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import searchplay
-from searchplay.io import write_json
-from searchplay.llm.weights import files_digest, model_digest
+from searchplay.io import code_digest, write_json
+from searchplay.llm.weights import model_digest
 
 INPUTS_FILE = "resume_inputs.json"
-
-
-def code_digest() -> str:
-    """The package's Python source, so a run never continues on other code than it started with."""
-    package = Path(searchplay.__file__).parent
-    return files_digest(package, package.rglob("*.py"))
 
 
 def run_inputs(params_digest: str, start: str, pinned: dict[str, Any]) -> dict[str, str]:
