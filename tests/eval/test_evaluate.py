@@ -413,3 +413,24 @@ def test_what_an_evaluation_asked_is_read_from_its_sample_or_its_metrics(tmp_pat
     assert asked_before(tmp_path / "a") == {"nq": 3, "kg_heldout": 161}
     (tmp_path / "a" / "metrics.json").write_text('{"nq.n": 3,')  # cut: nothing readable to keep
     assert asked_before(tmp_path / "a") == {} == asked_before(tmp_path / "nothing")
+
+
+def test_the_resume_log_keeps_only_this_models_answers_and_in_a_stage_only_its_benchmarks(tmp_path, monkeypatch,
+                                                                                          caplog):
+    from searchplay.io import write_jsonl
+
+    folder = tmp_path / "predictions"
+    mine, retrained = {"model": "m", "model_revision": "r2"}, {"model": "m", "model_revision": "r1"}
+    write_jsonl(folder / "nq.jsonl", [{"id": "1", **mine}, {"id": "2", **retrained}])
+    write_jsonl(folder / "bamboogle.jsonl", [{"id": "3", **mine}])
+    write_jsonl(folder / "triviaqa.jsonl", [{"id": "4", **mine}])  # a benchmark no longer asked
+    paths = {"nq": folder / "nq.jsonl", "bamboogle": folder / "bamboogle.jsonl"}
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    stage.prepare_resume_log(paths, "m", "r2")  # by hand: warned, other benchmarks' files left alone
+    assert [json.loads(line)["id"] for line in paths["nq"].read_text().splitlines()] == ["1"]
+    assert caplog.records[-1].levelname == "WARNING" and "another model or revision dropped (nq 1)" in caplog.text
+    assert (folder / "triviaqa.jsonl").exists() and (folder / "bamboogle.jsonl").read_text().count("\n") == 1
+
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))  # a DVC stage: its output holds this run's benchmarks alone
+    stage.prepare_resume_log(paths, "m", "r2")
+    assert sorted(p.name for p in folder.iterdir()) == ["bamboogle.jsonl", "nq.jsonl"]

@@ -262,11 +262,7 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
     per_benchmark: dict[str, dict[str, float]] = {}
     bar = _progress(sum(len(v) for v in sampled.values()), progress)
     paths = {name: out_dir / "predictions" / f"{name}.jsonl" for name in sampled}
-    for path in paths.values():
-        _drop_other_models(path, model, revision)
-    if in_pipeline():  # the stage's output holds this run's benchmarks alone (DVC keeps the folder: the resume log)
-        for other in set((out_dir / "predictions").glob("*.jsonl")) - set(paths.values()):
-            other.unlink()
+    prepare_resume_log(paths, model, revision)
     answered = run_benchmarks({paths[name]: items for name, items in sampled.items()}, backend=backend,
                               search_tool=search_tool, judge=judge, config=config, model=model,
                               model_revision=revision, batch_size=cfg.batch_size, top_k=params.search.top_k,
@@ -387,18 +383,24 @@ def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> st
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _drop_other_models(path: Path, model: str, revision: str | None = None) -> None:
-    """Predictions of a different model (id or revision) in the resume log are discarded (logged), never mixed in."""
-    finished = read_finished(path)
-
-    def same(record: dict[str, Any]) -> bool:
-        return record.get("model") == model and record.get("model_revision") == revision
-
-    stale = [r for r in finished.values() if not same(r)]
-    if stale:  # a DVC stage's earlier output after a retrain: expected there; by hand, worth a warning
-        log.log(logging.INFO if in_pipeline() else logging.WARNING,
-                "%s: %d predictions were made by another model; evaluating them again", path, len(stale))
-        write_jsonl(path, [r for r in finished.values() if same(r)])
+def prepare_resume_log(paths: dict[str, Path], model: str, revision: str | None = None) -> None:
+    """Discard the predictions of a different model (id or revision) from each benchmark's file, never mixed in,
+    and say so in one line; in a DVC stage, also remove the files of benchmarks this run does not ask, so the
+    stage's output (a ``persist`` folder, kept between runs) holds this run's alone."""
+    dropped = {}
+    for name, path in paths.items():
+        finished = read_finished(path)
+        kept = [r for r in finished.values() if r.get("model") == model and r.get("model_revision") == revision]
+        if len(kept) < len(finished):
+            dropped[name] = len(finished) - len(kept)
+            write_jsonl(path, kept)
+    if dropped:  # a DVC stage's earlier output after a retrain: expected there; by hand, worth a warning
+        log.log(logging.INFO if in_pipeline() else logging.WARNING, "%s: predictions made by another model or "
+                "revision dropped (%s); asking those questions again", next(iter(paths.values())).parent,
+                ", ".join(f"{name} {count}" for name, count in dropped.items()))
+    if in_pipeline() and paths:
+        for other in set(next(iter(paths.values())).parent.glob("*.jsonl")) - set(paths.values()):
+            other.unlink()
 
 
 def _progress(total: int, enabled: bool):
