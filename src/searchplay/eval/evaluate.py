@@ -396,7 +396,7 @@ def prepare_resume_log(paths: dict[str, Path], model: str, revision: str | None 
             write_jsonl(path, kept)
     if dropped:  # a DVC stage's earlier output after a retrain: expected there; by hand, worth a warning
         log.log(logging.INFO if in_pipeline() else logging.WARNING, "%s: predictions made by another model or "
-                "revision dropped (%s); asking those questions again", next(iter(paths.values())).parent,
+                "revision dropped (%s): none is reused", next(iter(paths.values())).parent,
                 ", ".join(f"{name} {count}" for name, count in dropped.items()))
     if in_pipeline() and paths:
         for other in set(next(iter(paths.values())).parent.glob("*.jsonl")) - set(paths.values()):
