@@ -286,3 +286,16 @@ def test_math_kernels_are_warmed_once_per_process():
     before = process.warm_math_kernels.cache_info().hits
     process.warm_math_kernels()
     assert process.warm_math_kernels.cache_info().hits == before + 1
+
+
+def test_the_exit_collects_where_a_module_reports_leaks_and_freezes_elsewhere():
+    pytest.importorskip("triton", reason="triton comes with vLLM (make setup-vllm) or PyPI's CUDA torch")
+    tuned_then = ("from searchplay.process import tune_garbage_collection\n"
+                  "tune_garbage_collection()\n")
+    leaks = subprocess.run([sys.executable, "-c", tuned_then + "import triton._C.libtriton\n"],
+                           capture_output=True, text=True, check=True)
+    assert "nanobind: leaked" not in leaks.stderr, leaks.stderr[-600:]  # 25 lines of it with a freeze at exit
+    code = (tuned_then + "import atexit, gc\nstart = gc.get_freeze_count()\n"
+            "atexit._run_exitfuncs(); print(gc.get_freeze_count() > start)\n")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "True"  # no triton: the freeze stays

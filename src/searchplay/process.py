@@ -10,6 +10,7 @@ import ctypes
 import functools
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
@@ -157,6 +158,20 @@ FULL_COLLECTION_EVERY = 1000  # young (generation-1) collections between full on
 _gc_tuned = False
 
 
+# Triton (vLLM imports it) is built with nanobind, which at exit prints every object of its types still alive:
+# frozen, they all are (about 25 lines of "nanobind: leaked 514 functions!" at the end of each vLLM stage)
+LEAK_CHECKED = ("triton",)
+
+
+def freeze_unless_leak_checked() -> None:
+    """``gc.freeze()`` at exit (no collection of what is about to be freed), unless a ``LEAK_CHECKED`` module is
+    loaded: its objects must be collected first, as CPython's exit does, or it reports them as leaks."""
+    import gc
+
+    if not any(name in sys.modules for name in LEAK_CHECKED):
+        gc.freeze()
+
+
 def tune_garbage_collection() -> bool:
     """Make CPython's full garbage collections rare, and skip the one at exit (``gc.freeze`` in an exit
     handler that runs after those the heavy imports register).
@@ -167,8 +182,9 @@ def tune_garbage_collection() -> bool:
     be freed anyway, of its 17 s (docs/benchmarks.md, "Garbage collection"). Reference counting still frees
     everything outside cycles at once and the young collections still find new cycles; a full collection comes
     after ``FULL_COLLECTION_EVERY`` young ones. What a command computes does not change. Exit handlers (MLflow's,
-    atexit's own) still run before the freeze. Returns whether it applied: not with ``SEARCHPLAY_GC_TUNING=0``;
-    once a process.
+    atexit's own) still run before the freeze. Where a module that checks for leaked objects at exit is loaded
+    (``LEAK_CHECKED``), the exit collects as CPython's default does instead. Returns whether it applied: not with
+    ``SEARCHPLAY_GC_TUNING=0``; once a process.
     """
     import atexit
     import gc
@@ -178,7 +194,7 @@ def tune_garbage_collection() -> bool:
         return False
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, FULL_COLLECTION_EVERY)
-    atexit.register(gc.freeze)  # before the heavy imports register theirs, so it runs after them (LIFO)
+    atexit.register(freeze_unless_leak_checked)  # before the heavy imports register theirs: runs after them (LIFO)
     _gc_tuned = True
     return True
 

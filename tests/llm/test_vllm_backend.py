@@ -17,6 +17,7 @@ import pytest
 
 from searchplay.llm.backend import SamplingParams
 from searchplay.llm.vllm_backend import (
+    EngineNotices,
     ExpectedNarrowing,
     ExpectedReloadSkips,
     VllmBackend,
@@ -153,6 +154,28 @@ def test_an_fp32_checkpoint_loads_into_a_bf16_engine_without_a_warning_per_weigh
     VllmBackend(str(smollm2_path), dtype="bfloat16", max_model_len=512, cpu_kv_cache_gib=0.25)
     written = "".join(capfd.readouterr())  # vLLM's logger writes to the stream itself (it does not propagate)
     assert "Loading safetensors" in written and "Attempted to load weight" not in written
+    assert "is not found in LD_PRELOAD" not in written and "torch.set_num_threads" not in written  # EngineNotices
+    assert "reduce_op` is deprecated" not in written
+
+
+def test_only_the_engine_notices_are_dropped_and_all_pass_under_debug():
+    import logging
+
+    notices = EngineNotices()
+
+    def record(message: str, *args: object) -> logging.LogRecord:
+        return logging.LogRecord("vllm.v1.worker.cpu_worker", logging.WARNING, "x.py", 1, message, args, None)
+
+    assert not notices.filter(record("%s is not found in LD_PRELOAD. For best performance, ...", "libiomp"))
+    assert not notices.filter(record("Enforce eager set, disabling torch.compile and CUDAGraphs."))
+    assert notices.filter(record("Not enough memory for the KV cache: %d blocks", 3))  # anything else passes
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)  # searchplay --verbose
+    try:
+        assert notices.filter(record("%s is not found in LD_PRELOAD. For best performance, ...", "libiomp"))
+    finally:
+        root.setLevel(level)
 
 
 def test_weights_are_sent_in_the_engine_dtype():

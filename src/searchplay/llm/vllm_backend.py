@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -50,6 +51,7 @@ class VllmBackend:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process: weights pass by reference
             os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # its INFO lines (~60 an engine) drown a stage's log
             keep_trainer_threads()
+            quiet_engine_notices()  # before the import: vLLM warns while it imports
             try:
                 from vllm import LLM
             except ImportError as exc:
@@ -183,6 +185,43 @@ class ExpectedNarrowing(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith("Attempted to load weight ")
+
+
+ENGINE_NOTICES = (  # vLLM warnings, each an engine start, that restate a setting of ours or the CPU's lack of Triton
+    "Triton is installed, but doesn't include CPU backend",  # the CPU wheel of torch brings a CUDA-only Triton
+    "Triton is not installed. triton-cpu is expected",
+    "Model Runner V2 requires Triton",
+    "The global random seed is set to",  # seed and the in-process engine are ours (the seeding tests hold with it)
+    "Enforce eager set",  # engine_arguments sets it where the engine cannot sleep (a CPU)
+    "Inductor compilation was disabled by user settings",  # what enforce_eager means
+    "Reset SSM cache type",  # state-space (Mamba) layers: none in the models here
+    "%s is not found in LD_PRELOAD",  # libiomp5 measured without gain (docs/benchmarks.md); tcmalloc not bundled
+    "OMP_NUM_THREADS=%s is set; leaving Torch threads",  # keep_trainer_threads sets it for the colocated trainer
+    "CPU backend doesn't allow to use `torch.set_num_threads`",  # four lines saying it keeps those threads
+)
+
+
+class EngineNotices(logging.Filter):
+    """Drops the ``ENGINE_NOTICES`` (13 lines an engine start on a CPU) unless the log is at DEBUG (``searchplay
+    --verbose``). Any other vLLM warning passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return logging.getLogger().isEnabledFor(logging.DEBUG) or not str(record.msg).startswith(ENGINE_NOTICES)
+
+
+NOTICE_LOGGERS = ("vllm.triton_utils.importing", "vllm.engine.arg_utils", "vllm.config.vllm", "vllm.platforms.cpu",
+                  "vllm.v1.worker.cpu_worker", "vllm.utils.torch_utils")  # the modules that log ENGINE_NOTICES
+
+
+def quiet_engine_notices() -> None:
+    """Put ``EngineNotices`` on the loggers that log the notices (a logger's filter holds through vLLM's own
+    logging setup, which replaces its handlers at each engine start); also drop vLLM's use of a deprecated torch
+    name (a FutureWarning of two lines, pointing into vLLM)."""
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.reduce_op` is deprecated", category=FutureWarning)
+    for name in NOTICE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, EngineNotices) for f in logger.filters):
+            logger.addFilter(EngineNotices())
 
 
 def quiet_expected_narrowing() -> None:
