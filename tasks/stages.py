@@ -9,6 +9,7 @@ gate: exit 3) are not, because a retry would fail the same way.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +35,23 @@ def dvc_executable() -> str:
 
 
 def repro_command(stage: str, force: bool = False) -> list[str]:
-    """``dvc repro --single-item <stage>``; ``force`` re-runs it although nothing changed (DVC removes the
-    stage's outputs first, so an evaluation answers every question again instead of reusing predictions)."""
+    """``dvc repro --single-item <stage>``; ``force`` re-runs it although nothing changed."""
     return [dvc_executable(), "repro", "--single-item", *(["--force"] if force else []), stage]
+
+
+def remove_persisted_outputs(stage: str, root: Path) -> list[Path]:
+    """Remove the stage's ``persist: true`` outputs, which DVC keeps even under ``--force``: an evaluation's
+    predictions (its resume log), so that a forced evaluation answers every question again instead of reusing
+    them. Returns what it removed."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        found = repo.stage.collect(f"{Path(root).resolve() / 'dvc.yaml'}:{stage}")  # not relative to the cwd
+        paths = [Path(out.fs_path) for one in found for out in one.outs if out.persist]
+    removed = [path for path in paths if path.exists()]
+    for path in removed:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return removed
 
 
 @task(retries=2, retry_delay_seconds=[30, 120], retry_condition_fn=retry_unless_deterministic,
@@ -48,6 +63,9 @@ def reproduce_stage(stage: str, root: str = ".", force: bool = False) -> list[st
     how far a long retrain has got.
     """
     logger = get_run_logger()
+    if force:
+        for path in remove_persisted_outputs(stage, Path(root)):
+            logger.info("forced: removed %s (kept by DVC under --force) so that %s starts over", path, stage)
     progress_id = None
     summary = []
     for line in stream(repro_command(stage, force), Path(root), stage_environment()):

@@ -371,3 +371,22 @@ def test_the_flows_read_params_with_every_recipe_section(repo_root):
     done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'eve'" in done.stdout and "True" in done.stdout
+
+
+def test_a_forced_evaluation_removes_the_predictions_dvc_keeps_even_under_force(tmp_path):
+    """The predictions are a ``persist`` output (the resume log), which ``dvc repro --force`` keeps: the forced
+    on-demand evaluation removes them first, so every question is answered again (a new judge, say)."""
+    from tasks.stages import remove_persisted_outputs
+
+    dvc_yaml = {"stages": {"evaluate": {"foreach": ["base"], "do": {
+        "cmd": "true", "outs": [{"reports/eval/${item}/predictions": {"cache": False, "persist": True}},
+                                {"reports/eval/${item}/metrics.json": {"cache": False}}]}}}}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(dvc_yaml))
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    predictions = tmp_path / "reports/eval/base/predictions"
+    predictions.mkdir(parents=True)
+    (predictions / "nq.jsonl").write_text('{"id": "1"}\n')
+    (tmp_path / "reports/eval/base/metrics.json").write_text("{}")
+    assert remove_persisted_outputs("evaluate@base", tmp_path) == [predictions]
+    assert not predictions.exists() and (tmp_path / "reports/eval/base/metrics.json").exists()  # DVC's to remove
+    assert remove_persisted_outputs("evaluate@base", tmp_path) == []
