@@ -18,7 +18,8 @@ def _overrides(tmp_path) -> dict[str, object]:
     return {"tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"},
             "selfplay": {"checkpoint_dir": str(tmp_path / "checkpoints")},
             "warmstart": {"out_dir": str(tmp_path / "checkpoints" / "warmstart")},
-            "eve": {"warmstart_out_dir": str(tmp_path / "checkpoints" / "warmstart_eve")}}
+            "eve": {"warmstart_out_dir": str(tmp_path / "checkpoints" / "warmstart_eve")},
+            "evaluate": {"out_dir": str(tmp_path / "eval")}}
 
 
 def _params(tmp_path) -> Params:
@@ -91,3 +92,18 @@ def test_a_store_that_cannot_be_opened_is_one_line_exit_2_and_left_as_it_was(tmp
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "tracking store: bogus://***@host/x:" in text and "unsupported URI" in text and "secret" not in text
+
+
+def test_status_lists_an_evaluation_that_saved_answers_and_stopped_before_its_scores(tmp_path):
+    from searchplay.io import write_jsonl
+
+    finished, stopped = tmp_path / "eval" / "base", tmp_path / "eval" / "kg_wcr"
+    for folder, answered in ((finished, 3), (stopped, 2)):
+        write_jsonl(folder / "predictions" / "nq.jsonl", [{"id": str(i)} for i in range(answered)])
+        write_jsonl(folder / "predictions" / "bamboogle.jsonl", [{"id": "b"}])
+    (finished / "sample.json").write_text(json.dumps({"ids": {"nq": ["0", "1", "2"], "bamboogle": ["b"]}}))
+    (stopped / "metrics.json").write_text(json.dumps({"nq.n": 3, "bamboogle.n": 1}))  # an earlier evaluation's
+    _, points = collect(_params(tmp_path))
+    assert [(p.stage, p.path, p.detail) for p in points] == [
+        ("evaluate@kg_wcr", stopped / "predictions", "3 answers saved, no scores since")]
+    assert "evaluate@kg_wcr" in _status(tmp_path) and "3 answers saved" in _status(tmp_path)

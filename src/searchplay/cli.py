@@ -210,7 +210,8 @@ def pipeline_command(
 @app.command("status")
 def status_command(ctx: typer.Context) -> None:
     """After a crash or a kill: end KILLED the MLflow runs whose process is gone, list the runs still RUNNING,
-    and show what a re-run resumes from (warm-start resume states, each variant's newest checkpoint)."""
+    and show what a re-run resumes from (warm-start resume states, each variant's newest checkpoint, the answers
+    of an unfinished evaluation)."""
     from searchplay.cliutil import get_params
     from searchplay.status import collect
     from searchplay.tracking import tracking_uri
@@ -226,7 +227,8 @@ def status_command(ctx: typer.Context) -> None:
                   title="on disk: what a re-run continues from (a self-play stage's output is its exported model)")
     for point in points:
         table.add_row(point.stage, str(point.path), point.detail)
-    console.print(table if points else "nothing to resume: no warm-start resume state and no self-play checkpoint")
+    console.print(table if points else "nothing to resume: no warm-start resume state, no self-play checkpoint and "
+                  "no unfinished evaluation")
     if not ctx.obj["params_explicit"] and not Path("params.yaml").is_file():
         console.print(f"(no params.yaml in {Path.cwd()}: these are the default places; run `searchplay status` in "
                       "the project's folder, or give --params)")

@@ -5,7 +5,9 @@
   ``<prefix>-*`` experiment, and lists what it ended and what is still running (with its pid and host).
 - **What a re-run resumes from.** The warm-starts' resume states (``<out_dir>/resume/``) and each self-play
   variant's newest complete checkpoint (``<selfplay.checkpoint_dir>/<variant>/resume/iter_NNNNNN``); a re-run of
-  the stage (``dvc repro`` or the stage's own command) continues from there.
+  the stage (``dvc repro`` or the stage's own command) continues from there; and each evaluation that saved
+  answers and did not finish (``<evaluate.out_dir>/<model>/predictions/`` holding other counts than its last
+  scores), which a re-run of the same model, settings and code does not ask again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from searchplay.config import Params
-from searchplay.model_paths import RESUME_DIR, WARMSTARTS, complete_checkpoints, warmstart_out_dir
+from searchplay.model_paths import RESUME_DIR, WARMSTARTS, complete_checkpoints, selfplay_variants, warmstart_out_dir
 
 
 @dataclass
@@ -82,6 +84,25 @@ def resume_points(params: Params) -> list[ResumePoint]:
             partial = " (an unfinished .partial beside it is dropped on resume)" if any(
                 (variant / RESUME_DIR).glob("iter_*.partial")) else ""
             points.append(ResumePoint(f"selfplay@{variant.name}", path, f"iteration {iteration}{partial}"))
+    return points + unfinished_evaluations(Path(params.evaluate.out_dir))
+
+
+def unfinished_evaluations(out_dir: Path) -> list[ResumePoint]:
+    """Each ``<model>/predictions/`` whose answers per benchmark are not what its last scores counted
+    (``sample.json``, else ``metrics.json``; a finished evaluation rewrites each file to exactly its questions):
+    answers of an evaluation that stopped before its scores, which its re-run reuses."""
+    from searchplay.eval.replacement import asked_before
+
+    points = []
+    for model in sorted(p for p in out_dir.iterdir() if p.is_dir()) if out_dir.is_dir() else []:
+        saved = {f.stem: sum(1 for line in f.open(encoding="utf-8") if line.strip())
+                 for f in sorted((model / "predictions").glob("*.jsonl"))}
+        scored = asked_before(model)
+        if all(scored.get(bench) == count for bench, count in saved.items()):
+            continue
+        answers = sum(saved.values())
+        stage = f"evaluate@{model.name}" if model.name in selfplay_variants() else f"evaluate_reference@{model.name}"
+        points.append(ResumePoint(stage, model / "predictions", f"{answers} answers saved, no scores since"))
     return points
 
 
