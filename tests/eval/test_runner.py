@@ -37,10 +37,11 @@ def test_crash_then_resume_redoes_nothing(tmp_path, monkeypatch, fake_judge, fak
     with pytest.raises(Crash):
         run_benchmark(ITEMS, path, **kwargs)
     assert list(read_finished(path)) == ["q0", "q1", "q2", "q3", "q4", "q5"]  # two whole batches survived
-    first_run = list(asked)
+    first_run, progress = list(asked), []
     monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, asked))
-    records = run_benchmark(ITEMS, path, **kwargs)
+    records = run_benchmark(ITEMS, path, on_batch=progress.append, **kwargs)
     assert asked[len(first_run):] == ["q6", "q7", "q8", "q9"]  # nothing asked twice
+    assert progress == [6, 3, 1]  # the bar counts the answers it found, then each batch: it ends at its total
     assert [r["id"] for r in records] == [i.id for i in ITEMS] and all(r["judge_correct"] for r in records)
 
 

@@ -225,6 +225,8 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
     if reused := sum(len(items) for items in work.values()) - len(todo):
         log.info("%d of %d questions answered before by the same model, settings and code (the predictions "
                  "files): not asked again", reused, reused + len(todo))
+        if on_batch:  # the progress bar counts them done, or a resumed run's bar would end short of its total
+            on_batch(reused)
     for start in range(0, len(todo), batch_size):
         chunk = todo[start:start + batch_size]
         batch = [item for _, item in chunk]
