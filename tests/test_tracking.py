@@ -277,3 +277,21 @@ def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path):
     for worker in workers:
         _, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err[-2000:]
+
+
+def test_a_locked_store_is_not_called_unopenable(tmp_path, monkeypatch):
+    """A store another process holds ("database is locked") may free up: the error stays the library's (exit 1,
+    which a flow retries), not the one-line TrackingStoreError (exit 2, never retried)."""
+    import sqlite3
+
+    import mlflow
+    from sqlalchemy.exc import OperationalError
+
+    from searchplay import tracking
+
+    def locked(self, *args, **kwargs):
+        raise OperationalError("SELECT ...", {}, sqlite3.OperationalError("database is locked"))
+
+    monkeypatch.setattr(mlflow.MlflowClient, "search_experiments", locked)
+    with pytest.raises(OperationalError, match="database is locked"):
+        tracking.use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")

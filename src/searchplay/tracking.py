@@ -101,12 +101,14 @@ def _open_store(uri: str, path: str | None) -> None:
     A server is not contacted here (its first request is)."""
     import mlflow
     from mlflow.exceptions import MlflowException
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
     try:
         client = mlflow.MlflowClient(tracking_uri=uri)  # resolves the tracking and registry stores' schemes
         if path:
             client.search_experiments(max_results=1)
+    except OperationalError:
+        raise  # "database is locked", say: perhaps passing, so not this error (exit 2 is never retried)
     except (MlflowException, SQLAlchemyError) as exc:
         cause = redact_credentials(str(getattr(exc, "orig", None) or exc).strip().split("\n")[0].split(" See ")[0])
         if path:
