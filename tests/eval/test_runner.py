@@ -111,6 +111,41 @@ def test_settings_fingerprint_follows_what_changes_a_score():
     assert len({base, fewer_turns, plain_question, settings_fingerprint(run, rollout_config(params), params)}) == 4
 
 
+def test_settings_fingerprint_follows_every_param_of_the_stage_and_the_index(tmp_path):
+    """The predictions folder outlives a DVC re-run, which a changed dependency causes: each of them must change
+    the fingerprint, or the re-run would keep answers given against the old index or settings."""
+    from searchplay.eval.evaluate import settings_fingerprint
+    from searchplay.eval.runner import rollout_config
+
+    def fingerprint(**sections) -> str:
+        params = Params.model_validate({"index": {"dir": str(tmp_path / "index")}, **sections})
+        return settings_fingerprint({"model": "m", "model_revision": "r1"}, rollout_config(params), params)
+
+    base = fingerprint()
+    changed = [fingerprint(search={"rrf_k": 10}), fingerprint(search={"hybrid_candidates": 7}),
+               fingerprint(agent={"backend": "vllm"}), fingerprint(judge={"endpoint": "http://judge.test/v1"}),
+               fingerprint(models={"embedder_dtype": "float32"}), fingerprint(evaluate={"batch_size": 3})]
+    assert base not in changed and len(set(changed)) == len(changed)
+    assert fingerprint(evaluate={"n": 9, "seed": 3, "benchmarks": ["nq"]}) == base  # which questions: per record
+    (tmp_path / "index.fingerprint.json").write_text('{"content": "a"}')
+    rebuilt = fingerprint()
+    (tmp_path / "index.fingerprint.json").write_text('{"content": "b"}')
+    assert len({base, rebuilt, fingerprint()}) == 3
+
+
+def test_a_saved_answer_to_a_changed_question_or_gold_is_asked_again(tmp_path, monkeypatch, fake_judge,
+                                                                    fake_trajectory, fake_backend):
+    """Records are matched by id, and a regenerated KG pool can keep an id and change the gold answer."""
+    path, asked = tmp_path / "nq.jsonl", []
+    monkeypatch.setattr(runner, "solve_batch", scripted_solver(fake_trajectory, asked))
+    kwargs = dict(backend=fake_backend, search_tool=None, judge=fake_judge, config=None, model="m", batch_size=4)
+    run_benchmark(ITEMS[:3], path, **kwargs)
+    changed = [ITEMS[0], QAItem(id="q1", question="What is 1?", golden_answers=["one"], benchmark="nq"),
+               QAItem(id="q2", question="What is two?", golden_answers=["2"], benchmark="nq")]
+    records = run_benchmark(changed, path, **kwargs)
+    assert asked == ["q0", "q1", "q2", "q1", "q2"] and [r["golden_answers"] for r in records] == [["0"], ["one"], ["2"]]
+
+
 def test_settings_fingerprint_follows_the_packages_code(monkeypatch):
     """A resumed evaluation never keeps answers that other code gave (the resume log persists under DVC)."""
     from searchplay.eval import evaluate

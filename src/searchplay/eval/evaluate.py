@@ -366,18 +366,32 @@ def check_judge_errors(judge: Any, records: list[dict[str, Any]], max_share: flo
                                f"judge.max_error_share={max_share:g}); no scores written, run again once it answers")
 
 
+# evaluate.* keys that choose which questions are asked or where answers go, not what an answer is
+QUESTION_CHOICE = {"benchmarks", "n", "kg_heldout_n", "seed", "out_dir", "data_dir", "hub_id"}
+
+
 def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> str:
-    """A short hash of everything that changes a prediction or its scores: the model and its revision,
-    decoding and budgets, search, judge and prompt, metric options, the rollout dtype, the package's code.
-    Predictions recorded under another fingerprint are not reused."""
+    """A short hash of everything that changes a prediction or its scores: the model and its revision, every
+    param the evaluation stage depends on (the ``agent``, ``search`` and ``judge`` sections, ``evaluate`` but the
+    choice of questions, the embedder and its dtype), the retrieval index's content (its fingerprint file), the
+    decoding and the package's code. Predictions recorded under another fingerprint are not reused (the
+    predictions folder outlives a DVC re-run); the questions themselves are checked record by record."""
     import json
     from dataclasses import asdict, is_dataclass
 
+    from searchplay.retrieval.index import fingerprint_path
+
     keys = ("model", "model_revision", "judge", "judge_prompt", "normalization", "top_k")
     rollout = asdict(config) if is_dataclass(config) else repr(config)
+    index = fingerprint_path(params.index.dir)
     basis = {**{k: run.get(k) for k in keys}, "rollout": rollout, "search_mode": params.search.mode,
              "rollout_dtype": params.agent.rollout_dtype, "judge_backend": params.judge.backend,
-             "judge_temperature": params.judge.temperature, "code": code_digest()}
+             "judge_temperature": params.judge.temperature, "code": code_digest(),
+             "params": {"agent": params.agent.model_dump(mode="json"), "search": params.search.model_dump(mode="json"),
+                        "judge": params.judge.model_dump(mode="json"),
+                        "evaluate": params.evaluate.model_dump(mode="json", exclude=QUESTION_CHOICE),
+                        "embedder": [params.models.embedder, params.models.embedder_dtype]},
+             "index": index.read_text(encoding="utf-8") if index.is_file() else None}
     if params.evaluate.evidence:  # another prompt and more scores; absent when off, so older fingerprints hold
         basis["evidence"] = True
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]

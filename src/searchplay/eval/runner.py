@@ -198,6 +198,13 @@ def prediction_record(item: QAItem, trajectory: Any, verdict: Any, model: str, o
     }
 
 
+def same_question(record: dict[str, Any] | None, item: QAItem) -> bool:
+    """Whether a saved record answers ``item`` as it is now: the same question and gold answers (a regenerated
+    KG pool can keep a question's id and change its answer)."""
+    return (record is not None and record.get("question") == item.question
+            and record.get("golden_answers") == list(item.golden_answers))
+
+
 def run_benchmark(items: Sequence[QAItem], predictions_path: str | Path, **options: Any) -> list[dict]:
     """``run_benchmarks`` for one benchmark: answer and score ``items`` into ``predictions_path``."""
     path = Path(predictions_path)
@@ -221,7 +228,8 @@ def run_benchmarks(work: dict[Path, Sequence[QAItem]], *, backend: Any, search_t
     timed_tool = TimedSearchTool(search_tool, times)
     finished = {path: {key: record for key, record in read_finished(path).items()
                        if record.get("settings") == settings and not record.get("judge_error")} for path in work}
-    todo = [(path, item) for path, items in work.items() for item in items if item.id not in finished[path]]
+    todo = [(path, item) for path, items in work.items() for item in items
+            if not same_question(finished[path].get(item.id), item)]
     if reused := sum(len(items) for items in work.values()) - len(todo):
         log.info("%d of %d questions answered before by the same model, settings and code (the predictions "
                  "files): not asked again", reused, reused + len(todo))
