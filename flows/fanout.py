@@ -22,11 +22,13 @@ from prefect_dask import DaskTaskRunner
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def evaluate_command(variant: str, benchmark: str | None) -> list[str]:
-    """The CLI call for one benchmark (``None``: the final scoring pass over all of them)."""
+def evaluate_command(variant: str, benchmark: str | None, every: list[str] | None = None) -> list[str]:
+    """The CLI call for one benchmark (``None``: the final scoring pass over ``every`` benchmark the flow ran;
+    ``--replace``, since it writes the whole report over the tasks' one-benchmark ones)."""
     searchplay = str(Path(sys.executable).parent / "searchplay")
     if benchmark is None:
-        return [searchplay, "evaluate", "--variant", variant]
+        chosen = ["--benchmarks", ",".join(every)] if every else []
+        return [searchplay, "evaluate", "--variant", variant, *chosen, "--replace"]
     # --replace: each task's one-benchmark report stands in until the final pass writes the whole one
     return [searchplay, "evaluate", "--variant", variant, "--benchmarks", benchmark, "--no-track", "--replace"]
 
@@ -39,12 +41,12 @@ def dask_runner(workers: int, address: str | None = None) -> DaskTaskRunner:
 
 
 @task(retries=1, retry_delay_seconds=30, task_run_name="evaluate {variant} on {benchmark}")
-def evaluate_one(variant: str, benchmark: str | None, root: str) -> str:
+def evaluate_one(variant: str, benchmark: str | None, root: str, every: list[str] | None = None) -> str:
     from searchplay.pipeline import stage_environment, stream
 
     logger = get_run_logger()
     last = ""
-    for line in stream(evaluate_command(variant, benchmark), Path(root), stage_environment()):
+    for line in stream(evaluate_command(variant, benchmark, every), Path(root), stage_environment()):
         logger.info(line)
         last = line
     return last
@@ -59,7 +61,7 @@ def evaluate_fanout(variant: str = "kg_wcr", benchmarks: list[str] | None = None
     futures = [evaluate_one.submit(variant, name, root) for name in chosen]
     for future in futures:
         future.result()
-    return evaluate_one(variant, None, root)
+    return evaluate_one(variant, None, root, chosen)
 
 
 def main() -> None:

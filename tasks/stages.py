@@ -39,15 +39,16 @@ def repro_command(stage: str, force: bool = False) -> list[str]:
     return [dvc_executable(), "repro", "--single-item", *(["--force"] if force else []), stage]
 
 
-def remove_persisted_outputs(stage: str, root: Path) -> list[Path]:
-    """Remove the stage's ``persist: true`` outputs, which DVC keeps even under ``--force``: an evaluation's
-    predictions (its resume log), so that a forced evaluation answers every question again instead of reusing
-    them. Returns what it removed."""
+def remove_saved_answers(stage: str, root: Path) -> list[Path]:
+    """Remove an evaluation stage's predictions (its resume log, a ``persist: true`` output, which DVC keeps even
+    under ``--force``), so that a forced evaluation answers every question again instead of reusing them. Other
+    persisted outputs (a warm-start's folder, a self-play question pool) are left alone. Returns what it removed."""
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
         found = repo.stage.collect(f"{Path(root).resolve() / 'dvc.yaml'}:{stage}")  # not relative to the cwd
-        paths = [Path(out.fs_path) for one in found for out in one.outs if out.persist]
+        paths = [Path(out.fs_path) for one in found for out in one.outs
+                 if out.persist and Path(out.def_path).name == "predictions"]
     removed = [path for path in paths if path.exists()]
     for path in removed:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -63,9 +64,6 @@ def reproduce_stage(stage: str, root: str = ".", force: bool = False) -> list[st
     how far a long retrain has got.
     """
     logger = get_run_logger()
-    if force:
-        for path in remove_persisted_outputs(stage, Path(root)):
-            logger.info("forced: removed %s (kept by DVC under --force) so that %s starts over", path, stage)
     progress_id = None
     summary = []
     for line in stream(repro_command(stage, force), Path(root), stage_environment()):

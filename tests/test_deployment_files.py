@@ -145,7 +145,8 @@ def test_fanout_flow_builds_per_benchmark_commands_and_a_dask_runner():
 
     one = evaluate_command("kg_wcr", "nq")
     assert one[1:] == ["evaluate", "--variant", "kg_wcr", "--benchmarks", "nq", "--no-track", "--replace"]
-    assert evaluate_command("kg_wcr", None)[1:] == ["evaluate", "--variant", "kg_wcr"]
+    assert evaluate_command("kg_wcr", None, ["nq", "fanoutqa"])[1:] == [
+        "evaluate", "--variant", "kg_wcr", "--benchmarks", "nq,fanoutqa", "--replace"]  # what the tasks ran
     local = dask_runner(3)
     assert local.cluster_kwargs["n_workers"] == 3 and local.cluster_kwargs["threads_per_worker"] == 1
     assert dask_runner(2, "tcp://scheduler:8786").address == "tcp://scheduler:8786"
@@ -376,17 +377,20 @@ def test_the_flows_read_params_with_every_recipe_section(repo_root):
 def test_a_forced_evaluation_removes_the_predictions_dvc_keeps_even_under_force(tmp_path):
     """The predictions are a ``persist`` output (the resume log), which ``dvc repro --force`` keeps: the forced
     on-demand evaluation removes them first, so every question is answered again (a new judge, say)."""
-    from tasks.stages import remove_persisted_outputs
+    from tasks.stages import remove_saved_answers
 
     dvc_yaml = {"stages": {"evaluate": {"foreach": ["base"], "do": {
         "cmd": "true", "outs": [{"reports/eval/${item}/predictions": {"cache": False, "persist": True}},
-                                {"reports/eval/${item}/metrics.json": {"cache": False}}]}}}}
+                                {"reports/eval/${item}/metrics.json": {"cache": False}},
+                                {"reports/eval/${item}/pool.jsonl": {"cache": False, "persist": True}}]}}}}
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(dvc_yaml))
     subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     predictions = tmp_path / "reports/eval/base/predictions"
     predictions.mkdir(parents=True)
     (predictions / "nq.jsonl").write_text('{"id": "1"}\n')
     (tmp_path / "reports/eval/base/metrics.json").write_text("{}")
-    assert remove_persisted_outputs("evaluate@base", tmp_path) == [predictions]
+    (tmp_path / "reports/eval/base/pool.jsonl").write_text("{}\n")  # another persisted output: not answers
+    assert remove_saved_answers("evaluate@base", tmp_path) == [predictions]
     assert not predictions.exists() and (tmp_path / "reports/eval/base/metrics.json").exists()  # DVC's to remove
-    assert remove_persisted_outputs("evaluate@base", tmp_path) == []
+    assert (tmp_path / "reports/eval/base/pool.jsonl").exists()
+    assert remove_saved_answers("evaluate@base", tmp_path) == []

@@ -103,7 +103,11 @@ def test_status_lists_an_evaluation_that_saved_answers_and_stopped_before_its_sc
         write_jsonl(folder / "predictions" / "bamboogle.jsonl", [{"id": "b"}])
     (finished / "sample.json").write_text(json.dumps({"ids": {"nq": ["0", "1", "2"], "bamboogle": ["b"]}}))
     (stopped / "metrics.json").write_text(json.dumps({"nq.n": 3, "bamboogle.n": 1}))  # an earlier evaluation's
+    write_jsonl(finished / "predictions" / "popqa.jsonl", [{"id": "p"}])  # by hand, --benchmarks nq,bamboogle later
+    first = tmp_path / "eval" / "warmstart"  # killed in its first evaluation: answers, no scores at all
+    write_jsonl(first / "predictions" / "nq.jsonl", [{"id": "0"}])
     _, points = collect(_params(tmp_path))
     assert [(p.stage, p.path, p.detail) for p in points] == [
-        ("evaluate@kg_wcr", stopped / "predictions", "3 answers saved, no scores since")]
+        ("evaluate@kg_wcr", stopped / "predictions", "3 answers saved, no scores since"),
+        ("evaluate_reference@warmstart", first / "predictions", "1 answer saved, no scores since")]
     assert "evaluate@kg_wcr" in _status(tmp_path) and "3 answers saved" in _status(tmp_path)

@@ -285,13 +285,20 @@ def test_a_locked_store_is_not_called_unopenable(tmp_path, monkeypatch):
     import sqlite3
 
     import mlflow
+    from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import OperationalError
 
     from searchplay import tracking
 
-    def locked(self, *args, **kwargs):
-        raise OperationalError("SELECT ...", {}, sqlite3.OperationalError("database is locked"))
+    raw = OperationalError("SELECT ...", {}, sqlite3.OperationalError("database is locked"))
 
-    monkeypatch.setattr(mlflow.MlflowClient, "search_experiments", locked)
-    with pytest.raises(OperationalError, match="database is locked"):
-        tracking.use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    def locked(self, *args, **kwargs):
+        raise raw
+
+    def wrapped(self, *args, **kwargs):  # what MLflow's sqlite store raises for it (store/db/utils.py)
+        raise MlflowException(message=raw, error_code="TEMPORARILY_UNAVAILABLE") from raw
+
+    for fails, raised in ((locked, OperationalError), (wrapped, MlflowException)):
+        monkeypatch.setattr(mlflow.MlflowClient, "search_experiments", fails)
+        with pytest.raises(raised, match="database is locked"):
+            tracking.use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")

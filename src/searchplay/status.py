@@ -88,21 +88,22 @@ def resume_points(params: Params) -> list[ResumePoint]:
 
 
 def unfinished_evaluations(out_dir: Path) -> list[ResumePoint]:
-    """Each ``<model>/predictions/`` whose answers per benchmark are not what its last scores counted
-    (``sample.json``, else ``metrics.json``; a finished evaluation rewrites each file to exactly its questions):
-    answers of an evaluation that stopped before its scores, which its re-run reuses."""
+    """Each ``<model>/predictions/`` with answers and no scores, or whose answers to a benchmark its last scores
+    counted (``sample.json``, else ``metrics.json``) are not that count (a finished evaluation rewrites each file to
+    exactly its questions): answers of an evaluation that stopped before its scores, which its re-run reuses."""
     from searchplay.eval.replacement import asked_before
 
     points = []
     for model in sorted(p for p in out_dir.iterdir() if p.is_dir()) if out_dir.is_dir() else []:
         saved = {f.stem: sum(1 for line in f.open(encoding="utf-8") if line.strip())
                  for f in sorted((model / "predictions").glob("*.jsonl"))}
-        scored = asked_before(model)
-        if all(scored.get(bench) == count for bench, count in saved.items()):
+        scored = asked_before(model)  # a by-hand run of fewer benchmarks leaves the others' files: not compared
+        if not saved or (scored and all(scored[bench] == saved.get(bench) for bench in scored)):
             continue
         answers = sum(saved.values())
         stage = f"evaluate@{model.name}" if model.name in selfplay_variants() else f"evaluate_reference@{model.name}"
-        points.append(ResumePoint(stage, model / "predictions", f"{answers} answers saved, no scores since"))
+        saved_text = f"{answers} answer{'' if answers == 1 else 's'} saved, no scores since"
+        points.append(ResumePoint(stage, model / "predictions", saved_text))
     return points
 
 

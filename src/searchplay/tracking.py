@@ -110,6 +110,8 @@ def _open_store(uri: str, path: str | None) -> None:
     except OperationalError:
         raise  # "database is locked", say: perhaps passing, so not this error (exit 2 is never retried)
     except (MlflowException, SQLAlchemyError) as exc:
+        if isinstance(exc.__cause__, OperationalError) or getattr(exc, "error_code", "") == "TEMPORARILY_UNAVAILABLE":
+            raise  # MLflow's sqlite store wraps the same OperationalError so
         cause = redact_credentials(str(getattr(exc, "orig", None) or exc).strip().split("\n")[0].split(" See ")[0])
         if path:
             raise TrackingStoreError(f"{path} cannot be opened as an MLflow store ({cause}); move it away (the next "
