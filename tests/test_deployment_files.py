@@ -3,8 +3,10 @@
 import ast
 import functools
 import inspect
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -394,3 +396,23 @@ def test_a_forced_evaluation_removes_the_predictions_dvc_keeps_even_under_force(
     assert not predictions.exists() and (tmp_path / "reports/eval/base/metrics.json").exists()  # DVC's to remove
     assert (tmp_path / "reports/eval/base/pool.jsonl").exists()
     assert remove_saved_answers("evaluate@base", tmp_path) == []
+
+
+def test_a_failed_stage_carries_its_own_exit_code_to_the_retry_condition(tmp_path):
+    """`dvc repro` exits 255 whatever its stage's code: read from DVC's output, a stage's exit 2 (an input a retry
+    reads the same way) is not retried, its exit 1 is."""
+    from searchplay.pipeline import stream
+    from tasks.stages import retry_unless_deterministic, stage_exit_code
+
+    stages = {f"exit{code}": {"cmd": f"sh -c 'echo failing >&2; exit {code}'"} for code in (1, 2)}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    dvc = str(Path(sys.executable).parent / "dvc")
+    for code in (1, 2):
+        lines = []
+        with pytest.raises(subprocess.CalledProcessError) as failed:
+            lines.extend(stream([dvc, "repro", "--single-item", f"exit{code}"], tmp_path, dict(os.environ)))
+        assert failed.value.returncode == 255 and stage_exit_code(lines, 255) == code
+        state = type("State", (), {"data": subprocess.CalledProcessError(stage_exit_code(lines, 255), "dvc")})
+        assert retry_unless_deterministic(None, None, state) is (code == 1)
+    assert stage_exit_code(["ERROR: unexpected error"], 255) == 255  # DVC failed before the command
