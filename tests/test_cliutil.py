@@ -29,6 +29,18 @@ def test_an_input_a_retry_reads_the_same_way_exits_2_and_other_failures_1(error,
     assert isinstance(error, ValueError | RuntimeError)  # the usual bases stay, for callers that catch them
 
 
+def test_a_read_that_may_pass_is_retried_and_a_missing_or_bad_dump_is_not(tmp_path):
+    import errno
+    import gzip
+
+    from searchplay.kg.readers import DumpReader
+
+    reader = DumpReader(tmp_path / "dump.json.gz")
+    assert exit_code_for(reader._unreadable(OSError(errno.EIO, "Input/output error"))) == 1
+    assert exit_code_for(reader._unreadable(gzip.BadGzipFile("Not a gzipped file"))) == 2
+    assert exit_code_for(reader._unreadable(FileNotFoundError(errno.ENOENT, "No such file"))) == 2
+
+
 def test_a_warmstart_on_a_cut_kg_pool_is_one_line_and_exit_2(tmp_path):
     kg = tmp_path / "kg"
     kg.mkdir()

@@ -67,6 +67,6 @@ def exit_code_for(error: BaseException) -> int:
     from searchplay.io import InputError
     from searchplay.quality import DataQualityError
 
-    if isinstance(error, InputError):
+    if isinstance(error, InputError) and not error.retryable:
         return EXIT_BAD_PARAMS  # a retry reads the same file
     return EXIT_DATA_QUALITY if isinstance(error, DataQualityError) else 1

@@ -168,7 +168,10 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 class InputError(Exception):
     """An input a stage cannot use (a file missing, cut, malformed or too small; checkpoints of another run): a
     retry finds it the same way, so the CLI exits 2 (``searchplay.cliutil.exit_code_for``) and a flow does not
-    retry it. Stage errors derive from it beside their usual base (ValueError, RuntimeError)."""
+    retry it. Stage errors derive from it beside their usual base (ValueError, RuntimeError). ``retryable``
+    marks the one raised for what may pass (an I/O error mid-read, an endpoint that answered nothing): exit 1."""
+
+    retryable = False
 
 
 class TruncatedInputError(InputError, ValueError):

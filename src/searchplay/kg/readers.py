@@ -15,6 +15,7 @@ workers parse with ``DumpReader.parse``. A plain dump is split by byte ranges in
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import zlib
@@ -36,6 +37,9 @@ TAIL_BYTES = 65536  # read from the end of a plain dump to find its last line (t
 AGAIN = "copy or download the dump again (an interrupted transfer?)"
 CHUNK_BYTES = 4 << 20  # decompressed bytes per chunk handed to an ingest worker (~1 ms to pickle, 2 queued a worker)
 BZ2_END = 0x177245385090  # the 48-bit magic that opens a bzip2 stream's footer (then a 32-bit CRC, bit padding)
+
+
+PERMANENT_READ_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, gzip.BadGzipFile)
 
 
 class DumpError(InputError, ValueError):
@@ -257,8 +261,10 @@ class DumpReader:
                                   f"end-of-stream marker (after {self.report.lines} lines); {AGAIN}")
 
     def _unreadable(self, exc: Exception) -> DumpError:
-        return DumpError(f"cannot read dump {self.path} (after {self.report.lines} lines): {exc}; expected a Wikidata "
-                         "JSON dump (.json/.json.gz/.json.bz2)")
+        error = DumpError(f"cannot read dump {self.path} (after {self.report.lines} lines): {exc}; expected a "
+                          "Wikidata JSON dump (.json/.json.gz/.json.bz2)")
+        error.retryable = isinstance(exc, OSError) and not isinstance(exc, PERMANENT_READ_ERRORS)  # EIO, say
+        return error
 
     def _check_closed(self, first: bytes | None, last: bytes | None) -> None:
         """A dump that opens a JSON array with ``[`` must end with ``]``; any other last line means it was cut."""
