@@ -432,5 +432,6 @@ def test_the_resume_log_keeps_only_this_models_answers_and_in_a_stage_only_its_b
     assert (folder / "triviaqa.jsonl").exists() and (folder / "bamboogle.jsonl").read_text().count("\n") == 1
 
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))  # a DVC stage: its output holds this run's benchmarks alone
+    (folder / ".nq.jsonl.k3j2.tmp").write_text("{")  # a rewrite killed half-way
     stage.prepare_resume_log(paths, "m", "r2")
     assert sorted(p.name for p in folder.iterdir()) == ["bamboogle.jsonl", "nq.jsonl"]

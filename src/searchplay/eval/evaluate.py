@@ -412,8 +412,9 @@ def prepare_resume_log(paths: dict[str, Path], model: str, revision: str | None 
         log.log(logging.INFO if in_pipeline() else logging.WARNING, "%s: predictions made by another model or "
                 "revision dropped (%s): none is reused", next(iter(paths.values())).parent,
                 ", ".join(f"{name} {count}" for name, count in dropped.items()))
-    if in_pipeline() and paths:
-        for other in set(next(iter(paths.values())).parent.glob("*.jsonl")) - set(paths.values()):
+    if in_pipeline() and paths:  # and a killed rewrite's temporary file, which DVC would hash into the output
+        folder = next(iter(paths.values())).parent
+        for other in {*folder.glob("*.jsonl"), *folder.glob(".*.jsonl.*.tmp")} - set(paths.values()):
             other.unlink()
 
 

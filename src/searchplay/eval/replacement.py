@@ -5,8 +5,8 @@ the main job's evaluation of every benchmark lives; those files are not in DVC's
 so replacing them loses hours of work. Before anything loads, the run compares the most it can ask of each
 benchmark (``evaluate.n``; kg_heldout's ``evaluate.kg_heldout_n``) with what the folder's ``sample.json``
 (or, without one, ``metrics.json``) says was asked, and stops if a benchmark would go or shrink, unless
-``--replace`` says to. A DVC stage is not checked: DVC removes a
-stage's outputs before it runs, and the params decide what it evaluates.
+``--replace`` says to. A DVC stage is not checked: the params decide what it evaluates, and DVC removes its
+``metrics.json`` and ``sample.json`` before it runs (the predictions, a ``persist`` output, stay).
 """
 
 from __future__ import annotations
