@@ -171,7 +171,9 @@ class InputError(Exception):
     retry it. Stage errors derive from it beside their usual base (ValueError, RuntimeError). ``retryable``
     marks the one raised for what may pass (an I/O error mid-read, an endpoint that answered nothing): exit 1."""
 
-    retryable = False
+    def __init__(self, *args: object, retryable: bool = False) -> None:
+        super().__init__(*args)
+        self.retryable = retryable
 
 
 class TruncatedInputError(InputError, ValueError):

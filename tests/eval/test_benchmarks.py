@@ -186,11 +186,11 @@ def test_an_unreachable_hub_while_online_may_pass_so_it_is_not_an_input_error(mo
         raise ConnectionError(f"Couldn't reach '{path}' on the Hub (ConnectTimeout)")
 
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=unreachable))
-    monkeypatch.delenv("HF_HUB_OFFLINE")  # searchplay --online
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)  # searchplay --online
     with pytest.raises(bm.HubUnreachableError, match=r"could not be reached.*try again") as error:
         bm.load_from_hub("RUC-NLPIR/FlashRAG_datasets", "nq")
     assert exit_code_for(error.value) == 1  # a flow retries it; offline (above) it is exit 2
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the same error with the hub off: an input error, exit 2
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # the same error with the hub off: exit 2
     with pytest.raises(BenchmarkError, match="searchplay --online evaluate") as offline:
         bm.load_from_hub("RUC-NLPIR/FlashRAG_datasets", "nq")
     assert exit_code_for(offline.value) == 2

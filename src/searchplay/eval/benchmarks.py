@@ -13,7 +13,6 @@ NQ, TriviaQA, PopQA and Bamboogle use ``test``; HotpotQA, 2Wiki and MuSiQue use 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,17 +39,6 @@ class BenchmarkError(InputError, ValueError):
 class HubUnreachableError(RuntimeError):
     """``evaluate.hub_id`` could not be reached with the hub allowed (``searchplay --online``): perhaps a passing
     outage, so it is not an InputError (exit 1, which a flow retries)."""
-
-
-def _offline(error: BaseException) -> bool:
-    """Whether a hub call failed because the hub is off (``HF_HUB_OFFLINE``, set unless ``searchplay --online``)."""
-    from huggingface_hub.errors import OfflineModeIsEnabled
-
-    chain = [error]
-    while (cause := chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 10:
-        chain.append(cause)
-    return (any(isinstance(e, OfflineModeIsEnabled) for e in chain)
-            or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"})
 
 
 class TruncatedBenchmarkError(BenchmarkError, TruncatedInputError):
@@ -188,7 +176,9 @@ def load_from_hub(hub_id: str, name: str, on_malformed: str = "skip") -> LoadedB
     try:
         rows = datasets.load_dataset(hub_id, name, split=split)
     except ConnectionError as exc:
-        if not _offline(exc):
+        from huggingface_hub.constants import is_offline_mode
+
+        if not is_offline_mode():  # HF_HUB_OFFLINE, set unless searchplay --online
             raise HubUnreachableError(f"evaluate.hub_id: {hub_id} ({name}, {split}) could not be reached: {exc}; "
                                       "try again, or unset hub_id and use evaluate.data_dir") from exc
         raise BenchmarkError(f"evaluate.hub_id: {hub_id} ({name}, {split}) could not be loaded: {exc}. searchplay "

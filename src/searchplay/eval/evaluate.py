@@ -384,16 +384,12 @@ def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> st
     keys = ("model", "model_revision", "judge", "judge_prompt", "normalization", "top_k")
     rollout = asdict(config) if is_dataclass(config) else repr(config)
     index = fingerprint_path(params.index.dir)
-    basis = {**{k: run.get(k) for k in keys}, "rollout": rollout, "search_mode": params.search.mode,
-             "rollout_dtype": params.agent.rollout_dtype, "judge_backend": params.judge.backend,
-             "judge_temperature": params.judge.temperature, "code": code_digest(),
+    basis = {**{k: run.get(k) for k in keys}, "rollout": rollout, "code": code_digest(),
              "params": {"agent": params.agent.model_dump(mode="json"), "search": params.search.model_dump(mode="json"),
                         "judge": params.judge.model_dump(mode="json"),
                         "evaluate": params.evaluate.model_dump(mode="json", exclude=QUESTION_CHOICE),
                         "embedder": [params.models.embedder, params.models.embedder_dtype]},
              "index": index.read_text(encoding="utf-8") if index.is_file() else None}
-    if params.evaluate.evidence:  # another prompt and more scores; absent when off, so older fingerprints hold
-        basis["evidence"] = True
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -401,7 +397,7 @@ def prepare_resume_log(paths: dict[str, Path], model: str, revision: str | None 
     """Discard the predictions of a different model (id or revision) from each benchmark's file, never mixed in,
     and say so in one line; in a DVC stage, also remove the files of benchmarks this run does not ask, so the
     stage's output (a ``persist`` folder, kept between runs) holds this run's alone."""
-    dropped = {}
+    dropped, folder = {}, next(iter(paths.values()), Path()).parent
     for name, path in paths.items():
         finished = read_finished(path)
         kept = [r for r in finished.values() if r.get("model") == model and r.get("model_revision") == revision]
@@ -410,10 +406,9 @@ def prepare_resume_log(paths: dict[str, Path], model: str, revision: str | None 
             write_jsonl(path, kept)
     if dropped:  # a DVC stage's earlier output after a retrain: expected there; by hand, worth a warning
         log.log(logging.INFO if in_pipeline() else logging.WARNING, "%s: predictions made by another model or "
-                "revision dropped (%s): none is reused", next(iter(paths.values())).parent,
+                "revision dropped (%s): none is reused", folder,
                 ", ".join(f"{name} {count}" for name, count in dropped.items()))
     if in_pipeline() and paths:  # and a killed rewrite's temporary file, which DVC would hash into the output
-        folder = next(iter(paths.values())).parent
         for other in {*folder.glob("*.jsonl"), *folder.glob(".*.jsonl.*.tmp")} - set(paths.values()):
             other.unlink()
 

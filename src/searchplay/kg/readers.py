@@ -261,10 +261,9 @@ class DumpReader:
                                   f"end-of-stream marker (after {self.report.lines} lines); {AGAIN}")
 
     def _unreadable(self, exc: Exception) -> DumpError:
-        error = DumpError(f"cannot read dump {self.path} (after {self.report.lines} lines): {exc}; expected a "
-                          "Wikidata JSON dump (.json/.json.gz/.json.bz2)")
-        error.retryable = isinstance(exc, OSError) and not isinstance(exc, PERMANENT_READ_ERRORS)  # EIO, say
-        return error
+        return DumpError(f"cannot read dump {self.path} (after {self.report.lines} lines): {exc}; expected a "
+                         "Wikidata JSON dump (.json/.json.gz/.json.bz2)",
+                         retryable=isinstance(exc, OSError) and not isinstance(exc, PERMANENT_READ_ERRORS))  # EIO
 
     def _check_closed(self, first: bytes | None, last: bytes | None) -> None:
         """A dump that opens a JSON array with ``[`` must end with ``]``; any other last line means it was cut."""

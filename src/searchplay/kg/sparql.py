@@ -86,9 +86,8 @@ def ingest_source(source, store_dir: str | Path, batch_size: int = 5000) -> Read
     try:
         write_entities(final, source.entities(), batch_size)
         if source.report.entities == 0:
-            error = DumpError(f"{source.report.source}: no usable entity was pulled; {source.report.summary()}")
-            error.retryable = True  # an endpoint that is down or rate-limits answers nothing, and may recover
-            raise error
+            raise DumpError(f"{source.report.source}: no usable entity was pulled; {source.report.summary()}",
+                            retryable=True)  # an endpoint that is down or rate-limits answers nothing, and may recover
     except BaseException:
         final.unlink(missing_ok=True)
         raise
