@@ -68,6 +68,32 @@ def test_register_model_records_variant_and_scores(tmp_path, monkeypatch):
     assert version.source == str(model_dir.resolve())
 
 
+@pytest.mark.slow
+def test_an_evaluation_run_again_on_the_same_checkpoint_adds_no_version(tmp_path, monkeypatch):
+    """A `dvc repro` that evaluates an unchanged checkpoint again (its answers kept, the same scores) reuses the
+    version; new weights, or other scores, are a new one."""
+    from mlflow import MlflowClient
+
+    from searchplay.tracking import register_model
+
+    monkeypatch.chdir(tmp_path)
+    params = Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"}})
+    model_dir = tmp_path / "checkpoints" / "kg_wcr" / "model"
+    model_dir.mkdir(parents=True)
+    (model_dir / "model.safetensors").write_bytes(b"weights of iteration 1")
+    runs = []
+    for _ in range(3):
+        with start_run(params, "evaluate", "kg_wcr") as run:
+            runs.append(run.info.run_id)
+    assert register_model(runs[0], model_dir, "kg_wcr", {"avg.judge_acc": 20.0}, params) == "1"
+    assert register_model(runs[1], model_dir, "kg_wcr", {"avg.judge_acc": 20.0}, params) == "1"
+    assert register_model(runs[1], model_dir, "kg_wcr", {"avg.judge_acc": 25.0}, params) == "2"
+    (model_dir / "model.safetensors").write_bytes(b"weights of iteration 2")
+    assert register_model(runs[2], model_dir, "kg_wcr", {"avg.judge_acc": 20.0}, params) == "3"
+    versions = MlflowClient().search_model_versions("name = 'searchplay-kg_wcr'")
+    assert len({version.tags["checkpoint.digest"] for version in versions}) == 2
+
+
 def test_flat_params_keep_only_the_stage_params_when_named():
     flat = flat_params(Params(), only=["models.policy", "agent"])
     assert flat and all(key == "models.policy" or key.startswith("agent.") for key in flat)

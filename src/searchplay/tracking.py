@@ -28,7 +28,7 @@ from typing import Any
 
 from searchplay.colors import model_color
 from searchplay.config import Params
-from searchplay.io import TrackingStoreError, exclusive_outputs, process_alive
+from searchplay.io import TrackingStoreError, exclusive_outputs, files_digest, process_alive
 from searchplay.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ MAX_PARAM_LENGTH = 500  # MLflow rejects longer param values
 PAPER_BENCHMARKS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 CHAMPION = "champion"  # registry alias of the best version evaluated on all seven paper benchmarks
 CHAMPION_SCORE = "avg.judge_acc"  # the papers' average over the seven benchmarks
+CHECKPOINT_DIGEST = "checkpoint.digest"  # registry tag: sha256 of the version's checkpoint files
 HOST_TAG, PID_TAG = "process.host", "process.pid"  # who runs a run: the stale-run sweep checks the pid
 KILLED, FAILED = "KILLED", "FAILED"  # MLflow run states of a run that did not finish
 RUN_COLOR_TAG = "mlflow.runColor"  # the colour the MLflow UI draws a run in: the model's colour in our charts
@@ -330,13 +331,39 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
     except MlflowException as exc:
         if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
             raise
+    source = str(Path(model_dir).resolve())
     tags = {"variant": variant, **{f"score.{k}": f"{v:.4f}" for k, v in scores.items()},
-            **(coverage.tags() if coverage else {}), **dvc_experiment_tags()}
-    version = client.create_model_version(name, source=str(Path(model_dir).resolve()), run_id=run_id, tags=tags)
+            **(coverage.tags() if coverage else {}), **dvc_experiment_tags(),
+            CHECKPOINT_DIGEST: checkpoint_digest(model_dir)}
+    registered = _same_version(client, name, source, tags)
+    if registered is not None:
+        log.info("%s is registered as version %s of %s with the same scores; no new version", source,
+                 registered, name)
+        return registered
+    version = client.create_model_version(name, source=source, run_id=run_id, tags=tags)
     if coverage and coverage.full and CHAMPION_SCORE in scores and _beats_champion(client, name, coverage,
                                                                                    scores[CHAMPION_SCORE]):
         client.set_registered_model_alias(name, CHAMPION, version.version)
     return str(version.version)
+
+
+def checkpoint_digest(model_dir: str | Path) -> str:
+    """sha256 over the checkpoint folder's files: the same weights evaluated again are the same version."""
+    folder = Path(model_dir)
+    return files_digest(folder, (path for path in folder.rglob("*") if path.is_file()))
+
+
+def _same_version(client: Any, name: str, source: str, tags: dict[str, str]) -> str | None:
+    """The version of ``name`` already registered from this checkpoint (source and digest) with the same scores and
+    coverage, if any: an evaluation run again (a ``dvc repro`` of a stage whose answers it kept) adds no version."""
+    def evaluation(version_tags: dict[str, str]) -> dict[str, str]:
+        return {key: value for key, value in version_tags.items() if not key.startswith(("dvc.", "mlflow."))}
+
+    query = f"name = '{name}' and tags.`{CHECKPOINT_DIGEST}` = '{tags[CHECKPOINT_DIGEST]}'"
+    for version in client.search_model_versions(query):
+        if version.source == source and evaluation(version.tags) == evaluation(tags):
+            return str(version.version)
+    return None
 
 
 def _beats_champion(client: Any, name: str, coverage: EvaluationCoverage, score: float) -> bool:
