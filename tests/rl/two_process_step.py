@@ -44,6 +44,24 @@ def whole(parameters) -> dict:
             for name, p in parameters}
 
 
+def record_gradients_held(trainer) -> list[int]:
+    """After each micro-batch's backward, the gradient elements this process holds in ``.grad`` (the local shard
+    under FSDP2). Under FSDP2's no_sync a gradient is kept unsharded inside FSDP and ``.grad`` stays empty until the
+    last micro-batch: 0 here."""
+    from searchplay.rl.drift import local_shards
+
+    held: list[int] = []
+    backward = trainer.accelerator.backward
+
+    def recording(loss, **kwargs):
+        backward(loss, **kwargs)
+        grads = [p.grad for p in trainer.model.parameters() if p.grad is not None]
+        held.append(sum(g.numel() for g in local_shards(grads)))
+
+    trainer.accelerator.backward = recording
+    return held
+
+
 def main(model_dir: str, out: str, updates: int) -> None:
     import torch
 
@@ -60,6 +78,7 @@ def main(model_dir: str, out: str, updates: int) -> None:
         "selfplay.micro_batch_size": 1, "selfplay.segmented_forward": False, "selfplay.autocast_bf16": False,
         "selfplay.kl_beta": 0.01, "selfplay.reference_on_disk": False})
     trainer = PolicyTrainer(model_dir, params)
+    held = record_gradients_held(trainer)
     before = weight_fingerprint(trainer.model)
     stats = [trainer.step(fixed_samples())]  # then whole updates: the second slice's pi_old computed up front
     stats += [trainer.update(fixed_samples(), mini_batches=2) for _ in range(updates - 1)]
@@ -73,6 +92,8 @@ def main(model_dir: str, out: str, updates: int) -> None:
     if trainer.accelerator.is_main_process:
         torch.save({"state": state, "reference": reference, "shards": shards, "stats": stats, "start": start,
                     "delta": delta, "loss": stats[0]["loss"], "processes": trainer.accelerator.num_processes,
+                    "gradients_held": held, "shard_elements": sum(p.numel() for p in local_shards(
+                        trainer.model.parameters())),
                     "prepared": len(trainer.accelerator._models),  # the models a checkpoint saves
                     "distributed_type": trainer.accelerator.distributed_type.name}, out)
 

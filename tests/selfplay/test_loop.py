@@ -277,7 +277,7 @@ def test_eval_every_logs_a_heldout_curve(tmp_path, monkeypatch, tokenizer, tiny_
 
 @pytest.mark.parametrize(("setting", "backend", "device", "on_disk"), [
     ("auto", "transformers", "cpu", True), ("auto", "transformers", "cuda", False),
-    (False, "transformers", "cpu", False), (True, "transformers", "cuda", True), ("auto", "vllm", "cpu", False)])
+    (False, "transformers", "cpu", False), (True, "transformers", "cuda", True)])
 def test_frozen_backends_read_their_weights_per_call_where_the_reference_does(setting, backend, device, on_disk):
     from searchplay.config import Params
     from searchplay.selfplay.loop import frozen_backend_kwargs
@@ -286,6 +286,24 @@ def test_frozen_backends_read_their_weights_per_call_where_the_reference_does(se
     params.selfplay.reference_on_disk = setting
     params.agent.backend = backend
     assert frozen_backend_kwargs(params, device) == ({"weights_on_disk": True} if on_disk else {})
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_frozen_vllm_engine_never_asks_for_sleep_mode(device):
+    """vLLM's sleep mode puts an engine in CUDA's one CuMem pool per process; the policy's engine holds it, and a
+    second engine asking for it fails to load its weights ('can only be used for one instance per process')."""
+    from searchplay.config import Params
+    from searchplay.llm.vllm_backend import engine_arguments
+    from searchplay.selfplay.loop import frozen_backend_kwargs
+
+    params = Params()
+    params.agent.backend = "vllm"
+    kwargs = frozen_backend_kwargs(params, device)
+    assert kwargs == {"sleep": False}
+    frozen = engine_arguments("m", "bfloat16", 0.3, 0, {}, can_sleep=True, **kwargs)
+    policy = engine_arguments("m", "bfloat16", 0.3, 0, {}, can_sleep=True)
+    assert frozen["enable_sleep_mode"] is False and policy["enable_sleep_mode"] is True
+    assert "enforce_eager" not in frozen  # a GPU engine that does not sleep still captures CUDA graphs
 
 
 @pytest.mark.parametrize(("variant", "verifier", "engines"), [

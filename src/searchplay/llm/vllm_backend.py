@@ -38,12 +38,14 @@ class VllmBackend:
 
     ``memory_share``: the fraction of the device this engine may take (vLLM's ``gpu_memory_utilization``);
     ``cpu_kv_cache_gib``: on a CPU, the KV cache's size instead (there vLLM would take ``memory_share`` of the
-    machine's memory); ``seed``: the engine's base seed, offset by the process rank.
+    machine's memory); ``seed``: the engine's base seed, offset by the process rank; ``sleep``: False for a
+    second engine in the process (a frozen copy), which keeps its memory through the update: vLLM's sleep mode
+    puts an engine in CUDA's one CuMem pool per process, which a second engine's weights may not enter.
     """
 
     def __init__(self, model: str, dtype: str = "auto", engine: Any = None, tokenizer: Any = None,
                  memory_share: float = 0.6, seed: int = 0, cpu_kv_cache_gib: float | None = None,
-                 **engine_kwargs: Any):
+                 sleep: bool = True, **engine_kwargs: Any):
         from searchplay.assets import resolve
         from searchplay.llm.tokenizer import load_tokenizer
 
@@ -58,7 +60,7 @@ class VllmBackend:
                 raise missing_vllm(exc) from exc
             quiet_expected_narrowing()
             arguments = engine_arguments(str(resolve(model)), dtype, memory_share, seed, os.environ,
-                                         sleep_available(), cpu_kv_cache_gib if on_cpu() else None)
+                                         sleep_available(), cpu_kv_cache_gib if on_cpu() else None, sleep=sleep)
             arguments.update(engine_kwargs)
             log.info("vLLM engine: %s", {k: v for k, v in arguments.items() if k != "model"})
             engine = LLM(**arguments)
@@ -146,16 +148,17 @@ def seed_engine(seed: int) -> None:
 
 
 def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env: Mapping[str, str],
-                     can_sleep: bool, cpu_kv_cache_gib: float | None = None) -> dict[str, Any]:
+                     can_sleep: bool, cpu_kv_cache_gib: float | None = None, sleep: bool = True) -> dict[str, Any]:
     """``vllm.LLM`` arguments for this process: under a launcher (``WORLD_SIZE`` > 1) one engine per rank with
-    vLLM's external launcher, seeded ``seed + rank``; asleep-capable where the platform supports sleep mode.
+    vLLM's external launcher, seeded ``seed + rank``; asleep-capable where the platform supports sleep mode
+    (``can_sleep``) and ``sleep`` asks for it (the policy's engine; a process's other engines do not).
     ``cpu_kv_cache_gib`` (a CPU engine): the KV cache's size, unless ``VLLM_CPU_KVCACHE_SPACE`` sets it."""
     if not 0 < memory_share <= 0.95:
         raise ValueError(f"vLLM memory share {memory_share} must be in (0, 0.95]: it is a fraction of one device")
     world, rank = int(env.get("WORLD_SIZE", "1")), int(env.get("RANK", "0"))
     arguments: dict[str, Any] = {"model": model, "dtype": dtype, "gpu_memory_utilization": memory_share,
                                  "seed": seed + rank, "enable_prefix_caching": True,
-                                 "enable_sleep_mode": can_sleep}
+                                 "enable_sleep_mode": can_sleep and sleep}
     if world > 1:  # each rank an engine of its own: vLLM's "external DP", no data-parallel group between them
         arguments.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
     if not can_sleep:  # CPU: CUDA graphs and their compile time do not apply

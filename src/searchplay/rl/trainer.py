@@ -195,7 +195,9 @@ class PolicyTrainer:
         for index, (batch_samples, weight) in enumerate(micro_batches):
             batch = self.forward.collate(batch_samples)
             last = index == len(micro_batches) - 1
-            context = acc.no_sync(self.model) if not last else nullcontext()  # sync gradients once
+            # DDP syncs gradients once, at the last micro-batch; FSDP2 reduce-scatters each one, since its no_sync
+            # would hold every unsharded gradient until the last (a 7B model's 30.5 GB in fp32 on each GPU)
+            context = acc.no_sync(self.model) if not last and not acc.is_fsdp2 else nullcontext()
             with context:
                 logprobs, entropy = savers.policy_logprobs(self.model, batch_samples, batch)
                 # One optimizer step per call and no dropout: the weights that sampled the batch are the

@@ -200,12 +200,16 @@ def frozen_backend_kwargs(params: Params, device: str) -> dict[str, Any]:
     """How a backend of the frozen start weights (a frozen Solver or opponent, a frozen verifier) is built: with
     ``selfplay.reference_on_disk`` (on a CPU under 'auto'), its weights are read from the start checkpoint for each
     generation and dropped after it, as the trainer's KL reference is for each update (the same weights each time;
-    0.5 GiB less resident at 135M in fp32 between its calls)."""
+    0.5 GiB less resident at 135M in fp32 between its calls). A vLLM engine of them does not sleep: sleep mode
+    takes CUDA's one CuMem pool of the process, which the policy's engine holds (``VllmBackend``'s ``sleep``)."""
     from searchplay.llm import backend_kind
     from searchplay.moments import memory_saver_enabled
 
+    kind = backend_kind(params)
+    if kind == "vllm":
+        return {"sleep": False}
     on_disk = memory_saver_enabled(params.selfplay.reference_on_disk, device)
-    return {"weights_on_disk": True} if on_disk and backend_kind(params) == "transformers" else {}
+    return {"weights_on_disk": True} if on_disk and kind == "transformers" else {}
 
 
 # --- checkpoint state ------------------------------------------------------------------------------------
