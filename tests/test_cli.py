@@ -206,3 +206,18 @@ def test_the_pipeline_ends_with_the_report_s_glance(tmp_path, monkeypatch):
     assert "At a glance" not in output("kg")  # the report did not run: its table may be older than these stages
     ran["report"] = 5.0
     assert "At a glance" in output("report")
+
+
+def test_an_error_outside_a_project_folder_says_the_defaults_paths_were_used(tmp_path, monkeypatch):
+    """Without ./params.yaml (a shell in another folder) an error naming a default path says why that path."""
+    monkeypatch.chdir(tmp_path)
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    args = report_args(tmp_path, taken)
+    one_line_error(args, "file system error", f"no params.yaml in {tmp_path}", "the project's folder, or give --params")
+    (tmp_path / "params.yaml").write_text("selfplay:\n  iterations: 2\n")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "no params.yaml" not in result.output
+    given = CliRunner().invoke(app, ["--params", str(tmp_path / "params.yaml"), *args])
+    (tmp_path / "params.yaml").unlink()
+    assert given.exit_code == 2 and "no params.yaml" not in given.output

@@ -23,7 +23,14 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from searchplay import assets
-from searchplay.cliutil import EXIT_BAD_PARAMS, EXIT_UNWRITABLE, console, path_error_message, print_error
+from searchplay.cliutil import (
+    EXIT_BAD_PARAMS,
+    EXIT_UNWRITABLE,
+    console,
+    note_params_given,
+    path_error_message,
+    print_error,
+)
 from searchplay.config import ConfigError, parse_override
 from searchplay.io import OutputsBusyError, TrackingStoreError
 from searchplay.llm.weights import ModelLoadError
@@ -110,6 +117,7 @@ def main(
     except (ConfigError, yaml.YAMLError) as exc:
         print_error("configuration error", "--set: " + " ".join(str(exc).split()))  # YAML errors span lines
         raise typer.Exit(EXIT_BAD_PARAMS) from None
+    note_params_given(params_file is not None)
     ctx.obj = {"params_file": params_file or Path("params.yaml"), "overrides": parsed,
                "params_explicit": params_file is not None}
     if ctx.invoked_subcommand is not None:

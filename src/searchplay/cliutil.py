@@ -31,8 +31,27 @@ def get_params(ctx: typer.Context, **cli_overrides) -> Params:
 
 
 def print_error(kind: str, message: str) -> None:
-    """``kind: message`` on stderr, never wrapped (a message is one line per problem) nor read as markup."""
-    console.print(f"[red]{kind}:[/red] {escape(message)}", soft_wrap=True)
+    """``kind: message`` on stderr, never wrapped (a message is one line per problem) nor read as markup; outside
+    a project's folder (no ``./params.yaml``, no ``--params``) it says so, since the paths named are the defaults'."""
+    console.print(f"[red]{kind}:[/red] {escape(message)}{escape(outside_project_hint())}", soft_wrap=True)
+
+
+_params_given: bool | None = None  # set by the CLI's root command: --params FILE given; None outside the CLI
+
+
+def note_params_given(given: bool) -> None:
+    """The root command records whether ``--params`` named a file (``outside_project_hint`` reads it)."""
+    global _params_given
+    _params_given = given
+
+
+def outside_project_hint() -> str:
+    """`` (no params.yaml in <cwd>: ...)`` where a CLI command runs on the built-in defaults for want of a params
+    file, so that an error naming a default path (``data/index``) is not read as the project's."""
+    if _params_given is not False or Path("params.yaml").is_file():
+        return ""
+    return (f" (no params.yaml in {Path.cwd()}: the built-in defaults and their paths apply; run in the project's "
+            "folder, or give --params)")
 
 
 EXIT_BAD_PARAMS = 2  # not retried by the Prefect tasks: a retry would fail the same way

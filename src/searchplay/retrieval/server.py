@@ -9,8 +9,8 @@ or 422 saying which bound. Searches run on a bounded worker pool: a request that
 within ``serve.server_timeout_s`` gets 503, one whose search runs longer gets 504, and beyond
 ``serve.server_queue`` waiting requests the answer is 503 at once. A failure inside the search gets a
 500 with an error id; the traceback, which names server paths, goes to the server log only.
-``/health`` runs a one-query search and reports the index version and row count (README, "Serving
-the index").
+``/health`` runs a one-query search and reports the index version and row count (docs/usage.md,
+"Serving the index").
 """
 
 from __future__ import annotations
