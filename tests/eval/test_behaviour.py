@@ -27,6 +27,29 @@ def test_answers_are_read_normalized_with_their_search_counts_and_a_model_withou
     assert answers == {"kg_wcr": {("kg_heldout", "1"): Answer("europe", 2, True), ("kg_heldout", "2"): Answer("", 0)}}
 
 
+def test_only_the_answers_of_the_evaluation_the_folder_reports_are_read(tmp_path):
+    """A benchmark file no longer asked (an evaluation of fewer benchmarks outside DVC), a question outside the
+    sample, and answers of another model revision (a later run that stopped before its scores) pair with nothing;
+    the report's correctness and the behaviour tables read the same records."""
+    from searchplay.eval.report import read_correctness
+
+    _write(tmp_path, "kg_wcr", "kg_heldout", [
+        {"id": 1, "benchmark": "kg_heldout", "prediction": "Europe", "judge_correct": True, "model_revision": "new"},
+        {"id": 2, "benchmark": "kg_heldout", "prediction": "Asia", "judge_correct": True, "model_revision": "old"},
+        {"id": 3, "benchmark": "kg_heldout", "prediction": "Asia", "judge_correct": False, "model_revision": "new"},
+    ])
+    _write(tmp_path, "kg_wcr", "nq", [{"id": 9, "benchmark": "nq", "prediction": "x", "judge_correct": True,
+                                       "model_revision": "old"}])
+    folder = tmp_path / "kg_wcr"
+    (folder / "sample.json").write_text(json.dumps({"seed": 0, "n": 2, "ids": {"kg_heldout": ["1", "2"]}}))
+    (folder / "run.json").write_text(json.dumps({"model_revision": "new"}))
+    assert read_correctness(tmp_path, ["kg_wcr"]) == {"kg_wcr": {("kg_heldout", "1"): True}}
+    assert read_answers(tmp_path, ["kg_wcr"]) == {"kg_wcr": {("kg_heldout", "1"): Answer("europe", 0)}}
+    (folder / "sample.json").unlink()  # a folder of an older version: every record, by the revision it names
+    (folder / "run.json").unlink()
+    assert len(read_correctness(tmp_path, ["kg_wcr"])["kg_wcr"]) == 4
+
+
 def test_only_the_questions_both_answered_are_paired_per_benchmark_and_pooled():
     start = {("kg_heldout", str(i)): Answer("china", 1) for i in range(6)} | {("nq", "0"): Answer("x", 1)}
     trained = {("kg_heldout", str(i)): Answer("china" if i < 3 else "asia", 1 + (i < 5)) for i in range(5)}

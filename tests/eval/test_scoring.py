@@ -51,6 +51,9 @@ def test_majority_baseline_em():
     assert majority_baseline_em(items, "Europe") == pytest.approx(200 / 3)  # SQuAD normalization drops "the"
     assert majority_baseline_em(items, "Africa") == 0.0
     assert majority_baseline_em(items, None) == 0.0 and majority_baseline_em([], "Europe") == 0.0
+    accented = [QAItem("a", "q?", ["São Paulo"], "kg_heldout")]  # the normalization the models' EM is scored by
+    assert majority_baseline_em(accented, "Sao Paulo") == 0.0
+    assert majority_baseline_em(accented, "Sao Paulo", "unicode") == 100.0
 
 
 def test_group_averages_are_unweighted_means_over_present_members():

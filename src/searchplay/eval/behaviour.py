@@ -18,7 +18,7 @@ functions over prediction records; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from searchplay.eval.paired import (
     p_phrase,
     questions_phrase,
 )
-from searchplay.io import read_jsonl
+from searchplay.io import read_json, read_jsonl
 
 
 @dataclass(frozen=True)
@@ -85,14 +85,34 @@ def answer_of(record: Mapping[str, Any]) -> Answer:
                   bool(record.get("answer_retrieved")))
 
 
+def evaluated_records(eval_dir: str | Path, model: str) -> Iterator[tuple[Question, dict[str, Any]]]:
+    """(benchmark, id) and record of each answer of the evaluation ``<eval_dir>/<model>/`` reports: its
+    ``predictions/*.jsonl`` records of the questions ``sample.json`` names, by the model revision ``run.json``
+    names (where they say). A file of a benchmark no longer asked, or answers of a later run that stopped before
+    its scores (another model, another sample), are not that evaluation's, and pair with nothing."""
+    folder = Path(eval_dir) / model
+    sample, run = folder / "sample.json", folder / "run.json"
+    ids = read_json(sample).get("ids") if sample.is_file() else None
+    asked = {(name, str(i)) for name, listed in ids.items() for i in listed} if isinstance(ids, dict) else None
+    revision = read_json(run).get("model_revision") if run.is_file() else None
+    for path in sorted((folder / "predictions").glob("*.jsonl")):
+        for record in read_jsonl(path):
+            if "id" not in record:
+                continue
+            question = (record.get("benchmark", path.stem), str(record["id"]))
+            if asked is not None and question not in asked:
+                continue
+            if revision is not None and record.get("model_revision", revision) != revision:
+                continue
+            yield question, record
+
+
 def read_answers(eval_dir: str | Path, models: Iterable[str]) -> dict[str, dict[Question, Answer]]:
-    """Per model, (benchmark, id) -> its answer, from ``<eval_dir>/<model>/predictions/*.jsonl``; a model
-    without predictions is left out."""
+    """Per model, (benchmark, id) -> its answer, of the evaluation its folder reports (``evaluated_records``); a
+    model without predictions is left out."""
     answers = {}
     for model in models:
-        found = {(record.get("benchmark", path.stem), str(record["id"])): answer_of(record)
-                 for path in sorted((Path(eval_dir) / model / "predictions").glob("*.jsonl"))
-                 for record in read_jsonl(path) if "id" in record}
+        found = {question: answer_of(record) for question, record in evaluated_records(eval_dir, model)}
         if found:
             answers[model] = found
     return answers

@@ -279,7 +279,8 @@ def _evaluate(params: Params, variant: str, choice: ModelChoice, backend: Any, s
     if KG_HELDOUT in sampled:
         answer = kg_majority_answer(kg_pool_path(params))
         run["kg_heldout_majority_answer"] = answer
-        per_benchmark[KG_HELDOUT]["majority_baseline_em"] = majority_baseline_em(sampled[KG_HELDOUT], answer)
+        per_benchmark[KG_HELDOUT]["majority_baseline_em"] = majority_baseline_em(sampled[KG_HELDOUT], answer,
+                                                                                 cfg.normalization)
         per_benchmark[KG_HELDOUT].update(scores_by_hops(sampled[KG_HELDOUT], answered[paths[KG_HELDOUT]]))
     metrics = flat_metrics(per_benchmark, group_scores(per_benchmark))
     # the sample beside its metrics: a run that fails before here changes neither (its predictions are kept)

@@ -30,6 +30,7 @@ from searchplay.eval.behaviour import (
     behaviour_metrics,
     behaviour_note,
     compare_behaviours,
+    evaluated_records,
     read_answers,
 )
 from searchplay.eval.behaviour_chart import behaviour_chart
@@ -62,7 +63,7 @@ from searchplay.eval.waypoints import (
     read_coverage,
 )
 from searchplay.intervals import RULE_VALID, Pooled, first_against_last, pooled_fresh_accuracy, wilson_interval
-from searchplay.io import atomic_write, read_json, read_jsonl, write_json
+from searchplay.io import atomic_write, read_json, write_json
 from searchplay.model_paths import warmstart_models
 
 log = logging.getLogger(__name__)
@@ -467,14 +468,13 @@ PAIRED_INTERVALS_NOTE = ("Wilson intervals of two models overlapping does not me
 
 
 def read_correctness(eval_dir: str | Path, models: Iterable[str]) -> dict[str, dict[Question, bool]]:
-    """Per model, (benchmark, id) -> the judge's verdict (``judge_correct``) of every record in
-    ``<eval_dir>/<model>/predictions/*.jsonl``; a record without a verdict, and a model without predictions,
-    are left out."""
+    """Per model, (benchmark, id) -> the judge's verdict (``judge_correct``) of each answer of the evaluation its
+    folder reports (``evaluated_records``); a record without a verdict, and a model without predictions, are left
+    out."""
     correct = {}
     for model in models:
-        answers = {(record.get("benchmark", path.stem), str(record["id"])): bool(record["judge_correct"])
-                   for path in sorted((Path(eval_dir) / model / "predictions").glob("*.jsonl"))
-                   for record in read_jsonl(path) if "id" in record and "judge_correct" in record}
+        answers = {question: bool(record["judge_correct"])
+                   for question, record in evaluated_records(eval_dir, model) if "judge_correct" in record}
         if answers:
             correct[model] = answers
     return correct

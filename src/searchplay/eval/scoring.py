@@ -92,8 +92,9 @@ def evidence_metrics(records: Sequence[dict[str, Any]]) -> dict[str, float]:
             "joint_acc": 100 * mean(float(r["joint_correct"]) for r in scored)}
 
 
-def majority_baseline_em(items: Sequence[QAItem], answer: str | None) -> float:
-    """EM (0-100) of always answering ``answer``: the floor a KG score must clear to mean anything.
+def majority_baseline_em(items: Sequence[QAItem], answer: str | None, normalization: str = "squad") -> float:
+    """EM (0-100) of always answering ``answer``: the floor a KG score must clear to mean anything, under the
+    normalization the models' EM uses (``evaluate.normalization``).
 
     ``answer`` is the most common answer of the training splits (``searchplay.split.majority_answer``);
     None (no training subgraphs) and no items both give 0.
@@ -104,7 +105,7 @@ def majority_baseline_em(items: Sequence[QAItem], answer: str | None) -> float:
     """
     if not items or answer is None:
         return 0.0
-    return 100 * mean(exact_match(answer, item.golden_answers) for item in items)
+    return 100 * mean(exact_match(answer, item.golden_answers, normalization) for item in items)
 
 
 def answer_retrieved(documents: Iterable[Any], golden_answers: Sequence[str], normalization: str = "squad") -> bool:
