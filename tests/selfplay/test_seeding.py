@@ -15,15 +15,19 @@ def test_seeds_differ_by_iteration_rank_and_purpose_and_accept_any_int():
     assert all(0 <= s < 2**63 for s in seeds | {sampling_seed(-1, 1), sampling_seed(2**40, 7)})
 
 
-def test_seed_sampling_fixes_torch_draws():
+def test_seed_sampling_fixes_torch_and_numpy_draws():
+    """torch's generator for the transformers backend and vLLM on a CPU; numpy's global one, from which vLLM's GPU
+    model runner draws each unseeded request's seed."""
+    import numpy as np
     import torch
 
     seed_sampling(3, 1)
-    first = torch.rand(4)
+    first, first_numpy = torch.rand(4), np.random.randint(0, 2**62, size=4)
     seed_sampling(3, 1)
-    assert torch.equal(torch.rand(4), first)
+    assert torch.equal(torch.rand(4), first) and np.array_equal(np.random.randint(0, 2**62, size=4), first_numpy)
     seed_sampling(3, 2)
-    assert not torch.equal(torch.rand(4), first)
+    assert not torch.equal(torch.rand(4), first) and not np.array_equal(np.random.randint(0, 2**62, size=4),
+                                                                        first_numpy)
 
 
 @pytest.mark.slow  # the real PolicyTrainer (tiny model), checkpoints, MLflow

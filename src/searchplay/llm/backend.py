@@ -93,3 +93,14 @@ class PolicyBackend(Protocol):
         """Before an optimizer step: free what generation keeps between calls (caches, weight copies) for the
         update to use; the next generation rebuilds it, with the same results."""
         ...
+
+
+def seed_generators(value: int) -> None:
+    """Seed torch's global generator (CPU and every CUDA device) and numpy's: the transformers backend and vLLM's
+    CPU runner sample from torch's, and vLLM's GPU model runner (V2, the default where Triton is) gives each
+    unseeded request a seed drawn from numpy's global generator."""
+    import numpy as np
+    import torch
+
+    torch.manual_seed(value)
+    np.random.seed(value % 2**32)

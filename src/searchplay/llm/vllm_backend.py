@@ -139,12 +139,13 @@ def missing_vllm(cause: ImportError) -> ImportError:
 
 def seed_engine(seed: int) -> None:
     """Seed a batch once, as the transformers backend does: the in-process engine draws unseeded requests from
-    torch's generator. Not vLLM's per-request seeds: rows with the same prompt and seed would write the same reply
+    torch's generator on a CPU, and on a GPU (model runner V2) gives each one a seed from numpy's global generator;
+    both are seeded. Not vLLM's per-request seeds: rows with the same prompt and seed would write the same reply
     (a Solver group of identical rollouts), and on a CPU a seeded request fails once its prefill is chunked
     ('CPU Generator does not use offset', vLLM 0.32)."""
-    import torch
+    from searchplay.llm.backend import seed_generators
 
-    torch.manual_seed(seed)
+    seed_generators(seed)
 
 
 def engine_arguments(model: str, dtype: str, memory_share: float, seed: int, env: Mapping[str, str],

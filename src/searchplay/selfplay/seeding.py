@@ -1,4 +1,4 @@
-"""Seeding of torch's sampling in self-play, so a run repeats and a resumed run matches an unbroken one.
+"""Seeding of the sampling in self-play, so a run repeats and a resumed run matches an unbroken one.
 
 Rollouts sample from torch's global generator (``TransformersBackend``), whose initial seed is random per
 process. Each iteration (and a recipe's hand-off between phases) therefore reseeds it from ``selfplay.seed``, the
@@ -26,9 +26,10 @@ def sampling_seed(seed: int, iteration: int, rank: int = 0, purpose: int = ITERA
 
 
 def seed_sampling(seed: int, iteration: int, rank: int = 0, purpose: int = ITERATION) -> int:
-    """Seed torch's global generator (CPU and every CUDA device) for this iteration; returns the seed used."""
-    import torch
+    """Seed the generators rollouts draw from for this iteration (``seed_generators``); returns the seed used."""
+    from searchplay.llm.backend import seed_generators
 
     value = sampling_seed(seed, iteration, rank, purpose)
-    torch.manual_seed(value)
+    seed_generators(value)
     return value
+
