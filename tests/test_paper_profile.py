@@ -92,3 +92,43 @@ def test_paper_profile_holds_the_papers_value(key, expected, source):
 def test_deliberate_differences_are_the_documented_ones(key):
     expected, decision = DELIBERATE[key]
     assert value_of(paper_params(), key) == expected, decision
+
+
+def test_layered_over_params_yaml_the_profile_gives_the_same_settings():
+    """`searchplay --params params.paper.yaml <verb>` layers the profile over params.yaml key by key, so every key
+    where params.yaml's embedded default differs from the papers must be in the profile (RAG verification, the
+    replay buffer, 512 tokens a turn, one path a seed...); the DVC graph (`pipeline`) is the one exception."""
+    from searchplay.tracking import flat_params
+
+    alone = flat_params(paper_params())
+    layered = flat_params(load_params(ROOT / "params.paper.yaml", base=ROOT / "params.yaml"))
+    differ = {key: (alone.get(key), layered.get(key)) for key in alone.keys() | layered.keys()
+              if not key.startswith("pipeline.") and alone.get(key) != layered.get(key)}
+    assert not differ, f"params.paper.yaml leaves these to params.yaml's embedded default: {differ}"
+
+
+def test_dvc_runs_the_profile_as_params_yaml_with_every_param_each_stage_names(tmp_path, monkeypatch):
+    """`cp params.paper.yaml params.yaml && dvc repro`: DVC resolves the stages from its `pipeline` section (no eve:
+    its warm-start continues the shared one, off here) and finds every param a stage depends on (else `dvc repro`
+    stops with 'Parameters ... are missing')."""
+    import shutil
+
+    import yaml
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    from searchplay.config import has_dotted
+
+    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    shutil.copy(ROOT / "params.paper.yaml", tmp_path / "params.yaml")
+    Repo.init(str(tmp_path), no_scm=True).close()
+    monkeypatch.chdir(tmp_path)
+    tree = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    with Repo(".") as repo:
+        stages = repo.index.stages
+        missing = {(stage.addressing, key) for stage in stages for dep in stage.deps
+                   if isinstance(dep, ParamsDependency) for key in dep.params or [] if not has_dotted(tree, key)}
+    assert {stage.addressing for stage in stages} == {
+        "kg", "corpus", "index", "warmstart", "selfplay@ssp", "selfplay@kg_wcr", "selfplay@gdcr",
+        "evaluate_reference@base", "evaluate@ssp", "evaluate@kg_wcr", "evaluate@gdcr", "report"}
+    assert not missing

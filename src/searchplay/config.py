@@ -705,6 +705,8 @@ def delete_dotted(tree: dict[str, Any], dotted_key: str, missing_ok: bool = Fals
     del node[leaf]
 
 
+# The maps that name DVC's stages (a variant's, a reference model's): a layered file that sets one sets it whole.
+WHOLE_IN_A_LAYER = (("pipeline", "variants"), ("pipeline", "references"))
 PROFILE_REMOVE = "remove"  # a profile's list of params keys it deletes (searchplay.pipeline reads it)
 
 
@@ -714,7 +716,8 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
 
     With ``base`` (the CLI's ``--params FILE`` passes ``params.yaml``), ``path`` is layered over it key by
     key, as ``params.quick.yaml`` is over ``params.yaml`` in ``make run-quick``, and must not be empty; what
-    neither sets takes the built-in default. A missing file means the defaults (so ``searchplay`` works
+    neither sets takes the built-in default (``pipeline.variants`` and ``pipeline.references``, which name
+    stages, it sets whole). A missing file means the defaults (so ``searchplay`` works
     outside a checkout). A binary or malformed file is a ``ConfigError`` of one line. ``variants``: the
     registered self-play variants' names; given, ``selfplay.variant`` and the ``pipeline.variants`` keys must
     be among them (``check_variants``).
@@ -729,6 +732,9 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
             raise ConfigError(f"{path}: '{PROFILE_REMOVE}' lists the keys a profile of overrides deletes, as "
                               "params.quick.yaml does: `searchplay pipeline --quick` (`make run-quick`) applies that "
                               "profile; --params takes a params file, such as params.paper.yaml")
+        for section, key in WHOLE_IN_A_LAYER:  # merged, params.yaml's eve would stay without its recipe stage
+            if key in (layer.get(section) or {}) and isinstance(tree.get(section), dict):
+                tree[section].pop(key, None)
         deep_merge(tree, layer)
     for key, value in (overrides or {}).items():
         if value is not None:
