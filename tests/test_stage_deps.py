@@ -32,6 +32,10 @@ def test_the_closure_follows_imports_inside_functions_and_leaves_other_verbs_out
     # the <information> text the Solver reads, and the template questions: both imported inside functions
     assert {"src/searchplay/retrieval/search.py", "src/searchplay/templates.py", "src/searchplay/config.py",
             "src/searchplay/recipes/__init__.py"} <= selfplay
+    # a verb registered through a wrapper (the warm-start's recipe flags) is followed to its own code
+    warmstart = {str(p) for p in stage_deps.command_files("searchplay warmstart")}
+    assert {"src/searchplay/warmstart/stage.py", "src/searchplay/warmstart/sft.py",
+            "src/searchplay/agent/rollout.py"} <= warmstart, sorted(warmstart)
     kg = {str(p) for p in stage_deps.command_files("searchplay kg extract")}
     assert "src/searchplay/kg/extract.py" in kg
     assert not any(p.startswith(("src/searchplay/rl/", "src/searchplay/recipes/", "src/searchplay/selfplay/step"))

@@ -87,6 +87,7 @@ def with_stage_flags(command: Callable[..., None]) -> Callable[..., None]:
     with_flags.__signature__ = inspect.Signature([*own, *flags])  # type: ignore[attr-defined]
     with_flags.__annotations__ = {p.name: p.annotation for p in (*own, *flags)}
     with_flags.__doc__ = command.__doc__
+    with_flags.__wrapped__ = command  # type: ignore[attr-defined]  # the verb's own code: scripts/stage_deps.py
     return with_flags
 
 
