@@ -249,6 +249,13 @@ def test_gdcr_run_logs_step_credit_and_writes_the_heldout_rq1(tmp_path, monkeypa
     run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "gdcr" / "resume").latest())["mlflow_run_id"]
     assert "rq1/questions" in logged_metrics(tmp_path / "mlflow.db", run_id)
 
+    # killed after its last checkpoint, before RQ1: the resumed run, with nothing left to train, runs RQ1 again
+    for name in ("rq1.json", "rq1.png", "rq1.md", "rq1.csv"):
+        (reports / name).unlink()
+    run_selfplay(params, "gdcr", 1, runtime=runtime, resume=True)
+    assert json.loads((reports / "rq1.json").read_text())["rq1/questions"] == 2 and (reports / "rq1.md").is_file()
+    assert len(logged_metrics(tmp_path / "mlflow.db", run_id)["rq1/questions"]) == 2  # again, in the same run
+
 
 def test_eval_every_logs_a_heldout_curve(tmp_path, monkeypatch, tokenizer, tiny_model_dir, trainer):
     """selfplay.eval_every: kg_heldout plus one benchmark, judged greedily, as heldout/* history columns and

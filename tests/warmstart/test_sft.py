@@ -126,8 +126,22 @@ def test_lora_trains_only_the_adapters(tiny_model_dir):
     assert {n.split("lora_")[1].split(".")[0] for n in moved} == {"A", "B"}  # both factors trained (B starts at 0)
 
 
+def killed_at(step: int, real_step):
+    """``SFTTrainer.step`` that raises KeyboardInterrupt (a kill) at its ``step``-th call."""
+    calls = []
+
+    def dies(self, batch):
+        calls.append(1)
+        if len(calls) == step:
+            raise KeyboardInterrupt("killed")
+        return real_step(self, batch)
+
+    return dies
+
+
 @pytest.mark.slow  # seven SFT steps twice on the tiny model
-def test_a_warmstart_killed_after_a_save_resumes_to_the_same_weights(tiny_model_dir, tmp_path, monkeypatch):
+def test_a_warmstart_killed_after_a_save_resumes_to_the_same_weights(tiny_model_dir, tokenizer, tmp_path,
+                                                                    monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -148,15 +162,8 @@ def test_a_warmstart_killed_after_a_save_resumes_to_the_same_weights(tiny_model_
     whole = fresh_model()
     history, _ = stage.train(whole, demos, params(tmp_path / "whole"), progress=False)
 
-    real_step, calls = SFTTrainer.step, []
-
-    def dies_at_step_5(self, batch):
-        calls.append(1)
-        if len(calls) == 5:
-            raise KeyboardInterrupt("killed")
-        return real_step(self, batch)
-
-    monkeypatch.setattr(SFTTrainer, "step", dies_at_step_5)
+    real_step = SFTTrainer.step
+    monkeypatch.setattr(SFTTrainer, "step", killed_at(5, real_step))
     with pytest.raises(KeyboardInterrupt):
         stage.train(fresh_model(), demos, params(tmp_path / "cut"), progress=False)
     assert (tmp_path / "cut" / "resume" / "state.pt").is_file()  # saved after step 3
@@ -167,7 +174,43 @@ def test_a_warmstart_killed_after_a_save_resumes_to_the_same_weights(tiny_model_
     assert [row["loss"] for row in again] == pytest.approx([row["loss"] for row in history])
     for a, b in zip(whole.state_dict().values(), resumed.state_dict().values(), strict=True):
         assert torch.equal(a, b)
-    assert not (tmp_path / "cut" / "resume").exists()  # removed once the stage finished
+    # kept through the check after training and the save (a kill there resumes from step 6, not step 1)...
+    assert (tmp_path / "cut" / "resume" / "state.pt").is_file()
+    stage.save_trained_model(resumed, tokenizer, params(tmp_path / "cut"))
+    assert (tmp_path / "cut" / "model" / "config.json").is_file()
+    assert not (tmp_path / "cut" / "resume").exists()  # ... and removed once the model is on disk
+
+
+@pytest.mark.slow  # a few SFT steps on the tiny model
+def test_a_killed_warmstart_starts_over_on_other_code(tiny_model_dir, tmp_path, monkeypatch):
+    """The resume state's fingerprint holds the package's code: a run never continues on other code than it began."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from searchplay import io
+    from searchplay.config import Params
+    from searchplay.warmstart import stage
+    from searchplay.warmstart.sft import SFTTrainer
+
+    demos = [Demo("proposer_kg", "a", demo(0).segments), Demo("solver", "b", demo(1).segments)]
+    params = Params.model_validate({"warmstart": {"out_dir": str(tmp_path), "steps": 3, "save_every": 1,
+                                                  "lr": 1e-2, "warmup_steps": 0, "autocast_bf16": False}})
+    real_step = SFTTrainer.step
+    monkeypatch.setattr(SFTTrainer, "step", killed_at(3, real_step))
+    with pytest.raises(KeyboardInterrupt):
+        stage.train(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32), demos, params,
+                    progress=False)
+    again = []
+
+    def counted(self, batch):
+        again.append(1)
+        return real_step(self, batch)
+
+    monkeypatch.setattr(SFTTrainer, "step", counted)
+    monkeypatch.setattr(io, "code_digest", lambda: "an edited package")
+    history, _ = stage.train(AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32), demos,
+                             params, progress=False)
+    assert [row["step"] for row in history] == [1.0, 2.0, 3.0] and len(again) == 3  # all three steps again
 
 
 def test_a_saved_warmstart_model_follows_the_umask(tiny_model_dir, tokenizer, tmp_path):

@@ -369,10 +369,9 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         log.info("%s: %d iterations already done (asked for %d); nothing to train", variant.name, state.iteration,
                  iterations)
         write_reports(reports, state.history)
-        if continued and unlogged:
+        if variant.heldout_analysis or (continued and unlogged):  # a kill after the last checkpoint
             with start_run(params, "selfplay", run_name, tags, run_id=continued):
-                for row in unlogged:
-                    _log_iteration(row, int(row["iteration"]))
+                _after_the_last_checkpoint(runtime, variant, params, reports, processes, unlogged)
         finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # exports, after a kill
         return state.history
     with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
@@ -529,6 +528,15 @@ def _train_iterations(runtime: Runtime, variant: Variant, params: Params, state:
             on_iteration(iteration, row)
     if warning := untrained_warning(state.history, run_name):
         log.warning(warning)
+
+
+def _after_the_last_checkpoint(runtime: Runtime, variant: Variant, params: Params, reports: Path,
+                               processes: Processes, unlogged: list[dict[str, float]]) -> None:
+    """What a run killed after its last checkpoint had left to do, in its MLflow run: the iterations it had not
+    logged, and the held-out analysis (GDCR's RQ1), which follows the last checkpoint."""
+    for row in unlogged:
+        _log_iteration(row, int(row["iteration"]))
+    _heldout_analysis(runtime, variant, params, reports, processes)
 
 
 def _heldout_analysis(runtime: Runtime, variant: Variant, params: Params, reports: Path,

@@ -162,7 +162,7 @@ def _run_warmstart(params: Params, search_tool: Any, progress: bool, track: bool
     tic = time.perf_counter()
     rates, samples = check_validity(backend, search_tool, check_records, params, fmt, "warm-start")
     check_seconds += time.perf_counter() - tic
-    save_model(model, tokenizer, warmstart_model_dir(params))
+    save_trained_model(model, tokenizer, params)
     drop_stale_outputs(Path(cfg.out_dir), written_outputs(params))
 
     metrics: dict[str, Any] = {
@@ -303,6 +303,15 @@ def drop_stale_outputs(out: Path, keep: set[str]) -> None:
             log.info("removed %s, left by an earlier run", path)
 
 
+def save_trained_model(model: Any, tokenizer: Any, params: Params) -> None:
+    """The trained model into ``warmstart_model_dir``, then the run's resume state goes: until the model is on disk a
+    kill (in the check after training, in the save) resumes from the last saved step, not from the first."""
+    from searchplay.warmstart import resume
+
+    save_model(model, tokenizer, warmstart_model_dir(params))
+    resume.clear(Path(params.warmstart.out_dir) / "resume")
+
+
 def save_model(model: Any, tokenizer: Any, folder: Path) -> None:
     """Write the HF folder into ``<folder>.partial`` and rename it into place (a kill leaves no half model)."""
     partial = folder.with_name(folder.name + ".partial")
@@ -323,10 +332,12 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool,
     """``warmstart.steps`` optimizer steps on the schedule; returns the per-step history and the seconds.
 
     Every ``warmstart.save_every`` steps the training state goes to ``<out_dir>/resume/``; a run killed after
-    a save continues from it (``searchplay.warmstart.resume``) and ends with the same weights. ``start``: the
+    a save continues from it (``searchplay.warmstart.resume``) and ends with the same weights. The state stays
+    until ``save_trained_model`` has written the model. ``start``: the
     model it trains from, whose digest joins the resume state's fingerprint."""
     from tqdm.auto import tqdm
 
+    from searchplay.io import code_digest
     from searchplay.llm.weights import model_digest
     from searchplay.warmstart import resume
     from searchplay.warmstart.sft import SFTTrainer
@@ -341,7 +352,8 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool,
                          moments_dir=cfg.out_dir if memory_saver_enabled(cfg.moments_on_disk, device) else None)
     folder = Path(cfg.out_dir) / "resume"
     settings = cfg.model_dump(exclude={"save_every", "threads", "moments_on_disk"})
-    key = resume.fingerprint(demos, {**settings, "start": model_digest(start) if start else ""})
+    key = resume.fingerprint(demos, {**settings, "start": model_digest(start) if start else "",
+                                     "code": code_digest()})  # no run continues on other code than it began with
     done, history = resume.load(folder, trainer, key) or (0, [])
     if done:
         log.info("warm-start: resuming after step %d of %d (%s)", done, cfg.steps, folder)
@@ -358,7 +370,6 @@ def train(model: Any, demos: list[Demo], params: Params, progress: bool,
                      stats["tokens"], stats["trained_tokens"])
         if cfg.save_every and step % cfg.save_every == 0 and step < cfg.steps:
             resume.save(folder, trainer, history, step, key)
-    resume.clear(folder)
     if trainer.moments is not None:
         trainer.moments.release()  # the training is over: the file and the moments in it go
     model.zero_grad(set_to_none=True)  # the last step's gradients: not needed by the check and the save after

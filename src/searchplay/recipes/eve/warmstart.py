@@ -38,7 +38,7 @@ from searchplay.warmstart.stage import (
     load_policy,
     log_to_mlflow,
     policy_backend,
-    save_model,
+    save_trained_model,
     sft_totals,
     stage_run,
     train,
@@ -109,7 +109,7 @@ def _run_eve_warmstart(params: Params, search_tool: Any, progress: bool, track: 
         backend.update_weights(model)
     after, samples = eve_check(backend, search_tool, check_records, ours)
     check_seconds = time.perf_counter() - tic - train_seconds
-    save_model(model, tokenizer, warmstart_model_dir(ours))
+    save_trained_model(model, tokenizer, ours)
     drop_stale_outputs(Path(ours.warmstart.out_dir), written_outputs(ours))
     log.info("EVE format rates, warm-start -> EVE warm-start: %s",
              {k: (round(before.get(k, float("nan")), 2), round(v, 2)) for k, v in after.items()})
