@@ -137,9 +137,9 @@ def test_dvc_repro_after_a_kill_resumes_to_the_weights_of_an_unbroken_run(tmp_pa
     assert sorted(steps) == list(range(1, ITERATIONS + 1))
 
 
-def test_the_stage_command_with_two_processes_trains_both_ranks_to_a_checkpoint(tmp_path, tiny_model_dir):
-    """``pipeline.launch.processes: 2``: the command dvc.yaml runs for ``selfplay@kg_wcr`` starts itself again under
-    torchrun (gloo on CPU); both ranks train the iteration and the main one writes the checkpoint."""
+def stage_on_two_processes(tmp_path, tiny_model_dir, **sections) -> tuple[Path, subprocess.CompletedProcess]:
+    """The command dvc.yaml runs for ``selfplay@kg_wcr``, with ``pipeline.launch.processes: 2`` and ``sections``'
+    keys set in the project's params.yaml."""
     import shlex
 
     records = write_kg_pool(tmp_path / "kg", 6)
@@ -147,13 +147,20 @@ def test_the_stage_command_with_two_processes_trains_both_ranks_to_a_checkpoint(
     project = tmp_path / "project"
     write_project(project, tiny_model_dir, tmp_path / "kg", index)
     params = yaml.safe_load((project / "params.yaml").read_text())
-    params["selfplay"]["iterations"] = 1
+    for section, keys in sections.items():
+        params[section].update(keys)
     params["pipeline"] = {"launch": {"processes": 2}}
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     stage = yaml.safe_load((Path(__file__).resolve().parents[2] / "dvc.yaml").read_text())["stages"]["selfplay"]
     command = stage["do"]["cmd"].replace("${key}", "kg_wcr").replace("${item.phase}", "all")
-    result = subprocess.run(shlex.split(command), cwd=project, env=ENV, capture_output=True, text=True,
-                            timeout=STARTUP_TIMEOUT_S)
+    return project, subprocess.run(shlex.split(command), cwd=project, env=ENV, capture_output=True, text=True,
+                                   timeout=STARTUP_TIMEOUT_S)
+
+
+def test_the_stage_command_with_two_processes_trains_both_ranks_to_a_checkpoint(tmp_path, tiny_model_dir):
+    """``pipeline.launch.processes: 2``: the command dvc.yaml runs for ``selfplay@kg_wcr`` starts itself again under
+    torchrun (gloo on CPU); both ranks train the iteration and the main one writes the checkpoint."""
+    project, result = stage_on_two_processes(tmp_path, tiny_model_dir, selfplay={"iterations": 1})
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     assert "torchrun --standalone --nproc_per_node 2 -m searchplay selfplay --variant kg_wcr" in output
@@ -161,3 +168,12 @@ def test_the_stage_command_with_two_processes_trains_both_ranks_to_a_checkpoint(
     manager = CheckpointManager(project / "checkpoints" / "kg_wcr" / "resume")
     assert [i for i, _ in manager.complete()] == [1] and not list(manager.root.glob("*.partial"))
     assert (project / "checkpoints" / "kg_wcr" / "model" / "config.json").is_file()  # both ranks took part
+
+
+def test_a_bad_input_on_two_processes_exits_2_not_the_launchers_1(tmp_path, tiny_model_dir):
+    """torchrun exits 1 whatever its processes exited with; the stage exits with their 2 (a missing KG pool), so a
+    Prefect task does not retry what would fail the same way."""
+    _, result = stage_on_two_processes(tmp_path, tiny_model_dir, kg={"out_dir": str(tmp_path / "no-kg")})
+    output = result.stdout + result.stderr
+    assert "no KG subgraph pool" in output and "torchrun" in output, output[-3000:]
+    assert result.returncode == 2, output[-3000:]

@@ -25,11 +25,14 @@ def phase_help() -> str:
 def _launched_elsewhere(params, variant) -> bool:
     """With ``pipeline.launch.processes`` > 1: run this same command under the launcher and wait for it (True),
     unless this process is one the launcher started, or the variant trains on one process only (False)."""
+    import os
     import subprocess
     import sys
+    import tempfile
+    from pathlib import Path
 
     from searchplay.cliutil import console
-    from searchplay.launch import launch_command, needs_launch
+    from searchplay.launch import EXIT_CODES, launch_command, launched_exit_code, needs_launch
     from searchplay.selfplay import phases
 
     launch = params.pipeline.launch
@@ -41,9 +44,10 @@ def _launched_elsewhere(params, variant) -> bool:
         return False
     command = launch_command(launch, sys.argv[1:])
     console.print("$ " + " ".join(command), markup=False, highlight=False, soft_wrap=True)
-    code = subprocess.call(command)
-    if code != 0:
-        raise typer.Exit(code)
+    with tempfile.TemporaryDirectory(prefix="searchplay-exit-") as codes:
+        code = subprocess.call(command, env={**os.environ, EXIT_CODES: codes})
+        if code != 0:  # a process's bad input (2) or failed gate (3) stays so, for the flow's retry condition
+            raise typer.Exit(launched_exit_code(Path(codes), code))
     return True
 
 
