@@ -732,7 +732,7 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
             raise ConfigError(f"{path}: '{PROFILE_REMOVE}' lists the keys a profile of overrides deletes, as "
                               "params.quick.yaml does: `searchplay pipeline --quick` (`make run-quick`) applies that "
                               "profile; --params takes a params file, such as params.paper.yaml")
-        for section, key in WHOLE_IN_A_LAYER:  # merged, params.yaml's eve would stay without its recipe stage
+        for section, key in WHOLE_IN_A_LAYER:  # merged, a variant of params.yaml's would stay without its stages
             if key in (layer.get(section) or {}) and isinstance(tree.get(section), dict):
                 tree[section].pop(key, None)
         deep_merge(tree, layer)

@@ -31,3 +31,19 @@ def test_run_inputs_record_params_start_phase_state_and_code(tmp_path):
     inputs = run_inputs("p1", "a/hub/name", {"phase": "b", "solver_set": [{"q": 1}]})
     assert inputs["params"] == "p1" and inputs["start"] == "a/hub/name" and inputs["code"] == code_digest()
     assert run_inputs("p1", "a/hub/name", {"phase": "b", "solver_set": [{"q": 2}]})["pinned"] != inputs["pinned"]
+
+
+def test_run_inputs_follow_the_data_the_stage_reads(tmp_path):
+    """A KG pool or an index changed under the same params and code (a new dump, another embedder revision): DVC
+    runs the stage again, and its old checkpoints, trained on the old data, are not resumed."""
+    pool, fingerprint = tmp_path / "subgraphs.jsonl", tmp_path / "index.fingerprint.json"
+    pool.write_text('{"id": "a"}\n')
+    fingerprint.write_text('{"rows": 10}')
+    first = run_inputs("p1", "m", {}, [pool, fingerprint])
+    assert run_inputs("p1", "m", {}, [pool, fingerprint]) == first
+    fingerprint.write_text('{"rows": 11}')
+    assert run_inputs("p1", "m", {}, [pool, fingerprint])["data"] != first["data"]
+    write_inputs(tmp_path, first)
+    assert changed_inputs(tmp_path, run_inputs("p1", "m", {}, [pool, fingerprint])) == ["data"]
+    fingerprint.unlink()  # a search server's index: its absence is part of the record, not an error
+    assert run_inputs("p1", "m", {}, [pool, fingerprint])["data"] not in (first["data"], "")

@@ -4,15 +4,18 @@ The DVC stage runs ``searchplay selfplay --resume-if-unchanged``; its checkpoint
 are no DVC output, so DVC leaves them between runs. The run's inputs go to
 ``<checkpoints>/<run>/resume/resume_inputs.json`` before its first iteration: the params digest
 (``Params.digest``), the start model's weights and configuration, the state that pins a phase (a two-phase recipe's
-hand-off set) and the package's code. A later run with the same inputs continues from the newest complete
-checkpoint; one whose inputs differ, or that finds no inputs file, removes the old checkpoints and starts at
-iteration 1, which is what DVC does to an output. ``.dvcignore`` lists the file.
+hand-off set), the package's code and the stage's data (the KG pool and the index's fingerprint: DVC runs the stage
+again when they change, and a run that resumed its old checkpoints would carry a model of the old data). A later
+run with the same inputs continues from the newest complete checkpoint; one whose inputs differ, or that finds no
+inputs file, removes the old checkpoints and starts at iteration 1, which is what DVC does to an output.
+``.dvcignore`` lists the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +25,26 @@ from searchplay.llm.weights import model_digest
 INPUTS_FILE = "resume_inputs.json"
 
 
-def run_inputs(params_digest: str, start: str, pinned: dict[str, Any]) -> dict[str, str]:
-    """The inputs ``resume_inputs.json`` records: what shapes the run besides its seed."""
+def run_inputs(params_digest: str, start: str, pinned: dict[str, Any], data: Iterable[Path] = ()) -> dict[str, str]:
+    """The inputs ``resume_inputs.json`` records: what shapes the run besides its seed. ``data``: the files the run
+    reads (``data_digest``)."""
     pinned_blob = json.dumps(pinned, sort_keys=True, default=str).encode()
     return {"params": params_digest, "start": model_digest(start),
-            "pinned": hashlib.sha256(pinned_blob).hexdigest()[:16], "code": code_digest()}
+            "pinned": hashlib.sha256(pinned_blob).hexdigest()[:16], "code": code_digest(), "data": data_digest(data)}
+
+
+def data_digest(paths: Iterable[Path]) -> str:
+    """sha256 over each file's path and bytes, in the order given; a file absent (a search server's index, not
+    here) counts by its absence."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(str(path).encode() + b"\0")
+        if Path(path).is_file():
+            with Path(path).open("rb") as handle:
+                digest.update(hashlib.file_digest(handle, "sha256").digest())
+        else:
+            digest.update(b"absent\0")
+    return digest.hexdigest()[:16]
 
 
 def changed_inputs(root: Path, inputs: dict[str, str]) -> list[str]:

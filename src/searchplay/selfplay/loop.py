@@ -431,12 +431,14 @@ def _run_inputs(params: Params, variant: Variant, pinned: dict[str, Any]) -> dic
     """``searchplay.selfplay.inputs.run_inputs`` of this run. Without a start model on disk (a caller's runtime,
     as in tests; ``build_runtime`` would fail on it first) the start is recorded as unresolved."""
     from searchplay.model_paths import PolicyError
+    from searchplay.retrieval.index import fingerprint_path
 
     try:
         start = initial_policy(params, variant.warmstart)
     except PolicyError:
         start = "unresolved"
-    return run_inputs(params.digest(), start, pinned)
+    data = [Path(params.kg.out_dir) / "subgraphs.jsonl", fingerprint_path(params.index.dir)]
+    return run_inputs(params.digest(), start, pinned, data)
 
 
 def _what_to_resume(manager: CheckpointManager, inputs: dict[str, str], resume: bool,
