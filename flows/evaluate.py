@@ -11,7 +11,7 @@ from prefect import flow
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # Prefect loads this file by path; make `flows`/`tasks` importable
 
-from flows.retrain import reference_stages, selected_variants  # noqa: E402
+from flows.retrain import one_flow_at_a_time, reference_stages, selected_variants  # noqa: E402
 from tasks.stages import remove_saved_answers, reproduce_stage  # noqa: E402
 
 
@@ -27,12 +27,13 @@ def evaluate(variants: list[str] | None = None, root: str = str(REPO_ROOT), forc
     """Re-run the evaluation stages and the ``report`` stage: skipped when nothing changed, unless ``force``,
     which evaluates every question again (e.g. after a change the stage's dependencies do not see, such
     as a new judge endpoint behind the same params)."""
-    stages = evaluation_stages(Path(root), variants)
-    if force:  # once, before the tasks: a retry of a forced task keeps what its failed attempt answered
-        for path in (p for stage in stages for p in remove_saved_answers(stage, Path(root))):
-            print(f"forced: removed {path} (DVC keeps it under --force), so every question is asked again")
-    ran = {stage: reproduce_stage(stage, root, force) for stage in stages}
-    ran["report"] = reproduce_stage("report", root, force)
+    with one_flow_at_a_time(Path(root), "evaluate"):
+        stages = evaluation_stages(Path(root), variants)
+        if force:  # once, before the tasks: a retry of a forced task keeps what its failed attempt answered
+            for path in (p for stage in stages for p in remove_saved_answers(stage, Path(root))):
+                print(f"forced: removed {path} (DVC keeps it under --force), so every question is asked again")
+        ran = {stage: reproduce_stage(stage, root, force) for stage in stages}
+        ran["report"] = reproduce_stage("report", root, force)
     return ran
 
 

@@ -20,6 +20,9 @@ from prefect import flow, get_run_logger, task
 from prefect_dask import DaskTaskRunner
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))  # Prefect loads this file by path; make `flows` importable
+
+from flows.retrain import one_flow_at_a_time  # noqa: E402
 
 
 def evaluate_command(variant: str, benchmark: str | None, every: list[str] | None = None) -> list[str]:
@@ -57,11 +60,12 @@ def evaluate_fanout(variant: str = "kg_wcr", benchmarks: list[str] | None = None
                     root: str = str(REPO_ROOT)) -> str:
     from searchplay.recipes import load_params
 
-    chosen = benchmarks or list(load_params(Path(root) / "params.yaml").evaluate.benchmarks)
-    futures = [evaluate_one.submit(variant, name, root) for name in chosen]
-    for future in futures:
-        future.result()
-    return evaluate_one(variant, None, root, chosen)
+    with one_flow_at_a_time(Path(root), "evaluate-fanout"):
+        chosen = benchmarks or list(load_params(Path(root) / "params.yaml").evaluate.benchmarks)
+        futures = [evaluate_one.submit(variant, name, root) for name in chosen]
+        for future in futures:
+            future.result()
+        return evaluate_one(variant, None, root, chosen)
 
 
 def main() -> None:

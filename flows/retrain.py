@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from prefect import flow, get_run_logger
@@ -21,6 +21,25 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # Prefect loads this file by path; make `tasks` importable
 
 from tasks.stages import reproduce_stage  # noqa: E402
+
+FLOW_LOCK = "flows"  # `.flows.lock` at the project's root: one flow run at a time on a workspace
+
+
+@contextmanager
+def one_flow_at_a_time(root: Path, name: str) -> Iterator[None]:
+    """Hold the workspace for this flow run; a second one (a scheduled retrain beside an on-demand evaluation)
+    waits, saying for whom. Two at once would share params.yaml, where each restores what it found when it began
+    (so one run's overrides could outlive it), and dvc.lock."""
+    from searchplay.io import OutputsBusyError, exclusive_outputs
+
+    hold = ExitStack()
+    try:
+        hold.enter_context(exclusive_outputs(root / FLOW_LOCK, f"flow {name}"))
+    except OutputsBusyError as busy:
+        print(f"waiting: {busy}", flush=True)  # the flows log prints
+        hold.enter_context(exclusive_outputs(root / FLOW_LOCK, f"flow {name}", wait=True))
+    with hold:
+        yield
 
 
 def apply_overrides(root: Path, overrides: dict[str, object], removed: Sequence[str] = ()) -> None:
@@ -146,7 +165,7 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
         overrides["pipeline.launch.processes"] = processes
     if launch_config is not None:
         overrides["pipeline.launch.config"] = launch_config
-    with run_scoped_overrides(repo, overrides, removed):
+    with one_flow_at_a_time(repo, "retrain"), run_scoped_overrides(repo, overrides, removed):
         chosen = selected_variants(repo, variants)
         logger.info("retraining variants %s with overrides %s%s (this run only)", chosen, overrides,
                     f" and without {removed}" if removed else "")

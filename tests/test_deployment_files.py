@@ -416,3 +416,26 @@ def test_a_failed_stage_carries_its_own_exit_code_to_the_retry_condition(tmp_pat
         state = type("State", (), {"data": subprocess.CalledProcessError(stage_exit_code(lines, 255), "dvc")})
         assert retry_unless_deterministic(None, None, state) is (code == 1)
     assert stage_exit_code(["ERROR: unexpected error"], 255) == 255  # DVC failed before the command
+
+
+def test_a_second_flow_run_on_the_workspace_waits_for_the_first(tmp_path, capsys):
+    """Two flow runs at once would share params.yaml (each restores what it found) and dvc.lock: the second waits,
+    naming the first, and goes on once it ends."""
+    import threading
+
+    from flows.retrain import one_flow_at_a_time
+
+    entered = threading.Event()
+
+    def second() -> None:
+        with one_flow_at_a_time(tmp_path, "evaluate"):
+            entered.set()
+
+    with one_flow_at_a_time(tmp_path, "retrain"):
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        assert not entered.wait(1.0)  # held while the first runs
+    assert entered.wait(30)
+    waiting.join()
+    said = capsys.readouterr().out
+    assert "waiting:" in said and "`searchplay flow retrain`" in said  # whom it waited for
