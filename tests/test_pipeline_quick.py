@@ -66,3 +66,27 @@ def test_a_failed_quick_run_puts_params_yaml_back(repo):
     with pytest.raises(subprocess.CalledProcessError):
         pipeline.run(repo, quick=True, echo=lambda line: None)
     assert (repo / "params.yaml").read_text() == PARAMS
+
+
+def test_a_stopped_stream_stops_the_command_and_the_processes_it_started(tmp_path):
+    """Ctrl-C or a cancelled flow run's SIGTERM reaches the caller of ``stream`` only: the `dvc repro` it runs,
+    and the stage under it, are stopped too (SIGTERM to the group, then SIGKILL), before the caller's cleanup."""
+    import os
+    import sys
+    import time
+
+    from searchplay.pipeline import group_alive, stream
+
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+              "print(child.pid, flush=True)\n"
+              "time.sleep(120)\n")
+    lines = stream([sys.executable, "-c", script], tmp_path, dict(os.environ))
+    stage = int(next(lines))  # the command's own child, as DVC's stage is
+    group = os.getpgid(stage)
+    assert group != os.getpgid(0) and group_alive(group)  # a group of its own, the caller outside it
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        lines.throw(KeyboardInterrupt())
+    assert time.monotonic() - started < 15  # the SIGTERM ended both; no wait for their two minutes
+    assert not group_alive(group)

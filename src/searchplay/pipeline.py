@@ -95,14 +95,61 @@ def ensure_dvc_repository(root: Path) -> None:
         subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--quiet"], cwd=root, check=True)
 
 
+STOP_GRACE_S = 20.0  # a stopped run's stage gets this long after SIGTERM (Prefect's SIGKILL follows at 30 s)
+
+
 def stream(command: list[str], cwd: Path, env: dict[str, str]) -> Iterator[str]:
-    """Run ``command`` and yield its output lines as they come (stderr merged)."""
+    """Run ``command`` and yield its output lines as they come (stderr merged). Where the caller stops (Ctrl-C, a
+    cancelled flow run's SIGTERM, an error), the command's whole process group is stopped first (``stop_group``):
+    a ``dvc repro`` and the stage it runs would otherwise go on alone, and the caller's cleanup (params.yaml put
+    back) would wait for them past the SIGKILL that follows."""
     with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, bufsize=1) as process:
+                          text=True, bufsize=1, start_new_session=True) as process:
         assert process.stdout is not None
-        yield from (line.rstrip("\n") for line in process.stdout)
+        try:
+            yield from (line.rstrip("\n") for line in process.stdout)
+        except BaseException:
+            stop_group(process)
+            raise
     if process.returncode != 0:
         raise subprocess.CalledProcessError(process.returncode, command)
+
+
+def stop_group(process: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM to ``process``'s group (DVC and the stage's process: the stage ends its MLflow run KILLED and keeps
+    its last checkpoint), SIGKILL to what is left of it after ``grace_s``."""
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            process.poll()  # reaps the leader once it exits
+            if not group_alive(process.pid):
+                return
+            time.sleep(0.1)
+
+
+def group_alive(group: int) -> bool:
+    """Whether a process of ``group`` still runs (a zombie, exited and not yet reaped, does not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
 
 
 class StageClock:
