@@ -36,9 +36,12 @@ with repo.lock:
                 dep.save()
                 changed |= dep.hash_info != old
             elif dep.def_path not in known and dep.def_path in recorded:  # a dep new to the stage
+                old = dep.hash_info
                 dep.save()
                 if dep.hash_info.value == recorded[dep.def_path]:  # what the stages that read it were run on
                     changed = True
+                else:
+                    dep.hash_info = old  # other content: the stage must run again
             elif dep.def_path == "params.yaml" and dep.workspace_status():
                 old = dict(dep.hash_info.value or {})
                 dep.save()

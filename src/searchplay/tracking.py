@@ -28,7 +28,7 @@ from typing import Any
 
 from searchplay.colors import model_color
 from searchplay.config import Params
-from searchplay.io import TrackingStoreError, exclusive_outputs, files_digest, process_alive
+from searchplay.io import TrackingStoreError, exclusive_outputs, process_alive
 from searchplay.redaction import redact_credentials
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ MAX_PARAM_LENGTH = 500  # MLflow rejects longer param values
 PAPER_BENCHMARKS = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 CHAMPION = "champion"  # registry alias of the best version evaluated on all seven paper benchmarks
 CHAMPION_SCORE = "avg.judge_acc"  # the papers' average over the seven benchmarks
-CHECKPOINT_DIGEST = "checkpoint.digest"  # registry tag: sha256 of the version's checkpoint files
+CHECKPOINT_DIGEST = "checkpoint.digest"  # registry tag: its weights and configs (llm.weights.model_digest)
 HOST_TAG, PID_TAG = "process.host", "process.pid"  # who runs a run: the stale-run sweep checks the pid
 KILLED, FAILED = "KILLED", "FAILED"  # MLflow run states of a run that did not finish
 RUN_COLOR_TAG = "mlflow.runColor"  # the colour the MLflow UI draws a run in: the model's colour in our charts
@@ -323,6 +323,8 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
+    from searchplay.llm.weights import model_digest
+
     use_store(tracking_uri(params))
     client = MlflowClient()
     name = f"{params.tracking.experiment_prefix}-{variant}"
@@ -334,7 +336,7 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
     source = str(Path(model_dir).resolve())
     tags = {"variant": variant, **{f"score.{k}": f"{v:.4f}" for k, v in scores.items()},
             **(coverage.tags() if coverage else {}), **dvc_experiment_tags(),
-            CHECKPOINT_DIGEST: checkpoint_digest(model_dir)}
+            CHECKPOINT_DIGEST: model_digest(model_dir)}
     registered = _same_version(client, name, source, tags)
     if registered is not None:
         log.info("%s is registered as version %s of %s with the same scores; no new version", source,
@@ -345,12 +347,6 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
                                                                                    scores[CHAMPION_SCORE]):
         client.set_registered_model_alias(name, CHAMPION, version.version)
     return str(version.version)
-
-
-def checkpoint_digest(model_dir: str | Path) -> str:
-    """sha256 over the checkpoint folder's files: the same weights evaluated again are the same version."""
-    folder = Path(model_dir)
-    return files_digest(folder, (path for path in folder.rglob("*") if path.is_file()))
 
 
 def _same_version(client: Any, name: str, source: str, tags: dict[str, str]) -> str | None:

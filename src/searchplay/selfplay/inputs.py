@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import code_digest, write_json
+from searchplay.io import code_digest, files_digest, write_json
 from searchplay.llm.weights import model_digest
 
 INPUTS_FILE = "resume_inputs.json"
@@ -34,17 +34,11 @@ def run_inputs(params_digest: str, start: str, pinned: dict[str, Any], data: Ite
 
 
 def data_digest(paths: Iterable[Path]) -> str:
-    """sha256 over each file's path and bytes, in the order given; a file absent (a search server's index, not
-    here) counts by its absence."""
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(str(path).encode() + b"\0")
-        if Path(path).is_file():
-            with Path(path).open("rb") as handle:
-                digest.update(hashlib.file_digest(handle, "sha256").digest())
-        else:
-            digest.update(b"absent\0")
-    return digest.hexdigest()[:16]
+    """A hash of each file (``files_digest``) by the path given; a file absent (a search server's index, not here)
+    counts by its absence."""
+    entries = [f"{path}={files_digest(Path(path).parent, [Path(path)]) if Path(path).is_file() else 'absent'}"
+               for path in paths]
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
 
 
 def changed_inputs(root: Path, inputs: dict[str, str]) -> list[str]:
