@@ -73,11 +73,12 @@ run: setup setup-vllm
 run-quick: setup                 # the quick profile generates on the transformers backend: no vLLM to install
 	$(SP) pipeline --quick
 
-# Two pytest workers, a file each at a time (the pipeline test's tests share one `dvc repro`): the pipeline test
-# starts first on one while the other takes the other files, and the two share the rest (docs/reliability.md).
+# Two pytest workers, a file each at a time (the pipeline test's tests share one `dvc repro`), in the order
+# tests/conftest.py gives (xdist would otherwise start the files with the most tests first): the pipeline test
+# starts first on one while the other takes the slow files, and the two share the rest (docs/reliability.md).
 # Threads of two busy workers wait passively (docs/benchmarks.md, "Beside another process").
 TEST_WORKERS ?= 2
-PYTEST := $(if $(filter-out 0 1,$(TEST_WORKERS)),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE} $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile,$(PY) -m pytest -q)
+PYTEST := $(if $(filter-out 0 1,$(TEST_WORKERS)),OMP_WAIT_POLICY=$${OMP_WAIT_POLICY:-PASSIVE} $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder,$(PY) -m pytest -q)
 
 test: setup setup-vllm
 	SEARCHPLAY_REQUIRE_ASSETS=1 SEARCHPLAY_REQUIRE_VLLM=$(if $(VLLM_CPU),1,0) $(PYTEST)

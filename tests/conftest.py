@@ -104,6 +104,9 @@ def fanoutqa_dev_path() -> Path:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The pipeline test first: under `make test`'s two workers (``--dist loadfile``) the longest file then starts
-    at once, and the other worker takes every other file beside it."""
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/test_pipeline.py"))
+    """The pipeline test first, then the other files with a slow test, then the rest, each in its own order. Under
+    `make test`'s two workers (``--dist loadfile --no-loadscope-reorder``) the longest file starts at once, the
+    other worker takes the slow files beside it, and the quick files fill in at the end: neither worker is left
+    alone with a long file while the other has nothing to do."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: (not item.nodeid.startswith("tests/test_pipeline.py"), item.path not in slow_files))
