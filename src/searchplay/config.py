@@ -86,7 +86,8 @@ class KGConfig(Section):
     selector_concurrency: int = Field(10, ge=1, description="concurrent endpoint requests (paper: 10)")
     num_seeds: int = Field(400, ge=1, description="seed entities to start paths from")
     seed: int = Field(0, description="RNG seed for seeds, target lengths and distractors")
-    min_hops: int = Field(3, ge=1, description="shortest target path (paper: 3)")
+    min_hops: int = Field(3, ge=2, description="shortest target path (paper: 3; at least 2, as a distractor "
+                          "branches at a hop k ~ U(1, K-1))")
     max_hops: int = Field(7, ge=1, description="longest target path (paper: 7)")
     max_candidates: int = Field(10, ge=1, description="candidate edges shown per step (paper: 10)")
     max_retries: int = Field(5, ge=0, description="selector retries on an invalid reply (paper: 5)")
@@ -237,7 +238,8 @@ class AgentConfig(Section):
 class JudgeConfig(Section):
     backend: Literal["exact", "openai", "local"] = Field("exact", description="'exact': EM only")
     endpoint: str | None = Field(None, description="OpenAI-compatible base URL (backend=openai)")
-    model: str = Field("", description="served model name (openai) or model (local)")
+    model: str = Field("", description="served model name (openai); empty under 'local', where the policy judges "
+                       "its own answers (serve another model through 'openai', e.g. `vllm serve`)")
     api_key_env: str = Field("OPENAI_API_KEY", description="env var holding the key, if any")
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0)
@@ -254,6 +256,14 @@ class JudgeConfig(Section):
                                         "(an outage; 0: never stop early)")
     deadline_s: float | None = Field(None, gt=0, description="seconds of judge calls a process may spend in all "
                                      "(None: no bound)")
+
+    @model_validator(mode="after")
+    def _local_is_the_policy(self) -> JudgeConfig:
+        if self.backend == "local" and self.model:
+            raise ValueError(f"judge.backend 'local' judges with the policy itself, so judge.model must be empty "
+                             f"(got {self.model!r}); to judge with that model, serve it (e.g. `vllm serve "
+                             f"{self.model}`) and set judge.backend openai, judge.endpoint and judge.model")
+        return self
 
 
 class SelfplayConfig(Section):

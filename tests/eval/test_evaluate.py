@@ -111,6 +111,16 @@ def test_stage_writes_metrics_report_charts_and_tracks(tmp_path, monkeypatch, be
     assert result.times.questions == 8
 
 
+def test_under_a_local_judge_each_model_judges_itself_under_its_own_name(fake_backend):
+    """So the comparison sees that its models were judged by different judges (it warns where judges differ)."""
+    params = Params.model_validate({"judge": {"backend": "local"}})
+    judges = {model: stage._load_tools(params, stage.ModelChoice(model, "unused", "checkpoint"), object(),
+                                       fake_backend, None)[2] for model in ("warmstart", "kg_wcr")}
+    assert {model: judge.name for model, judge in judges.items()} == {
+        "warmstart": "local-policy (warmstart)", "kg_wcr": "local-policy (kg_wcr)"}
+    assert judges["kg_wcr"].llm.backend is fake_backend
+
+
 def test_a_model_that_fails_to_load_leaves_the_last_evaluation_as_it_was(tmp_path, benchmarks_dir, monkeypatch):
     from searchplay.llm.weights import ModelLoadError
 

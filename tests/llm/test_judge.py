@@ -209,6 +209,18 @@ def test_make_judge_openai_needs_endpoint_and_model():
     assert judge.name == "m"
 
 
+def test_a_local_judge_is_the_policy_and_a_model_of_its_own_is_refused_at_load():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"judge\.model must be empty.*vllm serve Qwen"):
+        JudgeConfig(backend="local", model="Qwen2.5-7B-Instruct")  # it was judged by the policy under this name
+    with pytest.raises(ValueError, match="no policy here"):
+        make_judge(JudgeConfig(backend="local"))
+    policy = object()
+    judge = make_judge(JudgeConfig(backend="local"), backend=policy, policy_name="local-policy (kg_wcr)")
+    assert judge.name == "local-policy (kg_wcr)" and judge.llm.backend is policy
+
+
 class ScriptedEvidenceLLM:
     """Replies in order; an Exception instance stands for a failed call."""
 

@@ -313,7 +313,8 @@ def _load_tools(params: Params, choice: ModelChoice, search_tool: Any, backend: 
     if judge is None:
         from searchplay.llm.judge import make_judge
 
-        judge = make_judge(params.judge, backend=backend, normalization=params.evaluate.normalization)
+        judge = make_judge(params.judge, backend=backend, normalization=params.evaluate.normalization,
+                           policy_name=f"local-policy ({choice.id})")  # each model judges itself: named so
     return search_tool, backend, judge
 
 

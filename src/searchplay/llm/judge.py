@@ -405,9 +405,10 @@ class LocalJudgeLLM:
             return [exc] * len(conversations)
 
 
-def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None, normalization: str = "squad") -> Judge:
-    """Build the judge ``params.judge`` describes; ``backend`` serves ``backend: local`` if given;
-    ``normalization`` is the answer scheme of the exact-match check that runs before any LLM."""
+def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None, normalization: str = "squad",
+               policy_name: str = "local-policy") -> Judge:
+    """Build the judge ``params.judge`` describes; under ``backend: local`` the policy ``backend`` judges, named
+    ``policy_name``; ``normalization`` is the answer scheme of the exact-match check that runs before any LLM."""
     if config.backend == "exact":
         return Judge(normalization=normalization)
     if config.backend == "openai":
@@ -420,12 +421,8 @@ def make_judge(config: JudgeConfig, backend: PolicyBackend | None = None, normal
         cache = VerdictCache(config.cache_path) if config.cache_path else None
         return Judge(llm, config.prompt, cache, normalization, config.max_consecutive_errors, config.deadline_s)
     if backend is None:
-        if not config.model:
-            raise ValueError("judge.backend is 'local' but judge.model is empty; name a local model folder")
-        from searchplay.llm import load_backend
-
-        backend = load_backend(config.model)
-    # No cache for local judges: the backend may share the policy's changing weights.
-    return Judge(LocalJudgeLLM(backend, config.model or "local-policy", config.temperature, config.max_tokens),
+        raise ValueError("judge.backend is 'local' (the policy judges) but there is no policy here to judge with")
+    # No cache for local judges: the policy's weights change every step.
+    return Judge(LocalJudgeLLM(backend, policy_name, config.temperature, config.max_tokens),
                  config.prompt, normalization=normalization, max_consecutive_errors=config.max_consecutive_errors,
                  deadline_s=config.deadline_s)
