@@ -234,12 +234,21 @@ PARTIAL_NOTE = ("An average marked '(k of m)' covers only the k benchmarks this 
                 "average all m, so such a cell is not comparable with theirs.")
 
 
+def shared_value(models: dict[str, dict[str, float]], key: str) -> float | None:
+    """``key``'s value where every model that has it has the same one (they shared the sample: a DVC run's models
+    do); None where no model has it, or where models asked other questions and so differ (an ad-hoc evaluation).
+
+    >>> shared_value({"a": {"x": 1.0}, "b": {}, "c": {"x": 1.0}}, "x"), shared_value({"a": {"x": 1.0}, "b": {"x": 2.0}},
+    ...                                                                             "x")
+    (1.0, None)
+    """
+    values = {metrics[key] for metrics in models.values() if key in metrics}
+    return values.pop() if len(values) == 1 else None
+
+
 def majority_baseline(models: dict[str, dict[str, float]]) -> float | None:
-    """kg_heldout's majority-baseline EM, from the first model that has it (all share the pool and sample)."""
-    for metrics in models.values():
-        if f"{KG_HELDOUT}.majority_baseline_em" in metrics:
-            return metrics[f"{KG_HELDOUT}.majority_baseline_em"]
-    return None
+    """kg_heldout's majority-baseline EM, which every model's sample shares (``shared_value``)."""
+    return shared_value(models, f"{KG_HELDOUT}.majority_baseline_em")
 
 
 def reading_notes(models: dict[str, dict[str, float]], columns: list[str], score: str) -> list[str]:
@@ -266,7 +275,8 @@ def reading_notes(models: dict[str, dict[str, float]], columns: list[str], score
             continue
         if max(low for _, low, _, _ in intervals) <= min(high for _, _, high, _ in intervals):
             notes.append(f"{LABELS.get(column, column)}: the scores differ, but every model's interval overlaps every "
-                         "other's, so no model is shown better than another.")
+                         "other's, so these intervals show no model better than another; the paired tests below, on "
+                         "the questions both models answered, can.")
     return notes
 
 
@@ -274,10 +284,9 @@ QUESTION_SEARCH_LABEL = "one search with the question itself (reference, top-k)"
 
 
 def question_search_recalls(models: dict[str, dict[str, float]], columns: list[str]) -> list[float | None]:
-    """Per column, the retrieval recall of one search with the question itself, from the first model that has it
-    (every model shares the sample and the index); None where no model has it."""
-    return [next((m[f"{c}.question_search_recall"] for m in models.values()
-                  if f"{c}.question_search_recall" in m), None) for c in columns]
+    """Per column, the retrieval recall of one search with the question itself, which every model's sample shares
+    (``shared_value``: the same index, the same questions); None where no model has it or the samples differ."""
+    return [shared_value(models, f"{c}.question_search_recall") for c in columns]
 
 
 def question_search_row(models: dict[str, dict[str, float]], columns: list[str]) -> list[Any] | None:
@@ -726,9 +735,9 @@ def hops_table(variants: dict[str, dict[str, float]]) -> Table | None:
                    if key.startswith(prefix) and key.endswith("_n")})
     if not hops:
         return None
-    counts = [next((m.get(f"{KG_HELDOUT}.hops_{h}_n") for m in variants.values()
-                    if f"{KG_HELDOUT}.hops_{h}_n" in m), 0) for h in hops]
-    header = ["model", *(f"{h} hops (n={int(n or 0)})" for h, n in zip(hops, counts, strict=True))]
+    counts = [sorted({int(m[f"{prefix}{h}_n"]) for m in variants.values() if f"{prefix}{h}_n" in m}) for h in hops]
+    header = ["model", *(f"{h} hops (n={n[0] if n[0] == n[-1] else f'{n[0]}-{n[-1]}'})"  # 3-5: samples differed
+                         for h, n in zip(hops, counts, strict=True))]
     rows = [[name, *(m.get(f"{KG_HELDOUT}.hops_{h}_judge_acc") for h in hops)] for name, m in variants.items()]
     return Table("KG held-out by hop count (judge accuracy, 0-100)", header, rows,
                  notes=["The hop count is the length of the question's path; a question names none of its "
