@@ -18,6 +18,10 @@ def test_group_advantages_edge_cases():
     assert group_advantages([1.0] * 5) == [0.0] * 5   # all correct: no signal
     assert group_advantages([0.0] * 5) == [0.0] * 5   # all wrong, no coverage: no signal
     assert group_advantages([0.7]) == [0.0]           # a group of one
+    # equal rewards whose float mean rounds (0.8 by WCR's alpha 0.3 at G 6, 0.3 at G 10): exactly 0, not 1e-11,
+    # so dynamic sampling does not keep them as groups with a signal
+    for reward, size in ((0.8, 6), (0.3, 10), (0.1, 8), (0.7, 8)):
+        assert group_advantages([reward] * size) == [0.0] * size
     with pytest.raises(ValueError, match="empty"):
         group_advantages([])
 
@@ -53,6 +57,7 @@ def test_gdcr_step_advantages_match_the_worked_example():
     assert [round(a, 3) for a in gdcr_step_advantages([0.875, 1.875, 1.0])] == [-0.843, 1.0, -0.562]
     assert gdcr_step_advantages([0.7]) == [0.0]  # one step: plain GRPO
     assert gdcr_step_advantages([0.0, 0.0, 0.0]) == [0.0, 0.0, 0.0]
+    assert gdcr_step_advantages([0.1] * 7) == [0.0] * 7  # equal, whatever the mean's rounding
     assert gdcr_step_advantages([]) == []
     assert max(gdcr_step_advantages([0.0] * 9 + [10.0])) == 1.0  # clipped to [-1, 1]
 

@@ -23,14 +23,14 @@ def group_advantages(rewards: Sequence[float], eps: float = 1e-6) -> list[float]
 
     >>> [round(a, 4) for a in group_advantages([1.0, 0.0, 0.0, 0.0, 0.0])]
     [1.7889, -0.4472, -0.4472, -0.4472, -0.4472]
-    >>> group_advantages([1.0, 1.0])
-    [0.0, 0.0]
+    >>> group_advantages([1.0, 1.0]), group_advantages([0.3] * 10)  # exactly 0: r - mean would round to 1e-17
+    ([0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     """
     n = len(rewards)
     if n == 0:
         raise ValueError("group_advantages: empty group (a verified question has G >= 1 Solver rollouts)")
-    if n == 1:
-        return [0.0]
+    if n == 1 or max(rewards) == min(rewards):  # no spread, no signal (dynamic sampling drops such groups)
+        return [0.0] * n
     mean = sum(rewards) / n
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1))
     return [(r - mean) / (std + eps) for r in rewards]
@@ -74,8 +74,8 @@ def gdcr_step_advantages(step_rewards: Sequence[float], eps: float = 1e-6) -> li
     >>> [round(a, 3) for a in gdcr_step_advantages([0.875, 1.875, 1.0])]
     [-0.843, 1.0, -0.562]
     """
-    if not step_rewards:
-        return []
+    if not step_rewards or max(step_rewards) == min(step_rewards):
+        return [0.0] * len(step_rewards)
     mean = sum(step_rewards) / len(step_rewards)
     std = math.sqrt(sum((r - mean) ** 2 for r in step_rewards) / len(step_rewards))
     return [max(-1.0, min(1.0, (r - mean) / (std + eps))) for r in step_rewards]
