@@ -53,17 +53,19 @@ class FilterRules:
 def answer_in_question(answer: str, question: str) -> bool:
     """SSP rule (4), 'containing the original answer in the question'.
 
-    True if a* occurs case-insensitively in q (SSP code) or its normalized form (``unicode`` scheme,
-    accents folded) occurs in the normalized question (catches 'Dijon,' vs 'dijon' and accents).
-    Either match rejects.
+    True if a* occurs case-insensitively in q (SSP code), or its normalized form (``unicode`` scheme: accents
+    folded, punctuation and articles dropped) occurs as whole words in the normalized question, a plural or
+    possessive 's' allowed (catches 'Dijon,' vs 'dijon', accents, and 'The Seine' in 'Does Seine ...'). Either
+    match rejects. Whole words: 'U.S.' ('us') is not in 'focused', 'The Band' not in 'husband'.
 
-    >>> answer_in_question("Gödel", "Who was godel's advisor?")
-    True
+    >>> answer_in_question("Gödel", "Who was godel's advisor?"), answer_in_question("The Band", "Her husband?")
+    (True, False)
     """
     if answer.strip().lower() in question.lower():
         return True
     normalized = normalize_answer(answer, "unicode")  # the stricter scheme: a leak with accents is a leak
-    return bool(normalized) and normalized in normalize_answer(question, "unicode")
+    pattern = rf"(?<!\S){re.escape(normalized)}s?(?!\S)"
+    return bool(normalized) and re.search(pattern, normalize_answer(question, "unicode")) is not None
 
 
 def names_entity(question: str, names: Sequence[str]) -> bool:
