@@ -70,6 +70,8 @@ def test_an_unregistered_variant_lists_the_registered_ones(tmp_path):
 def test_inconsistent_hops_are_rejected(tmp_path):
     with pytest.raises(ConfigError, match="min_hops"):
         load_params(write(tmp_path, "kg:\n  min_hops: 5\n  max_hops: 3\n"))
+    with pytest.raises(ConfigError, match="min_hops"):  # a 1-hop path has no hop to branch a distractor at
+        load_params(write(tmp_path, "kg:\n  min_hops: 1\n"))
 
 
 def test_not_a_mapping(tmp_path):

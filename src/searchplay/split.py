@@ -1,7 +1,8 @@
 """The three-way split of the KG subgraph pool (self-play seeds | warm-start demos | kg_heldout).
 
-Every subgraph belongs to exactly one split, decided by a hash of its id alone (so it never moves
-between runs, machines or pool sizes, and a subgraph's split does not depend on its neighbours):
+Every subgraph belongs to exactly one split, decided by a hash of the id it is given (the kg stage gives its
+seed entity's, so every path from one seed lands in one split; it never moves between runs, machines or pool
+sizes). A training path may still pass through a held-out seed (docs/decisions/eval.md):
 
 * ``kg_heldout``: the evaluation benchmark; no model stage ever trains on it;
 * ``warmstart``: the format warm-start's demos (``searchplay.warmstart``);

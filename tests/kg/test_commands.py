@@ -164,6 +164,22 @@ def test_truncated_dump_exits_2_and_keeps_the_previous_store(tmp_path, tiny_dump
     _assert_previous_run_intact(out)
 
 
+def test_inputs_kg_extract_cannot_use_exit_2_not_the_retried_1(tmp_path):
+    """A retry finds them the same way: no eligible seed in the dump, no dump named, no corpus to check against."""
+    dump = tmp_path / "properties.json"
+    dump.write_text('[\n{"type": "property", "id": "P31", "datatype": "wikibase-item", "labels": {"en": {"language": '
+                    '"en", "value": "instance of"}}, "claims": {}}\n]\n')
+    result, _ = _extract(tmp_path, "--dump", str(dump), "--selector", "random")
+    assert result.exit_code == 2 and "no eligible seed" in " ".join(result.output.split()), result.output
+    for settings, message in ((["kg.source=dump"], "needs kg.dump"),
+                              (["kg.require_in_corpus=true", "corpus.source=jsonl",
+                                f"corpus.out={tmp_path / 'absent.jsonl'}"], "run the corpus stage first")):
+        sets = [arg for setting in settings for arg in ("--set", setting)]
+        result = CliRunner().invoke(app, [*sets, "--set", f"kg.store_dir={tmp_path / 'store'}", "kg", "extract",
+                                          "--out", str(tmp_path / "out"), "--selector", "random"])
+        assert result.exit_code == 2 and message in " ".join(result.output.split()), result.output
+
+
 @pytest.mark.parametrize("where", ["extraction", "shard merge"])
 def test_run_failing_midway_keeps_the_previous_store(tmp_path, tiny_dump, monkeypatch, where):
     """A crash after the new store was (partly) built: the old store, pool and stats stay; no staging, no shards."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.assets import bundled_sample_path
-from searchplay.io import atomic_dir, portable_name, write_json, write_jsonl
+from searchplay.io import InputError, atomic_dir, portable_name, write_json, write_jsonl
 from searchplay.kg.extract import extract_subgraphs, pool_stats
 from searchplay.kg.golds import answer_share, heldout_questions, with_answers
 from searchplay.kg.readers import ReadReport
@@ -27,6 +27,11 @@ from searchplay.kg.store import GraphStore, ingest_dump
 from searchplay.split import SALT, split_counts, split_of
 
 log = logging.getLogger(__name__)
+
+
+class KGInputError(InputError, ValueError):
+    """An input or setting `kg extract` cannot use (no dump named, no eligible seed, no corpus to check titles
+    against): a retry finds it the same way, so the command exits 2."""
 
 
 def fill_store(params, dump: str | None, store_dir: Path, progress: Callable[[int], None] | None = None) -> ReadReport:
@@ -42,7 +47,7 @@ def fill_store(params, dump: str | None, store_dir: Path, progress: Callable[[in
         from searchplay.kg.sparql import SparqlReader, ingest_source
 
         return ingest_source(SparqlReader(config.sparql_endpoint, config.sparql_seeds, config.sparql_hops), store_dir)
-    raise ValueError("kg.source=dump needs kg.dump (or --dump FILE)")
+    raise KGInputError("kg.source=dump needs kg.dump (or --dump FILE)")
 
 
 def corpus_titles(params) -> set[str]:
@@ -53,7 +58,7 @@ def corpus_titles(params) -> set[str]:
         return set(json.loads(Path(resolve("bundled:wiki-summaries")).read_text(encoding="utf-8")))
     out = Path(params.corpus.out)
     if not out.is_file():
-        raise FileNotFoundError(f"kg.require_in_corpus needs the corpus at {out}; run the corpus stage first")
+        raise KGInputError(f"kg.require_in_corpus needs the corpus at {out}; run the corpus stage first")
     from searchplay.io import read_jsonl
 
     return {record.get("title", "") for record in read_jsonl(out)}
@@ -125,7 +130,7 @@ def _extract_pool(params, store: GraphStore, store_dir: Path, report: ReadReport
     titles = corpus_titles(params) if config.require_in_corpus else None
     seeds = eligible_seeds(store, config, rng, titles)
     if not seeds:
-        raise ValueError(f"no eligible seed in {store_dir}: need an English label"
+        raise KGInputError(f"no eligible seed in {store_dir}: need an English label"
                          + (", an enwiki sitelink" if config.require_enwiki else "")
                          + (" and a title in the corpus" if titles is not None else ""))
     selector = selector or make_selector(config, params=params)
