@@ -176,7 +176,7 @@ def test_a_rebuild_that_differs_from_the_fingerprint_fails_and_keeps_the_recorde
     shutil.rmtree(index)
     build, calls = _rebuild(tmp_path, TINY_PASSAGES[:30])  # the passages changed since the index stage ran
     for _ in range(2):  # every later use fails the same way until the stage re-runs
-        with pytest.raises(RetrievalIndexError, match="dvc repro index"):
+        with pytest.raises(RetrievalIndexError, match=r"dvc repro -f index"):
             rebuild_if_stale(index, build)
     assert calls == [1, 1] and fingerprint_path(index).read_bytes() == recorded
 

@@ -71,6 +71,14 @@ def test_hybrid_scores_are_rrf(tiny_index, hashing_embedder):
     assert docs[0].score == pytest.approx(2 / 61)  # first in both lists: 1/(60+1) twice
 
 
+def test_hybrid_returns_top_k_documents_beyond_its_candidate_lists(tiny_index, hashing_embedder):
+    """Each list is cut at ``hybrid_candidates`` before the fusion; a larger ``top_k`` lengthens them."""
+    tool = LanceSearchTool(tiny_index, "passages", hashing_embedder, mode="hybrid", hybrid_candidates=4)
+    assert len(tool.search(["the capital city of a country"], top_k=2)[0]) == 2
+    (docs,) = tool.search(["the capital city of a country"], top_k=10)
+    assert len(docs) == 10 and len({d.id for d in docs}) == 10
+
+
 def test_dimension_mismatch_is_a_clear_error(tiny_index, hashing_embedder):
     from searchplay.retrieval.index import RetrievalIndexError
 

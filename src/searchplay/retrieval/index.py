@@ -252,8 +252,9 @@ def rebuild_if_stale(index_dir: str | Path, build: Callable[[], dict[str, Any]])
             fingerprint.write_bytes(recorded)
             raise RetrievalIndexError(
                 f"the index rebuilt at {index_dir} differs from {fingerprint}: the passages, the embedder or the "
-                "index settings changed since the index stage ran; run `dvc repro index` (or `searchplay index "
-                "build`)")
+                "index settings changed since the index stage ran, or this machine embeds otherwise (another CPU or "
+                "a GPU, where models.embedder_dtype 'auto' picks another dtype); run `dvc repro -f index` (DVC "
+                "sees no change to re-run it for; the stages after it then re-run on this machine's index)")
 
 
 def _write_fingerprint(index_dir: Path, manifest: dict[str, Any], content_sha256: str) -> None:

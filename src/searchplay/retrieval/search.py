@@ -163,8 +163,9 @@ class LanceSearchTool(SearchTool):
             return self.dense(opened, texts, top_k)
         if self.mode == "fts":
             return [self.fts(opened, text, top_k) for text in texts]
-        dense = self.dense(opened, texts, self.hybrid_candidates)
-        return [reciprocal_rank_fusion([d, self.fts(opened, t, self.hybrid_candidates)], top_k, self.rrf_k)
+        candidates = max(top_k, self.hybrid_candidates)  # each list at least as long as the answer asked for
+        dense = self.dense(opened, texts, candidates)
+        return [reciprocal_rank_fusion([d, self.fts(opened, t, candidates)], top_k, self.rrf_k)
                 for d, t in zip(dense, texts, strict=True)]
 
     def dense(self, opened: OpenedIndex, texts: Sequence[str], top_k: int) -> list[list[Document]]:
