@@ -360,6 +360,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         return _follow(runtime, variant, params, state, manager, iterations, resume, run_dir)
     reports = Path(cfg.reports_dir) / run_name
     previous_run, continued, logged = _resume(runtime, variant, params, state, manager, reports, resume)
+    _clear_earlier_outputs(run_dir, keep=manager.root, restored=state.iteration > 0)
     tags = {"variant": variant.name, "solver_reward": variant.solver_reward, "proposer_prompt": variant.proposer_prompt,
             "phase": phase, "trained_roles": cfg.trained_roles}
     if previous_run and not continued:  # another tracking store, or other params: a new run
@@ -486,6 +487,16 @@ def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointMa
         write_inputs(manager.root, inputs)
     processes.barrier()
     return processes
+
+
+def _clear_earlier_outputs(run_dir: Path, keep: Path, restored: bool) -> None:
+    """A run that ``restored`` nothing starts at iteration 1: what an earlier run left in its folder beside the
+    checkpoints (its exported model, a phase's hand-off set, which a resumed run would keep) is not this run's."""
+    for path in sorted(run_dir.iterdir()) if run_dir.is_dir() and not restored else []:
+        if path.resolve() == keep.resolve():
+            continue
+        log.info("removing %s: an earlier run's output (this run starts from iteration 1)", path)
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
 
 
 def _resume(runtime: Runtime, variant: Variant, params: Params, state: LoopState, manager: CheckpointManager,

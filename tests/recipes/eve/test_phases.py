@@ -3,6 +3,7 @@ format score, the evidence verifier, both phases, the hand-off and a resume acro
 
 import json
 import random
+import shutil
 
 import pytest
 
@@ -173,6 +174,12 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
     run_selfplay(params, "eve", 2, runtime=runtime, resume=True, phase="a")  # nothing to train, set kept
     assert set_path.read_text() == before
 
+    # started over (its checkpoints moved away, as the refusal to overwrite them says): a new Proposer, a new set
+    shutil.move(tmp_path / "checkpoints" / "eve_phase_a" / "resume", tmp_path / "old-resume")
+    set_path.write_text('{"question": "an earlier run\'s"}\n')
+    run_selfplay(params, "eve", 2, runtime=runtime, phase="a")
+    assert "an earlier run" not in set_path.read_text() and len(set_path.read_text().splitlines()) == 3
+
     history_b = run_selfplay(params, "eve", 1, runtime=runtime, phase="b")
     assert [row["eve/phase"] for row in history_b] == [2.0] and not resets  # a Phase B run starts from M0
     assert history_b[0]["handoff/set_size"] == 3 and history_b[0]["train/samples_solver"] == 12
@@ -198,6 +205,28 @@ def test_a_phase_a_run_that_built_its_runtime_frees_the_training_state_before_th
     loop.run_selfplay(params, "eve", 1, phase="a")
     assert released == [True]  # freed once, after the last update (its moments were still there)
     assert len((tmp_path / "checkpoints" / "eve_phase_a" / "solver_set.jsonl").read_text().splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_the_one_run_hand_off_frees_phase_a_training_state_and_restarts_from_the_start(world, tiny_model_dir,
+                                                                                     tmp_path):
+    """`--phase all`: the Phase A trainer's AdamW moments and reference are freed before the Solver's trainer
+    loads (two at once would not fit at 7B); the Proposer is kept on disk, the new trainer holds the start."""
+    import torch
+
+    from searchplay.recipes.eve.phases import PROPOSER_DIR, restart_from_initial
+    from searchplay.rl import PolicyTrainer
+
+    params, _, runtime, _ = world(model_dir=tiny_model_dir)
+    params.selfplay.checkpoint_dir = str(tmp_path / "checkpoints")
+    phase_a = runtime.trainer = PolicyTrainer(str(tiny_model_dir), params)
+    start = next(phase_a.model.parameters()).detach().clone()
+    with torch.no_grad():
+        next(phase_a.model.parameters()).add_(0.5)  # as Phase A's training would
+    restart_from_initial(runtime, params, str(tiny_model_dir), get_variant("eve"))
+    assert phase_a._released and runtime.trainer is not phase_a
+    assert torch.equal(next(runtime.trainer.model.parameters()), start)
+    assert (tmp_path / "checkpoints" / "eve" / PROPOSER_DIR / "config.json").is_file()
 
 
 def test_phase_b_without_a_hand_off_set_names_the_command_that_writes_it(tmp_path):

@@ -584,5 +584,6 @@ def restart_from_initial(runtime: Runtime, params: Params, start: str, variant: 
         runtime.backend.tokenizer.save_pretrained(folder)
         follow_umask(folder)
         log.info("saved the Phase A Proposer to %s", folder)
+    runtime.trainer.release_training_state()  # its moments and reference go before a second trainer loads
     runtime.trainer = PolicyTrainer(start, params)
     runtime.backend.update_weights(runtime.trainer.model)

@@ -5,8 +5,8 @@ its search results; it is rewarded by Dr. Zero's format score and difficulty (Eq
 the span raises the Solver's chance of the answer (the evidence verifier, Eqs. 10-14) and by a
 brevity bonus (Eq. 15), summed as Eq. 16. The Solver is rewarded for the answer and for its own
 evidence's token F1 against the Proposer's (Eqs. 19-21). Pure functions over strings and counts;
-``searchplay.rl.hop_grouped_advantages`` is HRPO's advantage (Eq. 5). ``proposer_eve`` and ``solver_eve``
-(at the end) are these rewards in the registries' signatures (``searchplay.rewards.registry``).
+``searchplay.recipes.eve.advantages.hop_grouped_advantages`` is HRPO's advantage (Eq. 5). ``proposer_eve`` and
+``solver_eve`` (at the end) are these rewards in the registries' signatures (``searchplay.rewards.registry``).
 """
 
 from __future__ import annotations
