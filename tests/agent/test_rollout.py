@@ -214,6 +214,26 @@ def test_eos_without_action_gets_search_r1_correction_when_asked(tokenizer):
     assert policy.calls == [1, 1]
 
 
+def test_a_turn_ended_by_another_end_token_of_the_model_drops_it_too(tokenizer):
+    """vLLM also stops on the ids of the model's generation config (Qwen2.5: <|endoftext|> beside <|im_end|>);
+    the correction drops whichever special id ended the turn, not only the tokenizer's EOS."""
+    other_end = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert other_end != tokenizer.eos_token_id and other_end in tokenizer.all_special_ids
+
+    class OtherEnd(ScriptedPolicy):
+        def generate(self, prompts, sampling):
+            return [Completion([*c.token_ids[:-1], other_end], c.text, c.finish_reason, c.stop)
+                    if c.finish_reason == "eos" else c for c in super().generate(prompts, sampling)]
+
+    prompts = prompts_for(tokenizer, 1)
+    policy = OtherEnd(tokenizer, prompts, [[("<think>I will answer</think> Paris",), "<answer>Paris</answer>"]])
+    [traj] = run_rollouts(policy, FakeSearch(), prompts, "solver", RolloutConfig(eos_without_action="correct"),
+                          top_k=2)
+    first = traj.turns[0]
+    assert other_end not in traj.response_ids[:first.env_start] and first.end == first.env_start
+    assert traj.answer == "Paris"
+
+
 def test_eos_without_action_on_the_last_turn_ends_even_when_correcting(tokenizer):
     [traj], _, _ = rollout(tokenizer, [["<search>a</search>", ("no action",)]], eos_without_action="correct",
                            max_turns=2)

@@ -337,6 +337,25 @@ def test_finished_rows_leave_the_batch_and_allowed_tokens_bind_sampling(tiny_dir
     assert widths[4:] == [3, 3, 3, 3]  # four more tokens for the three rows still writing
 
 
+def test_a_row_ends_on_any_end_token_of_the_models_generation_config(tiny_dir, tmp_path):
+    """Qwen2.5's generation config ends on <|im_end|> and <|endoftext|>, its tokenizer names one: vLLM stops on
+    both, and so does this backend (``end_token_ids``)."""
+    import json
+    import shutil
+
+    folder = tmp_path / "two-ends"
+    shutil.copytree(tiny_dir, folder)
+    config = json.loads((folder / "generation_config.json").read_text())
+    other_end = 0  # SmolLM2's <|endoftext|>; its tokenizer's EOS is <|im_end|>
+    config["eos_token_id"] = [config["eos_token_id"], other_end]
+    (folder / "generation_config.json").write_text(json.dumps(config))
+    engine = backend(folder, True)
+    assert other_end != engine.tokenizer.eos_token_id and engine.end_ids == set(config["eos_token_id"])
+    sampling = SamplingParams(max_new_tokens=5, temperature=0.0, allowed_tokens=lambda row, ids: [other_end])
+    [completion] = engine.generate([engine.tokenizer.encode("One")], sampling)
+    assert completion.token_ids == [other_end] and completion.finish_reason == "eos"
+
+
 def continue_turns(engine, prompts, limits, more_turns, reply):
     """``generate_continuous`` where row i goes on for ``more_turns[i]`` more generations, each time with its
     history plus ``reply`` and a limit one token larger; returns every generation as (row, prompt, limit, ids)."""

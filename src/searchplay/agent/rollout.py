@@ -283,9 +283,11 @@ def _search(search_tool: SearchTool, queries: list[str], top_k: int) -> list[lis
 
 
 def _drop_trailing_eos(tokenizer: Any, rollout: _Rollout, turn: Turn) -> None:
-    """Remove the EOS id that ended this turn, as Search-R1 decodes responses without special tokens."""
-    eos = getattr(tokenizer, "eos_token_id", None)
-    if eos is not None and rollout.response_ids and rollout.response_ids[-1] == eos:
+    """Remove the end-of-sequence id that ended this turn, as Search-R1 decodes responses without special tokens:
+    the tokenizer's EOS, or another special id the model's generation config ends on (Qwen2.5's
+    ``<|endoftext|>``; ``searchplay.llm.backend.end_token_ids``)."""
+    special = {getattr(tokenizer, "eos_token_id", None), *(getattr(tokenizer, "all_special_ids", None) or ())}
+    if rollout.response_ids and rollout.response_ids[-1] in special - {None}:
         rollout.response_ids.pop()
         rollout.loss_mask.pop()
         turn.end = len(rollout.response_ids)

@@ -36,6 +36,19 @@ class SamplingParams:
     choices: tuple[tuple[str, ...], ...] | None = field(default=None, compare=False)
 
 
+def end_token_ids(tokenizer: Any, generation_config: Any = None) -> frozenset[int]:
+    """The ids that end a generation: the tokenizer's EOS and the model's ``generation_config.eos_token_id`` (an
+    id or a list: Qwen2.5's lists ``<|im_end|>`` and ``<|endoftext|>``), as vLLM stops on both.
+
+    >>> from types import SimpleNamespace
+    >>> sorted(end_token_ids(SimpleNamespace(eos_token_id=151645), SimpleNamespace(eos_token_id=[151645, 151643])))
+    [151643, 151645]
+    """
+    listed = getattr(generation_config, "eos_token_id", None)
+    listed = [] if listed is None else [listed] if isinstance(listed, int) else list(listed)
+    return frozenset(i for i in [tokenizer.eos_token_id, *listed] if i is not None)
+
+
 def choice_tokens(tokenizer: Any, choices: Sequence[Sequence[str]]) -> Callable[[int, list[int]], list[int]]:
     """``allowed_tokens`` for ``choices``: each reply's own token ids (``tokenizer.encode``) one by one, then EOS.
 

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.llm.attention import use_lean_attention
-from searchplay.llm.backend import Completion, SamplingParams, choice_tokens
+from searchplay.llm.backend import Completion, SamplingParams, choice_tokens, end_token_ids
 from searchplay.precision import bf16_is_native
 from searchplay.process import large_blocks_mapped, return_free_heap, zeros_paged_on_write
 
@@ -207,6 +207,7 @@ class TransformersBackend:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.end_ids = end_token_ids(self.tokenizer, getattr(self.source, "generation_config", None))
         self.reuse_cache = reuse_cache
         self.keep_finished_rows = keep_finished_rows  # continuous batching: keep rows no callback continued
         self.share_prefixes = share_prefixes  # shared prompt prefixes prefilled once (searchplay.prefix_kv)
@@ -554,7 +555,7 @@ class TransformersBackend:
             hit = next((stop for stop in sampling.stop if stop in tail), None)
             if hit is not None:
                 return self._completion(ids, "stop", hit)
-        if ids[-1] == self.tokenizer.eos_token_id:
+        if ids[-1] in self.end_ids:
             return self._completion(ids, "eos", None)
         if len(ids) >= (sampling.max_new_tokens if limit is None else limit):
             return self._completion(ids, "length", None)
