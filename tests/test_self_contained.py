@@ -16,7 +16,7 @@ OUTSIDE = re.compile(
     r"|\b(DESIGN|STYLE)\.md"  # the planning documents
     r"|\b(anchors|offline_resources|stack_probe|vllm_cpu_probe)(\.md|\s*§)"  # the research notes
     r"|\.\./sha[r]ed/"  # the planning folder beside a checkout
-    r"|\bissues? #?\d+\b|#\d{2,3}\b(?=[):,. ])",  # an issue tracker's numbers
+    r"|\bissues?\s+#?\d+\b|#\d{2,3}\b(?=[):,. ])",  # an issue tracker's numbers
     re.IGNORECASE)
 
 

@@ -1,4 +1,4 @@
-"""The CLI verbs end to end; the slow test is the issue's 'done when' on a subset of the bundled corpus.
+"""The CLI verbs end to end; the slow test builds and searches a real index on a subset of the bundled corpus.
 
 The full bundled corpus (12,379 passages) takes ~4 minutes to embed on 2 CPU cores, over the test
 budget, so the slow test indexes the Switzerland passage plus 400 others; `dvc repro` builds the full one.

@@ -17,7 +17,7 @@ from tests.selfplay.selfplay_fakes import ScriptedBackend, write_kg_pool
 pytestmark = pytest.mark.slow  # the real PolicyTrainer (tiny model), save/load, MLflow
 
 # Every statistic the loop logs, by the name it is logged under (one MLflow step per iteration).
-ISSUE_METRICS = [
+LOGGED_METRICS = [
     "solver/reward_mean", "solver/wcr_process_reward", "proposer/reward_mean", "filter/valid_rate_rule",
     "filter/valid_rate_rag", "coverage/mean_correct", "coverage/mean_incorrect", "coverage/spearman_rho",
     "coverage/accuracy_bin_0.00_0.25", "coverage/accuracy_bin_0.75_1.00", "rollout/searches_solver",
@@ -85,7 +85,7 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
 
     steps = logged_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"])
     undefined = undefined_metrics(tmp_path / "mlflow.db", state["mlflow_run_id"], [1, 2])
-    missing = [(name, step) for name in ISSUE_METRICS + CURVE_METRICS for step in (1, 2)
+    missing = [(name, step) for name in LOGGED_METRICS + CURVE_METRICS for step in (1, 2)
                if step not in steps.get(name, []) and name not in undefined[step]]
     assert not missing, f"neither logged nor named undefined: {missing}"
     assert steps["metrics/undefined"] == [1, 2]

@@ -1,6 +1,8 @@
 """The RL update's memory savers, behind the one seam ``PolicyTrainer`` calls at fixed points.
 
-Each one changes what a step keeps in memory, never a value it computes (tested to the bit):
+The first two change what a step keeps in memory, never a value it computes (tested to the bit); the segmented
+forward also changes the gradient, which it truncates at the segments' boundaries (docs/decisions/rl.md L14,
+cosine about 0.83 to the exact one; ``selfplay.segmented_forward`` false keeps the exact gradient):
 
 - AdamW's moments on disk between optimizer steps (``selfplay.moments_on_disk``; ``searchplay.moments``: the
   hooks sit on the optimizer, so the step itself does nothing for them);

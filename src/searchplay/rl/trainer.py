@@ -8,7 +8,8 @@ A step reads: micro-batches -> log pi of the policy (with gradient) and of the f
 with KL -> backward -> optimizer and schedule step -> statistics. The memory savers (AdamW's moments and the
 reference on disk, the segmented forward with shared prompt prefixes; docs/decisions/rl.md L14, L14c, L14e) sit
 behind ``searchplay.rl.memory_savers.MemorySavers``, whose hooks the step calls at fixed points; the forwards
-themselves are ``searchplay.rl.forward``'s. Every saver leaves every value as it was.
+themselves are ``searchplay.rl.forward``'s. The seam leaves every value as it was; the segmented forward itself
+truncates the gradient at its segments' boundaries (L14).
 
 Batch mapping (docs/decisions/rl.md L10): one ``step(samples)`` = one optimizer step; the samples are
 split into micro-batches of ``selfplay.micro_batch_size`` sequences whose gradients are accumulated.
