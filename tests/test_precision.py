@@ -58,3 +58,20 @@ def test_a_cuda_device_follows_its_bf16_support_and_is_logged_once(monkeypatch, 
     note = precision.precision_note("cuda")
     assert note.startswith(f"auto precision: {'bf16' if supported else 'fp32'} (cuda ")
     assert [r.getMessage() for r in caplog.records] == [note]
+
+
+def test_a_nonfinite_gradient_norm_skips_the_optimizer_step_and_changes_no_weight(caplog):
+    """A NaN or inf norm would write NaN into every weight AdamW touches; the step is skipped (verl's actor too)."""
+    import math
+
+    import torch
+
+    from searchplay.precision import skip_nonfinite_step
+
+    weight = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.AdamW([weight], lr=0.1)
+    weight.grad = torch.tensor([float("nan"), 1.0, 1.0])
+    assert not skip_nonfinite_step(optimizer, math.nan, 7)
+    assert torch.equal(weight.detach(), torch.ones(3)) and "optimizer step 7 skipped" in caplog.text
+    weight.grad = torch.ones(3)
+    assert skip_nonfinite_step(optimizer, 1.7, 8) and not torch.equal(weight.detach(), torch.ones(3))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import platform
-from typing import Literal
+from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +70,16 @@ def _log_once(device: str) -> None:
 def autocast_enabled(setting: AutocastSetting, device: str) -> bool:
     """An ``autocast_bf16`` knob resolved on ``device``: true / false as given, 'auto' where bf16 is native."""
     return bf16_is_native(device) if setting == "auto" else bool(setting)
+
+
+def skip_nonfinite_step(optimizer: Any, grad_norm: float, step: int) -> bool:
+    """``optimizer.step()`` unless the gradient norm is NaN or inf (an overflow, a bf16 blow-up), which would write
+    NaN into every weight the optimizer touches: that step is skipped with a warning, as verl's actor does. True
+    where the optimizer stepped. Every process of a run sees the same global norm, so all skip together."""
+    import math
+
+    if math.isfinite(grad_norm):
+        optimizer.step()
+        return True
+    log.warning("optimizer step %d skipped: the gradient norm is %s, so no weight was changed", step, grad_norm)
+    return False

@@ -117,6 +117,21 @@ def test_trained_roles_leave_the_fixed_opponents_samples_out_of_the_update():
     assert [fixed_role(r) for r in ("both", "solver", "proposer")] == [None, "proposer", "solver"]
 
 
+def test_a_trained_role_must_sample_at_the_temperature_its_log_probs_are_taken():
+    """pi_old and pi are taken at temperature 1: a trained role sampling at 0.8 would train off-policy unseen."""
+    from searchplay.config import Params
+    from searchplay.selfplay.loop import SelfplayError, check_rollout_temperatures, run_selfplay
+
+    check_rollout_temperatures(Params())
+    cooler = Params.model_validate({"selfplay": {"proposer_temperature": 0.8}})
+    with pytest.raises(ValueError, match=r"selfplay\.proposer_temperature=0\.8: self-play trains the proposer"):
+        check_rollout_temperatures(cooler)
+    check_rollout_temperatures(cooler.model_copy(update={"selfplay": cooler.selfplay.model_copy(
+        update={"trained_roles": "solver"})}))  # a frozen Proposer may sample as it likes
+    with pytest.raises(SelfplayError, match=r"agent\.temperature=0\.5"):  # before anything loads
+        run_selfplay(Params.model_validate({"agent": {"temperature": 0.5}}), "kg_wcr", 1)
+
+
 def test_fixed_opponent_runs_need_the_joint_step_and_a_proposer():
     check_trained_roles(get_variant("kg_draft"), "solver")
     check_trained_roles(get_variant("kg_template"), "both")

@@ -242,3 +242,13 @@ def test_the_quick_profile_leaves_room_for_the_proposers_last_turn(repo_root, to
     turn = proposer_final_turn(hops(record), template_question(record))
     assert "</question>" in turn
     assert len(tokenizer.encode(turn, add_special_tokens=False)) <= params.agent.max_turn_tokens
+
+
+def test_the_stage_filters_proposer_demos_with_self_plays_rule_settings():
+    """A profile that asks self-play for 3 searches teaches no Proposer demo that self-play would reject."""
+    from searchplay.config import Params
+    from searchplay.warmstart.stage import demo_builder
+
+    params = Params.model_validate({"selfplay": {"min_searches": 3, "reject_duplicate_searches": False}})
+    rules = demo_builder(params, None, FakeSearchTool(), lambda docs: "").rules
+    assert (rules.min_searches, rules.reject_duplicate_searches) == (3, False)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from searchplay.config import ConfigError
 from searchplay.io import follow_umask
 from searchplay.llm.weights import weights_stamp
-from searchplay.precision import autocast_enabled
+from searchplay.precision import autocast_enabled, skip_nonfinite_step
 from searchplay.rl.drift import cast_snapshot, compare_with_start, evaluation_dtype, local_shards
 from searchplay.rl.forward import Forward, accepts_logits_to_keep, reshard, response_slice
 from searchplay.rl.losses import low_var_kl, policy_loss_terms, token_weights
@@ -216,8 +216,8 @@ class PolicyTrainer:
             ratio = torch.exp(logprobs.detach() - old)
             totals += torch.stack([loss.detach(), pg_loss.detach(), kl_loss.detach(), (entropy * weights).sum(),
                                    (clipped * weights).sum(), (ratio * weights).sum()]).double()
-        grad_norm = acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
+        grad_norm = float(acc.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm))
+        skip_nonfinite_step(self.optimizer, grad_norm, self.global_step + 1)
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         savers.end_update()
@@ -227,7 +227,7 @@ class PolicyTrainer:
         seconds = time.perf_counter() - started
         loss, pg_loss, kl, entropy, clip_frac, ratio = totals.tolist()
         return {"loss": loss, "pg_loss": pg_loss, "kl": kl, "entropy": entropy, "clip_frac": clip_frac,
-                "ratio_mean": ratio, "grad_norm": float(grad_norm), "tokens": num_tokens,
+                "ratio_mean": ratio, "grad_norm": grad_norm, "tokens": num_tokens,
                 "sequences": num_sequences, "lr": lr, "weights_changed": float(changed.item() > 0),
                 "step": float(self.global_step), "seconds": seconds, "tokens_per_s": num_tokens / max(seconds, 1e-9),
                 "optimizer_steps": 1.0}

@@ -338,11 +338,7 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
 
     variant = get_variant(variant_name)
     cfg = params.selfplay
-    try:
-        phases.check_phase(variant, phase)
-        check_trained_roles(variant, cfg.trained_roles)
-    except ValueError as exc:
-        raise SelfplayError(str(exc)) from None
+    check_run(params, variant, phase)
     run_name = phases.run_name(variant, phase)
     run_dir = selfplay_run_dir(cfg.checkpoint_dir, run_name)  # model/ (the export) and resume/ (the checkpoints)
     manager = CheckpointManager(resume_dir(cfg.checkpoint_dir, run_name), cfg.keep_checkpoints)
@@ -400,6 +396,29 @@ def untrained_warning(history: list[dict[str, float]], run_name: str) -> str | N
         return None
     return (f"{run_name}: no update changed a weight in {len(changed)} iteration(s), so the exported model is the one "
             "it started from: the iteration lines say why (no valid question, or no group with a signal)")
+
+
+def check_run(params: Params, variant: Variant, phase: str) -> None:
+    """A run's settings that cannot work together, before anything loads: ``SelfplayError`` naming the fix."""
+    try:
+        phases.check_phase(variant, phase)
+        check_trained_roles(variant, params.selfplay.trained_roles)
+        check_rollout_temperatures(params)
+    except ValueError as exc:
+        raise SelfplayError(str(exc)) from None
+
+
+def check_rollout_temperatures(params: Params) -> None:
+    """The trainer takes pi_old and pi at temperature 1 (the papers' rollouts sample at 1.0), so a trained role's
+    rollouts at another temperature would train off-policy, silently: ValueError instead."""
+    roles = {"both": ("proposer", "solver"), "solver": ("solver",), "proposer": ("proposer",)}
+    temperatures = {"solver": ("agent.temperature", params.agent.temperature),
+                    "proposer": ("selfplay.proposer_temperature", params.selfplay.proposer_temperature)}
+    for role in roles[params.selfplay.trained_roles]:
+        name, value = temperatures[role]
+        if value != 1.0:
+            raise ValueError(f"{name}={value}: self-play trains the {role} on log-probabilities at temperature 1 "
+                             f"(the papers' rollout temperature), so its rollouts must sample at 1.0 too")
 
 
 def check_trained_roles(variant: Variant, trained_roles: str) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from searchplay.moments import MomentsOnDisk
+from searchplay.precision import skip_nonfinite_step
 from searchplay.rl.segments import Run, forward_runs
 from searchplay.warmstart.demos import Demo
 
@@ -115,7 +116,7 @@ class SFTTrainer:
             loss_sum += float(nll.detach())
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.parameters, self.max_grad_norm))
         lr = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
+        skip_nonfinite_step(self.optimizer, grad_norm, self.global_step + 1)
         self.scheduler.step()
         self.global_step += 1
         self.model.eval()

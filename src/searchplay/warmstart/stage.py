@@ -208,16 +208,19 @@ def sft_totals(history: list[dict[str, float]]) -> dict[str, float]:
 
 
 def demo_builder(params: Params, tokenizer: Any, search_tool: Any, fmt: Any) -> DemoBuilder:
-    """The demo builder over the real search tool, with the self-play protocol's formats."""
+    """The demo builder over the real search tool, with the self-play protocol's formats and rule filter."""
     from searchplay.llm.tokenizer import encode_prompt
+    from searchplay.question_rules import FilterRules
 
     top_k = params.search.top_k
+    rules = FilterRules(min_searches=params.selfplay.min_searches,
+                        reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
     return DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
                        lambda queries: search_tool.search(queries, top_k=top_k), fmt,
                        max_searches=params.warmstart.max_searches, noisy_docs=params.selfplay.noisy_docs,
                        solver_demos=params.warmstart.solver_demos, solver_max_hops=params.warmstart.solver_max_hops,
                        question_format=params.agent.question_format,
-                       information_format=params.agent.information_format)
+                       information_format=params.agent.information_format, rules=rules)
 
 
 def write_disabled(params: Params) -> dict[str, Any]:
