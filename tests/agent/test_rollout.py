@@ -161,6 +161,25 @@ def test_response_budget_ends_rollout_before_environment_overflows(tokenizer):
     assert len(traj.response_ids) <= 30 and 0 not in traj.loss_mask
 
 
+def test_the_models_context_ends_a_rollout_before_a_prompt_the_engine_would_refuse(tokenizer):
+    """vLLM refuses a whole batch holding a prompt as long as its max_model_len: a rollout whose next environment
+    reply would fill the model's context ends 'length' instead, and each generation stays within it."""
+    prompts = prompts_for(tokenizer, 1)
+    budgets = []
+
+    class ShortContext(ScriptedPolicy):
+        max_model_len = len(prompts[0]) + 40  # room for the search turn, not for its two documents
+
+        def generate(self, prompts_now, sampling):
+            budgets.append(sampling.max_new_tokens)
+            return super().generate(prompts_now, sampling)
+
+    policy = ShortContext(tokenizer, prompts, [["<search>q</search>", "<answer>a</answer>"]])
+    [traj] = run_rollouts(policy, FakeSearch(), prompts, "solver", RolloutConfig(max_turn_tokens=64), top_k=2)
+    assert (traj.valid, traj.finish_reason) == (False, "length") and "model's context" in traj.invalid_reason
+    assert len(prompts[0]) + len(traj.response_ids) < ShortContext.max_model_len and budgets == [40]
+
+
 def test_max_turns_without_answer(tokenizer):
     [traj], policy, search = rollout(tokenizer, [["<search>a</search>", "<search>b</search>", "<search>c</search>"]],
                                      max_turns=3)

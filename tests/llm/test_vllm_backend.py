@@ -203,6 +203,7 @@ def test_a_seeded_batch_draws_a_reply_per_row_and_repeats(smollm2_engine):
     draws the same batch again, and a batch long enough for chunked prefill runs (vLLM's per-request generators
     fail there on a CPU: 'CPU Generator does not use offset')."""
     tokenizer = smollm2_engine.tokenizer
+    assert smollm2_engine.max_model_len == 2048  # what a rollout's context stays within (run_rollouts)
     group = [long_prompts(tokenizer)[0]] * 5
     sampling = SamplingParams(max_new_tokens=24, temperature=1.0, seed=3)
     replies = [c.token_ids for c in smollm2_engine.generate(group, sampling)]

@@ -14,8 +14,9 @@ papers are silent: docs/decisions/agent.md.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from searchplay.agent.protocol import (
@@ -63,6 +64,7 @@ class RolloutConfig:
     information_format: str = _AGENT.information_format  # whitespace of the <information> block
     question_format: str = _AGENT.question_format  # the Solver prompt's question: read where prompts are built
     continuous_batching: bool = _AGENT.continuous_batching  # a finished generation re-enters the running batch
+    context_tokens: int | None = None  # prompt + response a sequence may hold (the backend's max_model_len)
 
     @property
     def generations(self) -> int:
@@ -117,6 +119,7 @@ def run_rollouts(backend: PolicyBackend, search_tool: SearchTool, prompt_ids: Se
         if len(ids) > config.max_prompt_tokens:
             raise ValueError(f"prompt {i} has {len(ids)} tokens, over agent.max_prompt_tokens="
                              f"{config.max_prompt_tokens}; shorten it or raise the budget")
+    config = replace(config, context_tokens=config.context_tokens or getattr(backend, "max_model_len", None))
     rollouts = [_Rollout(list(ids)) for ids in prompt_ids]
     bar = _progress_bar(len(rollouts), role, progress)
     if config.continuous_batching and getattr(backend, "continuous_batching", False):
@@ -196,8 +199,10 @@ def _run_continuous(backend: Any, search_tool: SearchTool, rollouts: list[_Rollo
 
 
 def _turn_budget(rollout: _Rollout, config: RolloutConfig) -> int:
-    """New tokens the rollout's next generation may write: the turn budget, within the response budget."""
-    return min(config.max_turn_tokens, config.max_response_tokens - len(rollout.response_ids))
+    """New tokens the rollout's next generation may write: the turn budget, within the response budget and the
+    model's context (``_append_environment`` leaves at least one token of each)."""
+    room = (config.context_tokens or sys.maxsize) - len(rollout.prompt_ids) - len(rollout.response_ids)
+    return min(config.max_turn_tokens, config.max_response_tokens - len(rollout.response_ids), room)
 
 
 def _take_generation(tokenizer: Any, rollout: _Rollout, completion: Any, budget: int, role: Role,
@@ -299,6 +304,11 @@ def _append_environment(tokenizer: Any, rollout: _Rollout, turn: Turn, text: str
     if len(rollout.response_ids) + len(ids) >= config.max_response_tokens:
         rollout.end("length", f"the environment reply would fill agent.max_response_tokens="
                               f"{config.max_response_tokens}")
+        return
+    held = len(rollout.prompt_ids) + len(rollout.response_ids) + len(ids)
+    if config.context_tokens and held >= config.context_tokens:
+        rollout.end("length", f"the environment reply would fill the model's context ({config.context_tokens} "
+                              "tokens of prompt and response)")
         return
     turn.env_start = len(rollout.response_ids)
     rollout.response_ids += ids

@@ -208,6 +208,8 @@ class TransformersBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.end_ids = end_token_ids(self.tokenizer, getattr(self.source, "generation_config", None))
+        # the positions the model was trained on (prompt + response): past them its position encoding extrapolates
+        self.max_model_len = getattr(getattr(self.source, "config", None), "max_position_embeddings", None)
         self.reuse_cache = reuse_cache
         self.keep_finished_rows = keep_finished_rows  # continuous batching: keep rows no callback continued
         self.share_prefixes = share_prefixes  # shared prompt prefixes prefilled once (searchplay.prefix_kv)

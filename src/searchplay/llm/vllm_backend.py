@@ -69,6 +69,9 @@ class VllmBackend:
         self.tokenizer = tokenizer or load_tokenizer(model)
         self.can_sleep = bool(getattr(getattr(engine, "llm_engine", None), "vllm_config", None)
                               and engine.llm_engine.vllm_config.model_config.enable_sleep_mode)
+        # prompt + response tokens a sequence may hold: vLLM refuses a whole batch holding a longer prompt
+        self.max_model_len = getattr(getattr(getattr(engine, "llm_engine", None), "model_config", None),
+                                     "max_model_len", None)
         self.asleep = False
         self._told_no_sleep = False
 
