@@ -174,6 +174,28 @@ def test_a_valid_batch_trains_both_roles(setup, trainer):
 
 
 @pytest.mark.slow
+def test_a_question_whose_solver_group_met_a_judge_error_is_left_out_of_the_update(setup, trainer):
+    """A judge error is no verdict: counted as wrong it would push the Solver away from an answer nobody judged and
+    raise the Proposer's reward (1 - accuracy). The question's group and its Proposer sample are left out."""
+    from types import SimpleNamespace
+
+    params, _, runtime, state, variant = setup(trainer=trainer)
+    judge = runtime.judge
+
+    class FailsOnce:  # the Solver's first rollout of the step is not judged (RAG verification judges 3 items)
+        def judge_many(self, items):
+            verdicts = judge.judge_many(items)
+            if len(items) > 3:
+                verdicts[0] = SimpleNamespace(correct=False, method="error", judge_model="judge")
+            return verdicts
+
+    runtime.judge = FailsOnce()
+    m = run_step(runtime, variant, params, state).metrics
+    assert m["solver/judge_errors"] == 1 and m["batch/fresh"] == 3
+    assert m["train/samples_proposer"] == 2 and m["train/samples_solver"] == 6  # one question of 3 left out
+
+
+@pytest.mark.slow
 def test_the_template_control_trains_the_solver_on_template_questions_without_a_proposer(setup, trainer):
     params, backend, runtime, state, variant = setup("kg_template", trainer=trainer)
     result = run_step(runtime, variant, params, state)
@@ -359,7 +381,7 @@ def test_gdcr_groups_get_sapo_token_advantages(params_factory, tokenizer, tmp_pa
     slots = fresh_slots(proposals)
     assert slots and all(slot.graph for slot in slots)
     groups = solve(runtime, slots, params.selfplay.group_size)
-    correct, _ = judge_groups(runtime, slots, groups)
+    correct, *_ = judge_groups(runtime, slots, groups)
     scored = score_groups(variant, params, slots, groups, correct)
     slot, group, c = slots[0], groups[0], correct[0]
     scores = contribution_scores(slot.graph, slot.answer)
@@ -399,7 +421,7 @@ def test_gdcr_on_template_questions_scores_its_steps_on_each_paths_graph(params_
     slots = template_slots(state.cursor.next_batch(3))
     assert len(slots) == 3 and all(slot.graph and slot.question.startswith("What is the") for slot in slots)
     groups = solve(runtime, slots, params.selfplay.group_size)
-    correct, _ = judge_groups(runtime, slots, groups)
+    correct, *_ = judge_groups(runtime, slots, groups)
     scored = score_groups(variant, params, slots, groups, correct)
     assert len(scored.step_rewards) == sum(len(t.turns) for g in groups for t in g)
     assert any(r > 0 for r in scored.step_rewards)  # searches retrieve the path's nodes
@@ -506,7 +528,7 @@ def test_the_step_reads_coverage_from_the_reward_and_step_advantages_from_the_es
     filter_and_verify(runtime, proposals, params, state.rng)
     slots = fresh_slots(proposals)
     groups = solve(runtime, slots, params.selfplay.group_size)
-    correct, _ = judge_groups(runtime, slots, groups)
+    correct, *_ = judge_groups(runtime, slots, groups)
 
     def reward(group, params):
         return SolverRewards([0.0] * group.size, step_rewards=[[1.0, 0.0]] * group.size,

@@ -341,15 +341,19 @@ def solve(runtime: Runtime, slots: list[Slot], group_size: int) -> list[list[Tra
     return [flat[k * group_size:(k + 1) * group_size] for k in range(len(slots))]
 
 
-def judge_groups(runtime: Runtime, slots: list[Slot], groups: list[list[Trajectory]]) -> tuple[list[list[bool]], int]:
-    """c_i per rollout: the judge's verdict on the last ``<answer>``; no answer or a judge error is 0."""
+def judge_groups(runtime: Runtime, slots: list[Slot], groups: list[list[Trajectory]]
+                 ) -> tuple[list[list[bool]], int, list[bool]]:
+    """c_i per rollout: the judge's verdict on the last ``<answer>``; no answer or a judge error is 0. Also the
+    judge errors, and per group whether one of its verdicts is an error (the group then has no outcome to train
+    on: ``run_step`` leaves it and its Proposer out of the update)."""
     items = [(slot.question, t.answer, slot.golds) for slot, group in zip(slots, groups, strict=True) for t in group]
     verdicts = runtime.judge.judge_many(items) if items else []
-    errors = sum(v.method == "error" for v in verdicts)
-    flat = [bool(v.correct and v.method != "error" and t.answer is not None)
-            for v, t in zip(verdicts, [t for g in groups for t in g], strict=True)]
+    failed = [v.method == "error" for v in verdicts]
+    flat = [bool(v.correct and not error and t.answer is not None)
+            for v, error, t in zip(verdicts, failed, [t for g in groups for t in g], strict=True)]
     size = len(groups[0]) if groups else 0
-    return [flat[k * size:(k + 1) * size] for k in range(len(groups))], errors
+    spans = [range(k * size, (k + 1) * size) for k in range(len(groups))]
+    return [flat[span.start:span.stop] for span in spans], sum(failed), [any(failed[i] for i in span) for span in spans]
 
 
 def rollout_valid(trajectory: Trajectory) -> bool:
@@ -485,8 +489,8 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     while (cfg.dynamic_sampling and batch.scored.signal_groups() < cfg.dynamic_sampling_min_groups
            and batch.sampling_rounds < cfg.dynamic_sampling_max_rounds):
         sample_more(runtime, variant, params, state, batch)
-    kept = [k for k, advs in enumerate(batch.scored.group_advantages)
-            if not cfg.dynamic_sampling or m.nonzero_advantage_groups([advs])]
+    kept = [k for k, advs in enumerate(batch.scored.group_advantages) if not batch.unjudged[k]
+            and (not cfg.dynamic_sampling or m.nonzero_advantage_groups([advs]))]  # a judge error is no outcome
     solver_samples = [sample for k in kept for sample in batch.scored.samples[k]]
     proposer_rewards, proposer_samples = proposer_training(variant, params, batch)
     proposer_samples, solver_samples = trained_samples(runtime.fixed_role, proposer_samples, solver_samples)
@@ -497,7 +501,7 @@ def run_step(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
         state.replay.clear()
 
     metrics = step_metrics(variant, params, batch, update, proposer_rewards, solver_samples, proposer_samples,
-                           dropped=len(batch.groups) - len(kept), replay_size=len(state.replay))
+                           dropped=len(batch.groups) - len(kept) - sum(batch.unjudged), replay_size=len(state.replay))
     samples = sample_trajectories(runtime, batch.first_round, batch.slots, batch.groups, batch.correct,
                                   cfg.sample_trajectories)
     questions = [{"question": slot.question, "answer": slot.answer, "seed_id": slot.seed_id, "source": slot.source,
@@ -518,6 +522,7 @@ class StepBatch:
     clock: Counter
     groups: list[list[Trajectory]] = field(default_factory=list)
     correct: list[list[bool]] = field(default_factory=list)
+    unjudged: list[bool] = field(default_factory=list)  # per group: a judge error, so no outcome to train on
     scored: ScoredGroups = field(default_factory=ScoredGroups)
     judge_errors: int = 0
     sampling_rounds: int = 0
@@ -549,10 +554,11 @@ def solve_and_score(runtime: Runtime, variant: Variant, params: Params, batch: S
     tic = time.perf_counter()
     groups = solve(runtime, slots, params.selfplay.group_size)
     batch.clock["solve"] += time.perf_counter() - tic
-    correct, errors = judge_groups(runtime, slots, groups)
+    correct, errors, unjudged = judge_groups(runtime, slots, groups)
     batch.scored.extend(score_groups(variant, params, slots, groups, correct))
     batch.groups += groups
     batch.correct += correct
+    batch.unjudged += unjudged
     batch.judge_errors += errors
 
 
@@ -571,13 +577,17 @@ def sample_more(runtime: Runtime, variant: Variant, params: Params, state: LoopS
 
 def proposer_training(variant: Variant, params: Params, batch: StepBatch) -> tuple[list[float], list[TrainingSample]]:
     """Each Proposer trajectory's reward from the Solver's outcomes on its question (SSP Eq. 3; 0 if rejected),
-    its advantage by the variant's estimator, and the training samples."""
-    proposals = batch.proposals
-    outcome_of = {slot.proposer_index: c for slot, c in zip(batch.slots, batch.correct, strict=True)
-                  if slot.source == "fresh"}
+    its advantage by the variant's estimator, and the training samples; a question whose Solver group met a
+    judge error has no outcome (an error is no verdict), so its Proposer trajectory is left out."""
+    fresh = [(slot, c) for slot, c, unjudged in zip(batch.slots, batch.correct, batch.unjudged, strict=True)
+             if slot.source == "fresh" and not unjudged]  # a question with a judge error has no outcome: no sample
+    unjudged = {slot.proposer_index for slot, u in zip(batch.slots, batch.unjudged, strict=True)
+                if u and slot.source == "fresh"}
+    outcome_of = {slot.proposer_index: c for slot, c in fresh}
+    proposals = [p for i, p in enumerate(batch.proposals) if i not in unjudged]
     rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
         valid=i in outcome_of, solver_correct=outcome_of.get(i, []), question=p.trajectory.question or "",
-        answer=p.seed.answer), params) for i, p in enumerate(proposals)]
+        answer=p.seed.answer), params) for i, p in enumerate(batch.proposals) if i not in unjudged]
     masks = [p.trajectory.loss_mask for p in proposals]
     advantages = ADVANTAGE_ESTIMATORS[variant.proposer_advantage](rewards, masks, params)
     return rewards, [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask,
