@@ -78,6 +78,24 @@ def test_failed_build_leaves_the_previous_index_in_place(tmp_path, tiny_index, h
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_a_build_removes_what_a_killed_build_left_and_keeps_a_running_ones(tmp_path, hashing_embedder):
+    """A build killed mid-way leaves its staging folder (tens of GB on wiki-18): the next build removes it, and
+    leaves a folder whose process still runs."""
+    import os
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    killed, running = tmp_path / f".index.building-{gone}", tmp_path / f".index.building-{os.getppid()}"
+    for folder in (killed, running):
+        (folder / "data").mkdir(parents=True)
+    write_jsonl(tmp_path / "passages.jsonl", [{"id": "1", "title": "Bern", "text": "Bern is a city."}])
+    build_index(tmp_path / "passages.jsonl", tmp_path / "index", "passages", hashing_embedder, ann_threshold=10**6,
+                show_progress=False)
+    assert not killed.exists() and running.is_dir() and (tmp_path / "index" / MANIFEST).is_file()
+
+
 def test_a_build_does_not_replace_a_file_or_a_folder_of_other_things(tmp_path, hashing_embedder):
     from tests.retrieval.conftest import TINY_PASSAGES
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import portable_name, read_jsonl, write_json
+from searchplay.io import portable_name, read_jsonl, remove_dead_staging, write_json
 from searchplay.retrieval.corpus import join_contents
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,7 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
 
     index_dir = replaceable_index_dir(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_staging(index_dir)  # a killed build's staging folder (tens of GB on wiki-18), or its old index
     staging = index_dir.with_name(f".{index_dir.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     try:
