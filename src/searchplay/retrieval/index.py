@@ -113,6 +113,14 @@ def replaceable_index_dir(index_dir: str | Path) -> Path:
     return index_dir
 
 
+def _staging_beside(index_dir: Path) -> Path:
+    """``index_dir``, its parent made, and what killed builds left beside it removed: a staging folder (tens of
+    GB on wiki-18) or an old index a kill left between the two renames, put back (``remove_dead_staging``)."""
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_staging(index_dir)
+    return index_dir
+
+
 def _replace_dir(staging: Path, target: Path) -> None:
     """Swap ``staging`` into ``target`` (two renames); the old index is removed only afterwards."""
     old = target.with_name(f".{target.name}.old-{os.getpid()}")
@@ -136,9 +144,7 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
 
     from searchplay.retrieval.embedding_cache import EmbeddingCache
 
-    index_dir = replaceable_index_dir(index_dir)
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_staging(index_dir)  # a killed build's staging folder (tens of GB on wiki-18), or its old index
+    index_dir = _staging_beside(replaceable_index_dir(index_dir))
     staging = index_dir.with_name(f".{index_dir.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     try:
