@@ -46,13 +46,20 @@ def model_text(trajectory: Trajectory) -> str:
     return "\n".join(turn.text for turn in trajectory.turns)
 
 
-def returned_snippets(trajectory: Trajectory) -> list[str]:
-    """The rollout's retrieved passages as text, ``title\\ntext`` (the verbatim check's and F_ans's Sigma)."""
-    return [f"{doc.title}\n{doc.text}" for doc in trajectory.documents]
+def returned_snippets(trajectory: Trajectory, tokenizer: Any = None, max_doc_tokens: int = 0) -> list[str]:
+    """The rollout's retrieved passages as text, ``title\\ntext`` (the verbatim check's and F_ans's Sigma), each
+    text cut as the rollout showed it (``search.max_doc_tokens``, ``format_documents``): a span the model never
+    saw is no evidence it copied."""
+    from searchplay.retrieval.search import truncate_tokens
+
+    if not max_doc_tokens:
+        return [f"{doc.title}\n{doc.text}" for doc in trajectory.documents]
+    return [f"{doc.title}\n{truncate_tokens(doc.text.replace(chr(10), ' '), max_doc_tokens, tokenizer)}"
+            for doc in trajectory.documents]
 
 
 def read_triple(trajectory: Trajectory, document: str, hops: int, tokenizer: Any,
-                require_verbatim: bool = False) -> Triple:
+                require_verbatim: bool = False, max_doc_tokens: int = 0) -> Triple:
     """(q, a, e) of a Proposer rollout on source ``document`` with ``hops`` prescribed, with Dr. Zero's F_fmt
     (Eq. 9, App. D) and the verbatim check against the document and the returned snippets (§3.1).
 
@@ -63,7 +70,7 @@ def read_triple(trajectory: Trajectory, document: str, hops: int, tokenizer: Any
     question = (trajectory.question or "").strip()
     answer = (extract_last_answer(text) or "").strip()
     evidence = (extract_evidence(text) or "").strip()
-    snippets = returned_snippets(trajectory)
+    snippets = returned_snippets(trajectory, tokenizer, max_doc_tokens)
     searches = [turn for turn in trajectory.turns if turn.action == "search"]
     answered = [turn for turn in searches if turn.documents and turn.search_error is None]
     score = drzero_format_score(question, answer, assistant_turns=len(trajectory.turns),

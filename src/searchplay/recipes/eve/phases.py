@@ -68,11 +68,11 @@ from searchplay.timings import read_timings, split_timings, write_timings
 
 log = logging.getLogger(__name__)
 
-def seed_triple(proposal: Any, tokenizer: Any, require_verbatim: bool) -> Triple:
+def seed_triple(proposal: Any, tokenizer: Any, require_verbatim: bool, max_doc_tokens: int = 0) -> Triple:
     """The triple of a Proposer rollout on a document seed (its ``record['document']`` and hop count)."""
     seed = proposal.seed
     return read_triple(proposal.trajectory, str((seed.record or {}).get("document", "")), int(seed.num_hops or 1),
-                       tokenizer, require_verbatim)
+                       tokenizer, require_verbatim, max_doc_tokens)
 
 
 # --- the evidence verifier --------------------------------------------------------------------------------
@@ -246,7 +246,7 @@ def run_phase_a(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     seeds, picks = phase_a_seeds(runtime, params, state)
     proposals = propose(runtime, variant, seeds)
     clock["propose"] += time.perf_counter() - tic
-    triples = [seed_triple(p, tokenizer, params.eve.require_verbatim) for p in proposals]
+    triples = [seed_triple(p, tokenizer, params.eve.require_verbatim, params.search.max_doc_tokens) for p in proposals]
     valid = [k for k, t in enumerate(triples) if t.valid]
 
     tic = time.perf_counter()
@@ -411,7 +411,7 @@ def hand_off(runtime: Runtime, variant: Variant, params: Params, state: LoopStat
     proposals = propose(runtime, variant, seeds)
     best: dict[str, tuple[Triple, Seed]] = {}
     for proposal in proposals:
-        triple = seed_triple(proposal, tokenizer, cfg.require_verbatim)
+        triple = seed_triple(proposal, tokenizer, cfg.require_verbatim, params.search.max_doc_tokens)
         kept = best.get(proposal.seed.seed_id)
         if triple.valid and triple.evidence and (kept is None or triple.format_score > kept[0].format_score):
             best[proposal.seed.seed_id] = (triple, proposal.seed)
@@ -454,7 +454,7 @@ def run_phase_b(runtime: Runtime, variant: Variant, params: Params, state: LoopS
     correct = [[bool(t.answer is not None and exact_match(t.answer, item["answer"])) for t in group]
                for item, group in zip(items, groups, strict=True)]
     scored = score_groups(variant, params, slots, groups, correct)
-    evidence = evidence_scores(scored, flat)
+    evidence = evidence_scores(scored, flat, runtime.backend.tokenizer, params.search.max_doc_tokens)
     tic = time.perf_counter()
     current = [verifier_score(pair) for pair in verify_evidence(
         runtime.backend, runtime.encode, [set_triple(item) for item in items], params, state.rng.randrange(2**31))]
@@ -513,14 +513,15 @@ class EvidenceScores:
     verbatim: list[bool] = field(default_factory=list)
 
 
-def evidence_scores(scored: ScoredGroups, rollouts: list[Trajectory]) -> EvidenceScores:
+def evidence_scores(scored: ScoredGroups, rollouts: list[Trajectory], tokenizer: Any = None,
+                    max_doc_tokens: int = 0) -> EvidenceScores:
     """The evidence figures of a Phase B batch, from what the Solver reward read and returned: each rollout's
     ``evidence`` field (its quoted span) and ``details['evidence_f1']`` (EVE Eq. 21); and whether each quoted span
     stands verbatim in the rollout's search results."""
     spans = [rollout["evidence"] for rollout in scored.rollouts]
     return EvidenceScores(f1s=list(scored.details.get("evidence_f1", [])), present=[bool(e) for e in spans],
-                          verbatim=[is_verbatim(e, returned_snippets(t)) for e, t in zip(spans, rollouts, strict=True)
-                                    if e])
+                          verbatim=[is_verbatim(e, returned_snippets(t, tokenizer, max_doc_tokens))
+                                    for e, t in zip(spans, rollouts, strict=True) if e])
 
 
 def set_triple(item: dict[str, Any]) -> Triple:

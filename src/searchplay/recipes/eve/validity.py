@@ -54,7 +54,8 @@ def eve_format_validity(backend: Any, search_tool: Any, records: list[dict[str, 
     proposed = run_rollouts(backend, search_tool, [encode(eve_proposer_messages(d, p.hops_used))
                                                    for d, p in zip(documents, plans, strict=True)],
                             "proposer", proposer_config, top_k=top_k)
-    triples = [read_triple(t, d, p.hops_used, tokenizer) for t, d, p in zip(proposed, documents, plans, strict=True)]
+    triples = [read_triple(t, d, p.hops_used, tokenizer, max_doc_tokens=params.search.max_doc_tokens)
+               for t, d, p in zip(proposed, documents, plans, strict=True)]
     with_evidence = [t for t in triples if t.valid and t.evidence]
     solved = run_rollouts(backend, search_tool, [encode(eve_solver_messages(p.question)) for p in plans], "solver",
                           config, top_k=top_k)
