@@ -178,6 +178,22 @@ def test_only_the_engine_notices_are_dropped_and_all_pass_under_debug():
         root.setLevel(level)
 
 
+def test_an_aborted_or_failed_request_is_an_error_not_the_models_end_of_sequence():
+    from types import SimpleNamespace
+
+    from searchplay.llm.vllm_backend import completion_from_vllm
+
+    def out(finish: str, stop: object = None) -> SimpleNamespace:
+        return SimpleNamespace(finish_reason=finish, stop_reason=stop, token_ids=[5, 6], text="ab")
+
+    assert [completion_from_vllm(out(*case)).finish_reason for case in
+            (("stop", "</search>"), ("stop", None), ("stop", 151643), ("length",), ("repetition",))] == [
+        "stop", "eos", "eos", "length", "length"]
+    for failure in ("abort", "error"):
+        with pytest.raises(RuntimeError, match=f"vLLM ended a request with '{failure}' after 2 tokens"):
+            completion_from_vllm(out(failure))
+
+
 def test_weights_are_sent_in_the_engine_dtype():
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM

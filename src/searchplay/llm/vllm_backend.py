@@ -322,8 +322,18 @@ def refresh_tied_head(worker: Any, embedding: Any) -> None:
 
 
 def completion_from_vllm(output: Any) -> Completion:
-    """Map a vLLM ``CompletionOutput``: a string ``stop_reason`` is our stop string, otherwise EOS or length."""
-    if output.finish_reason == "length":
+    """Map a vLLM ``CompletionOutput``: a string ``stop_reason`` is our stop string, otherwise EOS or length. A
+    request the engine aborted or failed ('abort', 'error') raises: its tokens are no finished generation, and as
+    an EOS they would end a rollout as the model's own choice; a detected repetition is cut, as a length.
+
+    >>> from types import SimpleNamespace as Out
+    >>> completion_from_vllm(Out(finish_reason="stop", stop_reason="</search>", token_ids=[5], text="x")).finish_reason
+    'stop'
+    """
+    if output.finish_reason in ("abort", "error"):
+        raise RuntimeError(f"vLLM ended a request with {output.finish_reason!r} after {len(output.token_ids)} tokens "
+                           "(an engine failure, not the model's output): the batch is not used")
+    if output.finish_reason in ("length", "repetition"):
         reason, stop = "length", None
     elif isinstance(output.stop_reason, str):
         reason, stop = "stop", output.stop_reason
