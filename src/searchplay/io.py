@@ -84,7 +84,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_staging(path)
+    _remove_dead_staging(path)
     staging = path.with_name(f".{path.name}.building-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
@@ -100,7 +100,7 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def remove_dead_staging(path: Path) -> None:
+def _remove_dead_staging(path: Path) -> None:
     """Remove ``.<name>.building-<pid>`` / ``.<name>.old-<pid>`` beside ``path`` whose process is gone.
 
     An ``.old`` folder is the previous ``path`` of a process killed between its two renames: it is put

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from searchplay.answers import normalize_answer
 from searchplay.templates import RELATION_PHRASES
@@ -48,6 +48,11 @@ class FilterRules:
 
     min_searches: int = 2  # SSP code rejects <= 1 search query (paper: "no search tool invoked")
     reject_duplicate_searches: bool = True  # SSP code: any two identical queries reject
+
+    @classmethod
+    def of(cls, selfplay: Any) -> FilterRules:
+        """The thresholds ``params.selfplay`` sets: self-play's filter, and the warm-start's, which teaches it."""
+        return cls(min_searches=selfplay.min_searches, reject_duplicate_searches=selfplay.reject_duplicate_searches)
 
 
 def answer_in_question(answer: str, question: str) -> bool:

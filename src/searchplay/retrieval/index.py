@@ -13,13 +13,12 @@ import json
 import logging
 import math
 import os
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import portable_name, read_jsonl, remove_dead_staging, write_json
+from searchplay.io import atomic_dir, portable_name, read_jsonl, write_json
 from searchplay.retrieval.corpus import join_contents
 
 log = logging.getLogger(__name__)
@@ -113,23 +112,6 @@ def replaceable_index_dir(index_dir: str | Path) -> Path:
     return index_dir
 
 
-def _staging_beside(index_dir: Path) -> Path:
-    """``index_dir``, its parent made, and what killed builds left beside it removed: a staging folder (tens of
-    GB on wiki-18) or an old index a kill left between the two renames, put back (``remove_dead_staging``)."""
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_staging(index_dir)
-    return index_dir
-
-
-def _replace_dir(staging: Path, target: Path) -> None:
-    """Swap ``staging`` into ``target`` (two renames); the old index is removed only afterwards."""
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    if target.exists():
-        target.rename(old)
-    staging.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def build_index(passages_path: str | Path, index_dir: str | Path, table: str, embedder: Any, *,
                 ann_threshold: int, ann_type: str = "auto", num_partitions: int | None = None,
                 fts: bool = True, show_progress: bool = True,
@@ -144,10 +126,9 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
 
     from searchplay.retrieval.embedding_cache import EmbeddingCache
 
-    index_dir = _staging_beside(replaceable_index_dir(index_dir))
-    staging = index_dir.with_name(f".{index_dir.name}.building-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
+    index_dir = replaceable_index_dir(index_dir)
+    # built in a staging folder swapped in whole; a killed build's folder (tens of GB on wiki-18) goes next time
+    with atomic_dir(index_dir) as staging:
         db = lancedb.connect(str(staging))
         cache = EmbeddingCache(embedding_cache, embedder) if embedding_cache is not None else None
         lance_table = None
@@ -183,10 +164,6 @@ def build_index(passages_path: str | Path, index_dir: str | Path, table: str, em
                     "embedding_cache": None if cache is None else {"dir": portable_name(embedding_cache),
                                                                    "hits": cache.hits, "misses": cache.misses}}
         write_json(staging / MANIFEST, manifest)
-        _replace_dir(staging, index_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     _write_fingerprint(index_dir, manifest, manifest["content_sha256"])
     return manifest
 

@@ -32,4 +32,3 @@ def seed_sampling(seed: int, iteration: int, rank: int = 0, purpose: int = ITERA
     value = sampling_seed(seed, iteration, rank, purpose)
     seed_generators(value)
     return value
-

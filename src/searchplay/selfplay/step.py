@@ -258,7 +258,7 @@ def filter_and_verify(runtime: Runtime, proposals: list[Proposal], params: Param
     does not name the path's head and ``selfplay.require_last_relation`` one that does not mention its last
     relation (rules beyond the papers', docs/decisions/selfplay.md)."""
     cfg = params.selfplay
-    rules = FilterRules(min_searches=cfg.min_searches, reject_duplicate_searches=cfg.reject_duplicate_searches)
+    rules = FilterRules.of(cfg)
     for proposal in proposals:
         heads = head_names(proposal.seed) if sees_path and cfg.require_head_entity else None
         relation = last_relation(proposal.seed) if sees_path and cfg.require_last_relation else None

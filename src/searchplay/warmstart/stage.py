@@ -213,14 +213,13 @@ def demo_builder(params: Params, tokenizer: Any, search_tool: Any, fmt: Any) -> 
     from searchplay.question_rules import FilterRules
 
     top_k = params.search.top_k
-    rules = FilterRules(min_searches=params.selfplay.min_searches,
-                        reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
     return DemoBuilder(tokenizer, lambda messages: encode_prompt(tokenizer, messages),
                        lambda queries: search_tool.search(queries, top_k=top_k), fmt,
                        max_searches=params.warmstart.max_searches, noisy_docs=params.selfplay.noisy_docs,
                        solver_demos=params.warmstart.solver_demos, solver_max_hops=params.warmstart.solver_max_hops,
                        question_format=params.agent.question_format,
-                       information_format=params.agent.information_format, rules=rules)
+                       information_format=params.agent.information_format,
+                       rules=FilterRules.of(params.selfplay))
 
 
 def write_disabled(params: Params) -> dict[str, Any]:

@@ -67,8 +67,7 @@ def _proposer_validity(backend: Any, search_tool: Any, records: list[dict[str, A
     from searchplay.agent.rollout import run_rollouts
 
     proposer_config = replace(solver_config, temperature=params.selfplay.proposer_temperature)
-    rules = FilterRules(min_searches=params.selfplay.min_searches,
-                        reject_duplicate_searches=params.selfplay.reject_duplicate_searches)
+    rules = FilterRules.of(params.selfplay)
     answers = [str(r["answer"]) for r in records]
     results: dict[str, float] = {}
     samples: dict[str, list[dict]] = {}
