@@ -129,6 +129,9 @@ class KGConfig(Section):
                                    "one-to-many chain) is not asked")
     heldout_max_answer_share: float = Field(0.1, gt=0, le=1, description="no answer golds more than this share of "
                                             "the kg_heldout questions; the surplus is not asked")
+    heldout_isolation: Literal["path", "none"] = Field("path", description="path: a training path (self-play or "
+                                                       "warm-start) that walks through a held-out question's seed is "
+                                                       "dropped; none: the split by seed alone")
 
     @model_validator(mode="after")
     def _hops_ordered(self) -> KGConfig:

@@ -77,3 +77,11 @@ def test_the_pool_is_split_by_seed_and_its_held_out_questions_follow_the_rules(s
     assert len(held) == summary["questions"] > 0 and summary["top_answer_share"] <= 0.1
     assert all(len(r["answers"]) <= 5 for r in held) and summary["multi_gold_questions"] > 0
     assert len(summary["hop_histogram"]) >= 3  # the hop counts are mixed
+    held_seeds = {r["seed_id"] for r in held}
+    assert not any(node["id"] in held_seeds for r in kept if r["split"] != "kg_heldout" for node in r["path"])
+    dropped = summary["training_paths_dropped"]
+    assert sum(dropped.values()) > 0 and set(dropped) <= {"selfplay", "warmstart"}
+    open_config = config.model_copy(update={"heldout_isolation": "none"})
+    unisolated, open_summary = split_pool(sample_store, records, open_config)
+    assert len(unisolated) == len(kept) + sum(dropped.values()) and open_summary["training_paths_dropped"] == {}
+    assert [r for r in unisolated if r["split"] == "kg_heldout"] == held  # the held-out test is the same

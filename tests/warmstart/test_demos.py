@@ -160,6 +160,20 @@ def test_solver_and_verifier_demos_whose_documents_never_name_the_answer_are_dro
     assert dropped == {"solver:answer_not_in_documents": 1}
 
 
+def test_a_solver_demo_whose_question_names_its_answer_is_dropped(tokenizer):
+    """Boston University -country-> ... : the one-edge prefix "the location of Boston University" answered
+    Boston would teach copying from the question."""
+    leaking = subgraph_record(7, 5)
+    leaking["path"][0]["label"] = "Bridge7A University"
+    tool = ChainSearchTool()
+    tool.HOPS = ((r"of Bridge(\d+)A University$", "Bridge{}A"), *ChainSearchTool.HOPS)
+    for seed in range(4):  # the prefix is 1 or 2 edges: only the 1-edge one leaks
+        rng = random.Random(seed)
+        edges = random.Random(seed).randint(1, 2)
+        demos, dropped = make_builder(tokenizer, tool).build([leaking], ["solver"], rng)
+        assert (dropped == {"solver:answer_in_question": 1}) == (edges == 1) and len(demos) == (edges == 2)
+
+
 def test_proposer_demos_that_would_fail_the_rule_filter_are_dropped(tokenizer):
     leaking = subgraph_record(5, 5)
     leaking["answer"] = leaking["path"][0]["label"]  # the seed's name is in the template question

@@ -100,7 +100,8 @@ def split_pool(store: GraphStore, records: list[dict[str, Any]], config) -> tupl
     """Every record with its ``answers`` (``searchplay.kg.golds``) and its ``split``, decided by its seed.
 
     All paths from one seed share a split, so no held-out question starts from an entity that a
-    training question starts from. Held-out questions that cannot be scored fairly are not asked
+    training question starts from, and no training path walks through a held-out question's seed
+    (``isolate_heldout``). Held-out questions that cannot be scored fairly are not asked
     (``heldout_questions``); the returned summary says how many, and how the kept ones spread.
     """
     records = [with_answers(store, record) for record in records]
@@ -110,13 +111,40 @@ def split_pool(store: GraphStore, records: list[dict[str, Any]], config) -> tupl
     asked, not_asked = heldout_questions(held, config.heldout_max_golds, config.heldout_max_answer_share)
     asked_ids = {r["id"] for r in asked}
     records = [r for r in records if r["split"] != "kg_heldout" or r["id"] in asked_ids]
+    records, through = isolate_heldout(records, {str(r["seed_id"]) for r in asked}, config.heldout_isolation)
     top_answer, top_share = answer_share(asked)
     hops = Counter(r["num_hops"] for r in asked)
-    return records, {"questions": len(asked), "not_asked": not_asked,
+    return records, {"questions": len(asked), "not_asked": not_asked, "isolation": config.heldout_isolation,
+                     "training_paths_dropped": through,
                      "multi_gold_questions": sum(len(r["answers"]) > 1 for r in asked),
                      "hop_histogram": {str(k): hops[k] for k in sorted(hops)},
                      "top_answer": top_answer, "top_answer_share": round(top_share, 4),
                      "max_golds": config.heldout_max_golds, "max_answer_share": config.heldout_max_answer_share}
+
+
+def isolate_heldout(records: list[dict[str, Any]], heldout_seeds: set[str],
+                    isolation: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The records without the training paths that walk through a held-out question's seed, and how many
+    of each split were dropped (``kg.heldout_isolation``: "path"; "none" keeps all).
+
+    The split by seed keeps a held-out seed from starting a training path, not from lying on one: a
+    warm-start path Beethoven -> Vienna -> Austria -> Europe ends with the held-out question from Vienna.
+
+    >>> held = {"id": "h", "split": "kg_heldout", "seed_id": "Q2", "path": [{"id": "Q2"}, {"id": "Q3"}]}
+    >>> train = {"id": "t", "split": "selfplay", "seed_id": "Q1", "path": [{"id": "Q1"}, {"id": "Q2"}, {"id": "Q3"}]}
+    >>> kept, dropped = isolate_heldout([held, train], {"Q2"}, "path")
+    >>> [r["id"] for r in kept], dropped
+    (['h'], {'selfplay': 1})
+    """
+    if isolation == "none":
+        return records, {}
+    kept, dropped = [], Counter()
+    for record in records:
+        if record["split"] != "kg_heldout" and any(str(node["id"]) in heldout_seeds for node in record["path"]):
+            dropped[record["split"]] += 1
+        else:
+            kept.append(record)
+    return kept, dict(sorted(dropped.items()))
 
 
 def _extract_pool(params, store: GraphStore, store_dir: Path, report: ReadReport, selector: RelationSelector | None,

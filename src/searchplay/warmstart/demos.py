@@ -31,7 +31,7 @@ from searchplay.agent.prompts import solver_messages
 from searchplay.agent.proposer_prompts import kg_proposer_messages, rag_verification_messages, ssp_proposer_messages
 from searchplay.agent.protocol import information_block
 from searchplay.agent.trajectory import Trajectory, Turn
-from searchplay.question_rules import FilterRules, rule_filter
+from searchplay.question_rules import FilterRules, answer_in_question, rule_filter
 from searchplay.retrieval.types import Document
 from searchplay.templates import entity_name, relation_phrase, template_question
 
@@ -297,7 +297,8 @@ class DemoBuilder:
                              dropped: Counter) -> Demo | None:
         """A Solver demo on a prefix of the path: 1..``solver_max_hops`` edges (uniform), searched in order, so
         every query names the question's entity or a tail the last results named; the answer is the last
-        searched hop's tail. None (reason counted) when the first hop's results do not name its tail."""
+        searched hop's tail. None (reason counted) when the first hop's results do not name its tail, or when
+        the question holds its answer (self-play's rule (4), ``answer_in_question``)."""
         chain = hops(record)
         wanted = rng.randint(1, min(self.solver_max_hops, len(chain)))
         used = grounded_prefix(chain, found, wanted)
@@ -305,8 +306,12 @@ class DemoBuilder:
             dropped["solver:first_hop_not_in_documents"] += 1
             return None
         prefix = prefix_record(record, used)
+        question = template_question(prefix)
+        if answer_in_question(str(prefix["answer"]), question):
+            dropped["solver:answer_in_question"] += 1  # Boston University -> Boston: a demo of copying
+            return None
         return self.demo("solver", prefix, hops(prefix), chain[:used], [found[h.query] for h in chain[:used]],
-                         template_question(prefix), [], rng)
+                         question, [], rng)
 
     def backsteps(self, records: list[dict[str, Any]], pool: Sequence[dict[str, Any]],
                   rng: random.Random) -> dict[int, tuple[Backstep, list[list[Document]]]]:
