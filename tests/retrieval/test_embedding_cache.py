@@ -97,6 +97,24 @@ def test_another_embedder_key_re_embeds_everything(tmp_path, other):
     assert len(list(cache.iterdir())) == 2
 
 
+class RetrainedEmbedder(CountingEmbedder):
+    """The same name, settings and folder as ``CountingEmbedder``, other weights: every vector rotated."""
+
+    def _vectors(self, texts):
+        return np.roll(super()._vectors(texts), 1, axis=1)
+
+
+def test_other_weights_under_the_same_name_re_embed_everything(tmp_path):
+    cache = tmp_path / "cache"
+    build(tmp_path, CountingEmbedder(), cache=cache)
+    retrained = RetrainedEmbedder()
+    index = build(tmp_path, retrained, cache=cache)
+    assert retrained.embedded == len(TINY_PASSAGES) and len(list(cache.iterdir())) == 2
+    expected = retrained.encode_passages([join_contents(TINY_PASSAGES[0]["title"], TINY_PASSAGES[0]["text"])])[0]
+    assert np.allclose(vectors_by_id(index)[TINY_PASSAGES[0]["id"]], expected)
+    assert key_folder(CountingEmbedder()) == key_folder(CountingEmbedder())  # the same weights: the same folder
+
+
 def test_no_cache_writes_no_folder_and_embeds_everything(tmp_path):
     embedder = CountingEmbedder()
     for _ in range(2):

@@ -1,7 +1,8 @@
 """Passage vectors cached by the SHA-256 of the exact text embedded, so a rebuild embeds only changed passages.
 
 A LanceDB table ``{hash, vector}`` in ``<cache_dir>/<key>/``, where ``<key>`` hashes what makes a vector valid
-(embedder name, e5 prefixes, dtype, dimension, max sequence length): another embedder gets its own folder. It
+(embedder name, e5 prefixes, dtype, dimension, max sequence length, and the vector of a fixed probe text, which
+tells other weights under the same name apart): another embedder gets its own folder. It
 lives outside ``index.dir`` because DVC deletes a stage's outputs before it runs the stage.
 
 Lookups read the table as it was when opened, its ``hash`` column BTREE-indexed then; rows added during a build
@@ -33,11 +34,22 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+PROBE_TEXT = "searchplay embedding cache probe: which weights made these vectors?"
+
+
+def weights_probe(embedder: Any) -> str:
+    """16 hex digits of the SHA-256 of ``embedder``'s vector for ``PROBE_TEXT``, rounded to 4 decimals: a model
+    retrained or replaced under the same name or folder embeds differently, so it gets another cache folder."""
+    vector = np.asarray(embedder.encode_queries([PROBE_TEXT]), dtype=np.float32).round(4) + 0.0  # -0.0 -> 0.0
+    return hashlib.sha256(vector.tobytes()).hexdigest()[:16]
+
+
 def embedder_key(embedder: Any) -> dict[str, Any]:
-    """What makes a cached vector valid for ``embedder`` (attributes a test fake may lack get defaults)."""
+    """What makes a cached vector valid for ``embedder`` (attributes a test fake may lack get defaults): its
+    name, settings and ``weights_probe``, since a name or a local folder can hold other weights later."""
     return {"embedder": embedder.name, "e5_prefixes": bool(getattr(embedder, "e5_prefixes", False)),
             "dtype": str(getattr(embedder, "dtype", "float32")), "dimension": int(embedder.dimension),
-            "max_seq_length": getattr(embedder, "max_seq_length", None)}
+            "max_seq_length": getattr(embedder, "max_seq_length", None), "weights_probe": weights_probe(embedder)}
 
 
 def key_folder(embedder: Any) -> str:
