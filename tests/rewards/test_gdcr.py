@@ -93,6 +93,9 @@ def test_cite_only_and_retrieve_only_ablations(components, expected):
     ("Bernard Shaw", "Bern", False),  # whole words only
     ("", "Bern", False),
     ("Ｐａｒｉｓ", "Paris", True),  # NFKC
+    ("It is a country in Europe.", "A", False),  # one character: the article, not an entity
+    ("X is a letter", "X", False),
+    ("The UK borders Ireland.", "UK", True),  # two characters still name one
 ])
 def test_mentions_is_normalized_whole_word_matching(text, entity, found):
     assert mentions(text, entity) is found

@@ -118,13 +118,17 @@ def normalize_mention(text: str) -> str:
 def mentions(text: str, entity: str, aliases: Sequence[str] = ()) -> bool:
     """Does ``text`` name ``entity`` (its label or an alias) as whole words, after ``normalize_mention``?
 
+    A name of one character after normalizing ("A", "X", "-") matches nothing: as a whole word it would be the
+    article "a" or any lone letter, which names no entity.
+
     >>> mentions("Lionel Messi captained Argentina.", "Argentina"), mentions("Argentine team", "Argentina")
     (True, False)
-    >>> mentions("Messi scored", "Lionel Messi", aliases=["Messi"])
-    True
+    >>> mentions("Messi scored", "Lionel Messi", aliases=["Messi"]), mentions("a capital of a country", "A")
+    (True, False)
     """
     haystack = normalize_mention(text)
-    return any(len(needle) > 2 and needle in haystack for needle in map(normalize_mention, [entity, *aliases]))
+    return any(len(needle.strip()) > 1 and needle in haystack
+               for needle in map(normalize_mention, [entity, *aliases]))
 
 
 @dataclass
