@@ -2,7 +2,7 @@
 
 Every subgraph belongs to exactly one split, decided by a hash of the id it is given (the kg stage gives its
 seed entity's, so every path from one seed lands in one split; it never moves between runs, machines or pool
-sizes). A training path may still pass through a held-out seed (docs/decisions/eval.md):
+sizes). The kg stage also drops a training path that walks through a held-out seed (``kg.heldout_isolation``):
 
 * ``kg_heldout``: the evaluation benchmark; no model stage ever trains on it;
 * ``warmstart``: the format warm-start's demos (``searchplay.warmstart``);

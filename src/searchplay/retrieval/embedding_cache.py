@@ -52,9 +52,11 @@ def embedder_key(embedder: Any) -> dict[str, Any]:
             "max_seq_length": getattr(embedder, "max_seq_length", None), "weights_probe": weights_probe(embedder)}
 
 
-def key_folder(embedder: Any) -> str:
-    """The cache subfolder for ``embedder``: 16 hex digits of the SHA-256 of ``embedder_key``."""
-    return hashlib.sha256(json.dumps(embedder_key(embedder), sort_keys=True).encode()).hexdigest()[:16]
+def key_folder(embedder: Any, key: dict[str, Any] | None = None) -> str:
+    """The cache subfolder for ``embedder``: 16 hex digits of the SHA-256 of ``embedder_key`` (or ``key``, that
+    key computed already)."""
+    key = embedder_key(embedder) if key is None else key
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _sql_list(values: Sequence[str]) -> str:
@@ -65,25 +67,26 @@ class EmbeddingCache:
     """The vectors of one embedder; ``hits`` and ``misses`` count the passages ``encode`` was asked for."""
 
     def __init__(self, cache_dir: str | Path, embedder: Any):
-        self.folder = Path(cache_dir) / key_folder(embedder)
+        self.key = embedder_key(embedder)  # once: its weights probe is a forward
+        self.folder = Path(cache_dir) / key_folder(embedder, self.key)
         self.dimension = int(embedder.dimension)
         self.hits = self.misses = 0
         try:
-            self._open(embedder)
+            self._open()
         except Exception as exc:  # whatever is wrong with it, it is only a cache
             log.warning("embedding cache %s is unreadable (%s: %s); removing it and starting an empty one",
                         self.folder, type(exc).__name__, exc)
             shutil.rmtree(self.folder, ignore_errors=True)
             if self.folder.exists():
                 self.folder.unlink()  # a file where the folder should be
-            self._open(embedder)
+            self._open()
 
     def _schema(self):
         import pyarrow as pa
 
         return pa.schema([pa.field("hash", pa.string()), pa.field("vector", pa.list_(pa.float32(), self.dimension))])
 
-    def _open(self, embedder: Any) -> None:
+    def _open(self) -> None:
         """Open (or create) the table, index its hash column, and keep a read-only snapshot for lookups."""
         import lancedb
 
@@ -91,7 +94,7 @@ class EmbeddingCache:
         db = lancedb.connect(str(self.folder), read_consistency_interval=timedelta(0))  # see rows another process added
         if not (self.folder / f"{TABLE}.lance").exists():
             self._table = db.create_table(TABLE, schema=self._schema())
-            (self.folder / "key.json").write_text(json.dumps(embedder_key(embedder), indent=2) + "\n")
+            (self.folder / "key.json").write_text(json.dumps(self.key, indent=2) + "\n")
             self._snapshot = None
             return
         self._table = db.open_table(TABLE)

@@ -511,11 +511,16 @@ def _share_checkpoints(runtime: Runtime, variant: Variant, manager: CheckpointMa
 def _clear_earlier_outputs(run_dir: Path, keep: Path, restored: bool) -> None:
     """A run that ``restored`` nothing starts at iteration 1: what an earlier run left in its folder beside the
     checkpoints (its exported model, a phase's hand-off set, which a resumed run would keep) is not this run's."""
-    for path in sorted(run_dir.iterdir()) if run_dir.is_dir() and not restored else []:
+    if restored or not run_dir.is_dir():
+        return
+    for path in sorted(run_dir.iterdir()):
         if path.resolve() == keep.resolve():
             continue
         log.info("removing %s: an earlier run's output (this run starts from iteration 1)", path)
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _resume(runtime: Runtime, variant: Variant, params: Params, state: LoopState, manager: CheckpointManager,

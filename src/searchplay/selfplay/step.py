@@ -579,15 +579,15 @@ def proposer_training(variant: Variant, params: Params, batch: StepBatch) -> tup
     """Each Proposer trajectory's reward from the Solver's outcomes on its question (SSP Eq. 3; 0 if rejected),
     its advantage by the variant's estimator, and the training samples; a question whose Solver group met a
     judge error has no outcome (an error is no verdict), so its Proposer trajectory is left out."""
-    fresh = [(slot, c) for slot, c, unjudged in zip(batch.slots, batch.correct, batch.unjudged, strict=True)
-             if slot.source == "fresh" and not unjudged]  # a question with a judge error has no outcome: no sample
-    unjudged = {slot.proposer_index for slot, u in zip(batch.slots, batch.unjudged, strict=True)
-                if u and slot.source == "fresh"}
-    outcome_of = {slot.proposer_index: c for slot, c in fresh}
-    proposals = [p for i, p in enumerate(batch.proposals) if i not in unjudged]
+    fresh = [(slot, c, u) for slot, c, u in zip(batch.slots, batch.correct, batch.unjudged, strict=True)
+             if slot.source == "fresh"]
+    unjudged = {slot.proposer_index for slot, _, u in fresh if u}
+    outcome_of = {slot.proposer_index: c for slot, c, u in fresh if not u}
+    kept = [(i, p) for i, p in enumerate(batch.proposals) if i not in unjudged]
+    proposals = [p for _, p in kept]
     rewards = [PROPOSER_REWARDS[variant.proposer_reward](ProposerOutcome(
         valid=i in outcome_of, solver_correct=outcome_of.get(i, []), question=p.trajectory.question or "",
-        answer=p.seed.answer), params) for i, p in enumerate(batch.proposals) if i not in unjudged]
+        answer=p.seed.answer), params) for i, p in kept]
     masks = [p.trajectory.loss_mask for p in proposals]
     advantages = ADVANTAGE_ESTIMATORS[variant.proposer_advantage](rewards, masks, params)
     return rewards, [TrainingSample(p.trajectory.prompt_ids, p.trajectory.response_ids, p.trajectory.loss_mask,
