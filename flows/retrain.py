@@ -132,21 +132,22 @@ def run_ready_references(repo: Path, ran: dict[str, list[str]]) -> None:
 
 def variant_prerequisites(root: Path, variant: str, done: set[str]) -> list[str]:
     """The stages between the shared ones and ``selfplay@<variant>``, in run order: the producers of its
-    ``pipeline.variants`` start and their own inputs, back to stages in ``done`` (eve: warmstart_eve@eve,
+    ``pipeline.variants`` start and weights and their own inputs, back to stages in ``done`` (eve: warmstart_eve@eve,
     eve_phase_a@eve; a one-phase variant: none)."""
     from searchplay.recipes import load_params
 
     stages = resolved_stages(root)
     made_by = producers(stages)
-    order: list[str] = []
-    todo = [load_params(root / "params.yaml").pipeline.variants[variant].start]
+    needed: set[str] = set()
+    entry = load_params(root / "params.yaml").pipeline.variants[variant]
+    todo = [entry.start, entry.weights]
     while todo:
         name = made_by.get(todo.pop())
-        if name is None or name in done or name in order:
+        if name is None or name in done or name in needed:
             continue
-        order.insert(0, name)
+        needed.add(name)
         todo += stages[name][0]
-    return order
+    return [name for name in stages if name in needed]  # dvc.yaml lists a stage after those it reads
 
 
 @flow(name="retrain", log_prints=True)

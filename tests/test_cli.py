@@ -174,7 +174,8 @@ def test_an_unregistered_variant_stops_every_verb_before_it_starts(tmp_path, mon
     for verb in (["selfplay"], ["evaluate"], ["kg", "extract"]):
         one_line_error(["--set", "selfplay.variant=kgwcr", *verb], *listed)
     one_line_error(["selfplay", "--variant", "kgwcr"], *listed)
-    entry = "{params: [wcr, wcr], start: checkpoints/warmstart, phase: all, code: src/searchplay/recipes/__init__.py}"
+    entry = ("{params: [wcr, wcr], start: checkpoints/warmstart, weights: checkpoints/warmstart, phase: all, "
+             "code: src/searchplay/recipes/__init__.py}")
     one_line_error(["--set", f"pipeline.variants={{nope: {entry}}}", "kg", "extract"], "configuration error",
                    "pipeline.variants: unknown variants ['nope']")
 

@@ -128,11 +128,11 @@ def test_server_knobs_are_in_serve_which_no_stage_depends_on(repo_root):
     assert not [key for key in deps if key == "serve" or str(key).startswith("serve.")]
 
 
-def test_a_pipeline_variant_names_two_keys_a_start_a_phase_and_its_code(tmp_path):
+def test_a_pipeline_variant_names_two_keys_a_start_its_weights_a_phase_and_its_code(tmp_path):
     from searchplay.model_paths import selfplay_variants
 
     entry = {"params": ["wcr.alpha", "wcr.casefold"], "start": "checkpoints/warmstart",
-             "phase": "all", "code": "src/searchplay/recipes/__init__.py"}
+             "weights": "checkpoints/warmstart", "phase": "all", "code": "src/searchplay/recipes/__init__.py"}
     params = load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"kg_wcr": entry}})
     assert params.pipeline.variants["kg_wcr"].start == "checkpoints/warmstart"
     with pytest.raises(ConfigError, match="exactly two params keys"):
@@ -145,6 +145,25 @@ def test_a_pipeline_variant_names_two_keys_a_start_a_phase_and_its_code(tmp_path
                                                                                 if k != "code"}}})
     with pytest.raises(ConfigError, match=r"pipeline\.variants: unknown variants \['nope'\]; allowed: \[.*'eve'"):
         load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}}, variants=selfplay_variants())
+
+
+def test_a_variants_weights_must_be_the_warm_start_its_self_play_loads(tmp_path):
+    """selfplay@eve loads checkpoints/warmstart_eve/model beside its hand-off set: the entry's ``weights`` is that
+    stage's dep, so one naming another folder is refused (DVC would not re-run the stage when the model changes)."""
+    from searchplay.model_paths import selfplay_variants
+
+    every = load_params("params.yaml", variants=selfplay_variants()).pipeline.variants
+    assert every["eve"].weights == "checkpoints/warmstart_eve" and every["kg_wcr"].weights == "checkpoints/warmstart"
+    entries = {name: v.model_dump() for name, v in every.items()}
+    entries["eve"]["weights"] = "checkpoints/warmstart"
+    with pytest.raises(ConfigError, match=r"pipeline\.variants\.eve\.weights: eve's self-play loads "
+                                          r"checkpoints/warmstart_eve/model; got 'checkpoints/warmstart'"):
+        load_params(tmp_path / "absent.yaml", {"pipeline.variants": entries, "pipeline.recipe_stages": ["eve"]},
+                    variants=selfplay_variants())
+    moved = load_params(tmp_path / "absent.yaml", {"warmstart.out_dir": "elsewhere/ws", "pipeline.variants":
+                                                   {"kg_wcr": {**entries["kg_wcr"], "weights": "elsewhere/ws"}}},
+                        variants=selfplay_variants())
+    assert moved.pipeline.variants["kg_wcr"].weights == "elsewhere/ws"
 
 
 def test_a_variants_own_stages_and_its_warm_starts_reference_go_with_it(tmp_path):
