@@ -96,6 +96,33 @@ def test_selfplay_stages_depend_on_whole_sections(repo_root):
     assert not {"wcr", "gdcr", "ssp", "eve"} & set(stages["selfplay"]["do"]["params"])  # never shared
 
 
+def test_eve_phase_a_lists_every_shared_input_of_the_self_play_stage(repo_root):
+    """Phase A runs the shared self-play loop, so whatever selfplay@ reads it reads (the held-out curve's
+    benchmark with selfplay.eval_every, its seed), but for the variant's own entries, the launcher (the EVE
+    phases run in one process) and waypoint matching (EVE's document seeds have no waypoints)."""
+    stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
+    shared, phase_a = stages["selfplay"]["do"], stages["eve_phase_a"]["do"]
+    assert not [d for d in shared["deps"] if d not in phase_a["deps"] and not d.startswith(("src/", "${item."))]
+    assert not [key for key in shared["params"] if key not in phase_a["params"] and not key.startswith("${item.")
+                and key not in ("pipeline.launch", "wcr.casefold")]
+
+
+def test_the_eve_warm_start_depends_on_the_eve_keys_it_swaps_into_the_warm_start(repo_root):
+    """warmstart_eve@eve trains the shared warm-start's code on ``eve.warmstart_steps`` steps: a changed count
+    re-runs it (``eve_params`` swaps it in; the two folders it swaps in are the stage's outputs)."""
+    from searchplay.recipes import load_params as load_recipe_params
+    from searchplay.recipes.eve.warmstart import eve_params
+
+    params = load_recipe_params(repo_root / "params.yaml")
+    swapped = eve_params(params).warmstart
+    changed = {key for key, value in swapped.model_dump().items() if value != getattr(params.warmstart, key)}
+    assert changed == {"steps", "out_dir", "reports_dir"}
+    listed = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]["warmstart_eve"]["do"]
+    assert "eve.warmstart_steps" in listed["params"]
+    outs = [out if isinstance(out, str) else next(iter(out)) for out in listed["outs"]]
+    assert swapped.out_dir in outs and any(out.startswith(f"{swapped.reports_dir}/") for out in outs)
+
+
 def test_quick_profile_only_overrides_known_keys(repo_root, tmp_path):
     from searchplay.config import delete_dotted
     from searchplay.pipeline import quick_overrides

@@ -74,3 +74,15 @@ def test_write_puts_a_missing_dep_back_and_keeps_the_comments(tmp_path):
     assert stage_deps.differences(yaml.safe_load(copy.read_text()))
     assert stage_deps.write(copy)
     assert copy.read_text() == text
+
+
+def test_the_papers_results_are_a_dep_of_every_stage_that_runs_the_code_reading_them():
+    """``paper_results.yaml`` is data beside the code that reads it (searchplay.eval.report): not Python, so the
+    import closure does not find it, and dvc.yaml lists it by hand wherever that module runs."""
+    stage_deps = load_script()
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    readers = [name for name, stage in stages.items() if "src/searchplay/eval/report.py" in
+               {str(p) for p in stage_deps.command_files(stage.get("do", stage)["cmd"])}]
+    assert {"evaluate", "evaluate_reference", "report"} <= set(readers)
+    for name in readers:
+        assert "src/searchplay/eval/paper_results.yaml" in stages[name].get("do", stages[name])["deps"], name

@@ -226,7 +226,8 @@ class AgentConfig(Section):
     continuous_batching: bool = Field(True, description="a rollout whose generation ends (a search, an answer) goes "
                                       "on in the running batch at once (transformers backend); false: turn by "
                                       "turn, every turn waiting for its slowest rollout (docs/decisions/agent.md)")
-    seed: int | None = Field(None, description="rollout sampling seed; turn t samples with seed + t (None: unseeded)")
+    seed: int | None = Field(None, description="rollout sampling seed; turn by turn, turn t samples with seed + t, "
+                             "a continuous batch once with seed (None: unseeded)")
     eos_without_action: EosWithoutAction = Field(
         "end", description="an assistant message that ends without an action: 'end' the rollout (SSP code) or "
         "'correct' it with Search-R1's corrective message and go on (docs/decisions/agent.md)")

@@ -4,8 +4,10 @@ the rerun redoes no finished question."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from searchplay.config import Params
 from searchplay.eval import runner
@@ -121,10 +123,16 @@ def test_settings_fingerprint_follows_every_param_of_the_stage_and_the_index(tmp
         params = Params.model_validate({"index": {"dir": str(tmp_path / "index")}, **sections})
         return settings_fingerprint({"model": "m", "model_revision": "r1"}, rollout_config(params), params)
 
+    models = {"embedder_dtype": "float32", "dtype": "bfloat16"}  # every models.* key the stages list but the policy
+    stages = yaml.safe_load((Path(__file__).parents[2] / "dvc.yaml").read_text())["stages"]
+    listed = {key.removeprefix("models.") for name in ("evaluate", "evaluate_reference")
+              for key in stages[name]["do"]["params"] if key.startswith("models.")}
+    assert listed == {*models, "policy"}  # the policy is the run's model, fingerprinted above
     base = fingerprint()
     changed = [fingerprint(search={"rrf_k": 10}), fingerprint(search={"hybrid_candidates": 7}),
                fingerprint(agent={"backend": "vllm"}), fingerprint(judge={"endpoint": "http://judge.test/v1"}),
-               fingerprint(models={"embedder_dtype": "float32"}), fingerprint(evaluate={"batch_size": 3})]
+               *(fingerprint(models={key: value}) for key, value in models.items()),
+               fingerprint(evaluate={"batch_size": 3})]
     assert base not in changed and len(set(changed)) == len(changed)
     assert fingerprint(evaluate={"n": 9, "seed": 3, "benchmarks": ["nq"]}) == base  # which questions: per record
     (tmp_path / "index.fingerprint.json").write_text('{"content": "a"}')

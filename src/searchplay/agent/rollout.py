@@ -58,7 +58,7 @@ class RolloutConfig:
     max_answer_tags: int = _AGENT.max_answer_tags  # above this, answer_tag_penalty divides the score by 4
     answer_tag_rule: str = _AGENT.answer_tag_rule  # SSP code: > max opening or > max closing tags
     max_doc_tokens: int = SearchConfig().max_doc_tokens  # per retrieved document in <information> (0: whole)
-    seed: int | None = _AGENT.seed  # sampling seed of turn t is seed + t
+    seed: int | None = _AGENT.seed  # turn by turn, turn t samples with seed + t; a continuous batch once with seed
     eos_without_action: str = _AGENT.eos_without_action  # 'end' (SSP) or 'correct' (Search-R1's corrective message)
     final_answer_turn: bool = _AGENT.final_answer_turn  # Search-R1: one more generation after max_turns, no search
     information_format: str = _AGENT.information_format  # whitespace of the <information> block
