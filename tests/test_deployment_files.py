@@ -357,6 +357,9 @@ def test_stages_that_read_the_index_depend_on_its_content_fingerprint(repo_root)
     on_folder = {name for name, stage in stages.items() if "data/index" in stage.get("do", stage).get("deps", [])}
     assert stages["index"]["outs"] == [fingerprint]  # the folder is rebuilt where missing (rebuild_if_stale)
     assert on_folder == set() and {"warmstart", "warmstart_eve", "eve_phase_a", "selfplay", "evaluate"} <= readers
+    # how an ANN index is searched is read per query and is in no fingerprint: each reader lists it
+    for name in readers:
+        assert {"index.nprobes", "index.refine_factor"} <= set(stages[name].get("do", stages[name])["params"]), name
 
 
 def test_the_outputs_a_killed_stage_resumes_from_are_kept_between_runs(repo_root):

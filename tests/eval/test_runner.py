@@ -132,7 +132,9 @@ def test_settings_fingerprint_follows_every_param_of_the_stage_and_the_index(tmp
     changed = [fingerprint(search={"rrf_k": 10}), fingerprint(search={"hybrid_candidates": 7}),
                fingerprint(agent={"backend": "vllm"}), fingerprint(judge={"endpoint": "http://judge.test/v1"}),
                *(fingerprint(models={key: value}) for key, value in models.items()),
-               fingerprint(evaluate={"batch_size": 3})]
+               fingerprint(evaluate={"batch_size": 3}),
+               fingerprint(index={"dir": str(tmp_path / "index"), "nprobes": 3}),
+               fingerprint(index={"dir": str(tmp_path / "index"), "refine_factor": 0})]
     assert base not in changed and len(set(changed)) == len(changed)
     assert fingerprint(evaluate={"n": 9, "seed": 3, "benchmarks": ["nq"]}) == base  # which questions: per record
     (tmp_path / "index.fingerprint.json").write_text('{"content": "a"}')

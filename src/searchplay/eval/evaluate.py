@@ -375,10 +375,10 @@ QUESTION_CHOICE = {"benchmarks", "n", "kg_heldout_n", "seed", "out_dir", "data_d
 def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> str:
     """A short hash of everything that changes a prediction or its scores: the model and its revision, every
     param the evaluation stage depends on (the ``agent``, ``search`` and ``judge`` sections, ``evaluate`` but the
-    choice of questions, the policy's dtype, the embedder and its dtype), the retrieval index's content (its
-    fingerprint file), the decoding and the package's code. Predictions recorded under another fingerprint are
-    not reused (the predictions folder outlives a DVC re-run); the questions themselves are checked record by
-    record."""
+    choice of questions, the policy's dtype, the embedder and its dtype, how an ANN index is searched), the
+    retrieval index's content (its fingerprint file), the decoding and the package's code. Predictions recorded
+    under another fingerprint are not reused (the predictions folder outlives a DVC re-run); the questions
+    themselves are checked record by record."""
     import json
     from dataclasses import asdict, is_dataclass
 
@@ -392,7 +392,8 @@ def settings_fingerprint(run: dict[str, Any], config: Any, params: Params) -> st
                         "judge": params.judge.model_dump(mode="json"),
                         "evaluate": params.evaluate.model_dump(mode="json", exclude=QUESTION_CHOICE),
                         "embedder": [params.models.embedder, params.models.embedder_dtype],
-                        "policy_dtype": params.models.dtype},
+                        "policy_dtype": params.models.dtype,
+                        "ann_search": [params.index.nprobes, params.index.refine_factor]},
              "index": index.read_text(encoding="utf-8") if index.is_file() else None}
     return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
