@@ -147,25 +147,6 @@ def test_a_pipeline_variant_names_two_keys_a_start_its_weights_a_phase_and_its_c
         load_params(tmp_path / "absent.yaml", {"pipeline.variants": {"nope": entry}}, variants=selfplay_variants())
 
 
-def test_a_variants_weights_must_be_the_warm_start_its_self_play_loads(tmp_path):
-    """selfplay@eve loads checkpoints/warmstart_eve/model beside its hand-off set: the entry's ``weights`` is that
-    stage's dep, so one naming another folder is refused (DVC would not re-run the stage when the model changes)."""
-    from searchplay.model_paths import selfplay_variants
-
-    every = load_params("params.yaml", variants=selfplay_variants()).pipeline.variants
-    assert every["eve"].weights == "checkpoints/warmstart_eve" and every["kg_wcr"].weights == "checkpoints/warmstart"
-    entries = {name: v.model_dump() for name, v in every.items()}
-    entries["eve"]["weights"] = "checkpoints/warmstart"
-    with pytest.raises(ConfigError, match=r"pipeline\.variants\.eve\.weights: eve's self-play loads "
-                                          r"checkpoints/warmstart_eve/model; got 'checkpoints/warmstart'"):
-        load_params(tmp_path / "absent.yaml", {"pipeline.variants": entries, "pipeline.recipe_stages": ["eve"]},
-                    variants=selfplay_variants())
-    moved = load_params(tmp_path / "absent.yaml", {"warmstart.out_dir": "elsewhere/ws", "pipeline.variants":
-                                                   {"kg_wcr": {**entries["kg_wcr"], "weights": "elsewhere/ws"}}},
-                        variants=selfplay_variants())
-    assert moved.pipeline.variants["kg_wcr"].weights == "elsewhere/ws"
-
-
 def test_a_variants_own_stages_and_its_warm_starts_reference_go_with_it(tmp_path):
     """pipeline.recipe_stages and pipeline.references name stage groups of dvc.yaml; an entry whose variant is
     gone would make a stage whose input no stage makes, so the params say so before DVC does."""

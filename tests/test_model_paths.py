@@ -71,3 +71,25 @@ def test_the_model_names_below_eval_come_from_the_registrations(monkeypatch):
     model_paths.register_selfplay_variant("toy")
     model_paths.register_selfplay_variant("toy")
     assert model_paths.warmstart_models()[-1] == "warmstart_toy" and model_paths.selfplay_variants().count("toy") == 1
+
+
+def test_the_shipped_params_list_the_folders_their_stages_load(tmp_path):
+    """selfplay@eve loads checkpoints/warmstart_eve/model beside its hand-off set: the variant's ``weights`` is
+    that stage's dep, and a warm-start reference's input is its evaluation's, so each must be the folder the code
+    loads, or DVC would not re-run the stage when that model changes. A run outside DVC may move the folders."""
+    from searchplay.config import load_params
+    from searchplay.model_paths import selfplay_variants, start_model_mismatches
+
+    for name in ("params.yaml", "params.paper.yaml"):
+        assert start_model_mismatches(load_params(name, variants=selfplay_variants())) == [], name
+    params = load_params("params.yaml", variants=selfplay_variants())
+    assert params.pipeline.variants["eve"].weights == "checkpoints/warmstart_eve"
+    params.pipeline.variants["eve"].weights = "checkpoints/warmstart"
+    params.pipeline.references["warmstart"] = "checkpoints/other"
+    assert start_model_mismatches(params) == [
+        "pipeline.variants.eve.weights: eve's self-play loads checkpoints/warmstart_eve/model; got "
+        "'checkpoints/warmstart', so DVC would not re-run it when that model changes",
+        "pipeline.references.warmstart: its evaluation loads checkpoints/warmstart/model; got 'checkpoints/other', "
+        "so DVC would not re-run it when that model changes"]
+    moved = load_params("params.yaml", {"warmstart.out_dir": str(tmp_path / "ws")}, variants=selfplay_variants())
+    assert len(start_model_mismatches(moved)) == 4  # ssp, kg_wcr, gdcr and the warm-start's evaluation: loads anyway

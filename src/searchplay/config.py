@@ -26,8 +26,6 @@ from typing import Any, Literal, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from searchplay.model_paths import VARIANT_WARMSTARTS, warmstart_out_dir
-
 DEFAULT_PARAMS_FILE = Path("params.yaml")
 
 
@@ -496,7 +494,7 @@ class PipelineVariant(Section):
     start: str = Field(description="the stage output its self-play starts from: checkpoints/warmstart, or for a "
                        "two-phase variant the first phase's hand-off (checkpoints/<variant>_phase_a/solver_set.jsonl)")
     weights: str = Field(description="the warm-start folder whose model/ its self-play loads: checkpoints/warmstart, "
-                         "or its recipe's own (checkpoints/warmstart_eve); checked against the registered variant's")
+                         "or its recipe's own warm-start folder (searchplay.model_paths.start_model_mismatches)")
     phase: Literal["all", "b"] = Field(description="`selfplay --phase`: all, or b for a two-phase variant whose "
                                        "Phase A is its own stage")
     code: str = Field(description="the code its stages run beyond the shared code: a "
@@ -783,11 +781,6 @@ def check_variants(params: Params, registered: Collection[str], source: str) -> 
     unknown = sorted(set(params.pipeline.variants) - set(names))
     if unknown:
         problems.append(f"{source}: pipeline.variants: unknown variants {unknown}; allowed: {sorted(names)}")
-    for name, entry in params.pipeline.variants.items():
-        loads = warmstart_out_dir(params, VARIANT_WARMSTARTS[name]).as_posix() if name in VARIANT_WARMSTARTS else None
-        if loads is not None and entry.weights != loads:
-            problems.append(f"{source}: pipeline.variants.{name}.weights: {name}'s self-play loads {loads}/model; got "
-                            f"{entry.weights!r}, so DVC would not re-run it when that model changes")
     if problems:
         raise ConfigError("\n".join(problems))
 

@@ -154,3 +154,22 @@ def final_model_dir(checkpoint_root: str | Path, variant: str) -> Path | None:
     """A variant's final model, the HF folder its self-play run exported at its end, or None (for evaluation)."""
     folder = selfplay_run_dir(checkpoint_root, variant) / MODEL_DIR
     return folder if is_model_dir(folder) else None
+
+
+def start_model_mismatches(params: Any) -> list[str]:
+    """Where a variant's ``weights`` or a warm-start reference's input is not the folder the code loads (given
+    the registered variants and warm-starts): DVC would then not re-run the stage when that model changes. The
+    shipped params files have none (tested); a run outside DVC may point the warm-starts elsewhere."""
+    problems = []
+    for name, entry in params.pipeline.variants.items():
+        loads = warmstart_out_dir(params, VARIANT_WARMSTARTS[name]).as_posix() if name in VARIANT_WARMSTARTS else None
+        if loads is not None and entry.weights != loads:
+            problems.append(f"pipeline.variants.{name}.weights: {name}'s self-play loads {loads}/model; got "
+                            f"{entry.weights!r}, so DVC would not re-run it when that model changes")
+    for model, made_by in params.pipeline.references.items():
+        warmstart = warmstart_of_model(model)
+        loads = warmstart_out_dir(params, warmstart).as_posix() if warmstart is not None else None
+        if loads is not None and made_by != loads:
+            problems.append(f"pipeline.references.{model}: its evaluation loads {loads}/model; got "
+                            f"{made_by!r}, so DVC would not re-run it when that model changes")
+    return problems
