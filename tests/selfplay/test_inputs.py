@@ -47,3 +47,24 @@ def test_run_inputs_follow_the_data_the_stage_reads(tmp_path):
     assert changed_inputs(tmp_path, run_inputs("p1", "m", {}, [pool, fingerprint])) == ["data"]
     fingerprint.unlink()  # a search server's index: its absence is part of the record, not an error
     assert run_inputs("p1", "m", {}, [pool, fingerprint])["data"] not in (first["data"], "")
+
+
+def test_a_run_with_a_held_out_curve_follows_its_benchmark_file(tmp_path):
+    """With selfplay.eval_every the run also reads the curve's benchmark (a DVC dep of the stage): an edited
+    file re-runs the stage, which must then not keep the curve its old checkpoints measured on the old file."""
+    from searchplay.config import load_params
+    from searchplay.selfplay.loop import _run_inputs
+    from searchplay.selfplay.variants import get_variant
+
+    questions = tmp_path / "benchmarks" / "nq" / "test.jsonl"
+    questions.parent.mkdir(parents=True)
+    questions.write_text('{"question": "q1", "golden_answers": ["a"]}\n')
+    settings = {"evaluate.data_dir": str(tmp_path / "benchmarks"), "selfplay.eval_benchmark": "nq",
+                "kg.out_dir": str(tmp_path / "kg"), "index.dir": str(tmp_path / "index")}
+    curve = load_params(tmp_path / "absent.yaml", {**settings, "selfplay.eval_every": 2})
+    plain = load_params(tmp_path / "absent.yaml", settings)
+    before = {name: _run_inputs(params, get_variant("kg_wcr"), {})["data"] for name, params in
+              (("curve", curve), ("plain", plain))}
+    questions.write_text('{"question": "q2", "golden_answers": ["b"]}\n')
+    assert _run_inputs(curve, get_variant("kg_wcr"), {})["data"] != before["curve"]
+    assert _run_inputs(plain, get_variant("kg_wcr"), {})["data"] == before["plain"]  # no curve: not read

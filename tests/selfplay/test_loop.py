@@ -227,6 +227,23 @@ def test_a_kill_after_the_checkpoint_loses_no_mlflow_step_and_no_question_row(tm
     assert len(client.search_runs([client.get_run(run_id).info.experiment_id])) == 1
 
 
+def test_a_resume_makes_the_pools_rows_of_its_iteration_the_checkpoints(tmp_path, monkeypatch):
+    """A run that started over (other inputs) and was killed between its first checkpoint and its pool write
+    finds the earlier run's rows in the persisted pool: the resume replaces them, it does not keep them."""
+    from searchplay.io import read_jsonl, write_jsonl
+    from searchplay.selfplay.loop import restore_question_rows
+
+    monkeypatch.setattr("searchplay.quality.questions.validate_question_pool", lambda rows: None)
+    pool = tmp_path / "questions.jsonl"
+    write_jsonl(pool, [{"iteration": i, "question": "an earlier run's", "answer": "old"} for i in (1, 2, 3)])
+    questions = [{"question": "this run's", "answer": "new"}]
+    assert restore_question_rows(pool, 1, questions)
+    assert list(read_jsonl(pool)) == [{"iteration": 1, **questions[0]}]
+    assert not restore_question_rows(pool, 1, questions)  # already the checkpoint's: left as it is
+    write_jsonl(pool, [{"iteration": 1, **questions[0]}])
+    assert restore_question_rows(pool, 2, questions) and [r["iteration"] for r in read_jsonl(pool)] == [1, 2]
+
+
 def test_gdcr_run_logs_step_credit_and_writes_the_heldout_rq1(tmp_path, monkeypatch, tokenizer, tiny_model_dir,
                                                              trainer):
     """The gdcr variant through the whole loop: step-credit metrics every iteration, then GDCR RQ1 on the

@@ -56,6 +56,11 @@ def record_golds(record: dict[str, Any]) -> list[str]:
     return [str(a) for a in record.get("answers") or [record["answer"]]]
 
 
+def benchmark_splits(data_dir: str | Path, name: str) -> list[Path]:
+    """The files ``benchmark_questions`` reads the first of: the benchmark's test split, else its dev split."""
+    return [Path(data_dir) / name / f"{split}.jsonl" for split in ("test", "dev")]
+
+
 def benchmark_questions(data_dir: str | Path, name: str, n: int, seed: int) -> list[tuple[str, list[str]]]:
     """(question, golden answers) of ``n`` questions of a FlashRAG-format benchmark file, drawn as evaluation
     draws them (``sorted(Random(seed).sample(range(N), n))``); its test split, else dev."""
@@ -64,7 +69,7 @@ def benchmark_questions(data_dir: str | Path, name: str, n: int, seed: int) -> l
     from searchplay.io import jsonl_records
 
     folder = Path(data_dir) / name
-    path = next((folder / f"{split}.jsonl" for split in ("test", "dev") if (folder / f"{split}.jsonl").is_file()), None)
+    path = next((split for split in benchmark_splits(data_dir, name) if split.is_file()), None)
     if path is None:
         raise FileNotFoundError(f"selfplay.eval_benchmark {name!r}: no test.jsonl or dev.jsonl under {folder}; "
                                 "set evaluate.data_dir or another selfplay.eval_benchmark")

@@ -310,11 +310,13 @@ def write_question_pool(path: Path, iteration: int, questions: list[dict[str, An
 
 
 def restore_question_rows(path: Path, iteration: int, questions: list[dict[str, Any]]) -> bool:
-    """Put a checkpoint's questions back into the pool file when it has no row of that iteration (the
-    run was killed between the checkpoint and the pool write); True if it wrote them."""
+    """Make the pool file's rows of the checkpoint's iteration (and after) the checkpoint's questions: a run
+    killed between the checkpoint and the pool write left none, or, where it had started over, an earlier
+    run's rows of that iteration; True if it rewrote them."""
     from searchplay.io import read_jsonl
 
-    if not questions or (path.exists() and any(row["iteration"] == iteration for row in read_jsonl(path))):
+    found = [row for row in read_jsonl(path) if row["iteration"] >= iteration] if path.exists() else []
+    if found == [{"iteration": iteration, **question} for question in questions]:
         return False
     write_question_pool(path, iteration, questions)
     return True
@@ -458,6 +460,10 @@ def _run_inputs(params: Params, variant: Variant, pinned: dict[str, Any]) -> dic
     except PolicyError:
         start = "unresolved"
     data = [Path(params.kg.out_dir) / "subgraphs.jsonl", fingerprint_path(params.index.dir)]
+    if params.selfplay.eval_every:  # the held-out curve's benchmark questions (a DVC dep of the stage too)
+        from searchplay.selfplay.heldout import benchmark_splits
+
+        data += benchmark_splits(params.evaluate.data_dir, params.selfplay.eval_benchmark)
     return run_inputs(params.digest(), start, pinned, data)
 
 
