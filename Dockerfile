@@ -1,5 +1,6 @@
 # GPU worker image for searchplay: CUDA runtime, the package with the `gpu` extra (vLLM), non-root.
 # Build: docker build -t searchplay:gpu .   (cannot be built on the CPU dev machines: no Docker engine)
+# The image is the code; a flow runs in a checkout of the same commit on a volume (prefect.gpu.yaml).
 FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
 
 ENV DEBIAN_FRONTEND=noninteractive \
@@ -31,5 +32,6 @@ RUN python3.12 -m venv /app/.venv \
 COPY --chown=searchplay:searchplay . .
 RUN searchplay assets
 
-ENTRYPOINT ["searchplay"]
-CMD ["--help"]
+# No ENTRYPOINT: a Prefect worker runs its own command in the container (`prefect flow-run execute`), which an
+# entrypoint would turn into arguments of its program. Run a verb with `docker run searchplay:gpu searchplay ...`.
+CMD ["searchplay", "--help"]

@@ -20,18 +20,40 @@ from prefect import flow, get_run_logger
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))  # Prefect loads this file by path; make `tasks` importable
 
+from searchplay.pipeline import WORKSPACE_LOCK as FLOW_LOCK  # noqa: E402  `.flows.lock`: one run at a time
 from tasks.stages import reproduce_stage  # noqa: E402
 
-FLOW_LOCK = "flows"  # `.flows.lock` at the project's root: one flow run at a time on a workspace
+
+class WorkspaceCodeError(RuntimeError):
+    """The workspace's code is not the code that would run its stages."""
+
+
+def check_workspace_code(root: Path) -> None:
+    """Refuse a workspace whose ``src/searchplay`` is not the installed package that runs its stages (a GPU
+    image built from another commit than the checkout on its volume): dvc.lock would record the checkout's
+    code for outputs that the image's code made."""
+    from searchplay.io import code_digest, files_digest
+
+    source = Path(root) / "src" / "searchplay"
+    if not source.is_dir():
+        raise WorkspaceCodeError(f"{source} not found: the flow's root must be a searchplay checkout")
+    if files_digest(source, source.rglob("*.py")) != code_digest():
+        import searchplay
+
+        raise WorkspaceCodeError(f"{source} differs from the installed searchplay that runs the stages "
+                                 f"({Path(searchplay.__file__).parent}): check out the commit the image was built "
+                                 "from, or build the image from this checkout")
 
 
 @contextmanager
 def one_flow_at_a_time(root: Path, name: str) -> Iterator[None]:
     """Hold the workspace for this flow run; a second one (a scheduled retrain beside an on-demand evaluation)
     waits, saying for whom. Two at once would share params.yaml, where each restores what it found when it began
-    (so one run's overrides could outlive it), and dvc.lock."""
+    (so one run's overrides could outlive it), and dvc.lock. First the workspace's code is checked
+    (``check_workspace_code``)."""
     from searchplay.io import OutputsBusyError, exclusive_outputs
 
+    check_workspace_code(root)
     hold = ExitStack()
     try:
         hold.enter_context(exclusive_outputs(root / FLOW_LOCK, f"flow {name}"))
@@ -171,10 +193,10 @@ def retrain(variants: list[str] | None = None, iterations: int | None = None, qu
         logger.info("retraining variants %s with overrides %s%s (this run only)", chosen, overrides,
                     f" and without {removed}" if removed else "")
         ran: dict[str, list[str]] = {}
-        kg = reproduce_stage.submit("kg", root)
-        corpus = reproduce_stage.submit("corpus", root)
-        index = reproduce_stage.submit("index", root, wait_for=[corpus])
-        ran["kg"], ran["corpus"], ran["index"] = kg.result(), corpus.result(), index.result()
+        # one stage at a time, in this thread: a cancelled run's SIGTERM reaches the stage it waits on, which it
+        # then stops (tasks.stages); a stage in a worker thread would go on after params.yaml was put back
+        for stage in ("kg", "corpus", "index"):
+            ran[stage] = reproduce_stage(stage, root)
         ran["warmstart"] = reproduce_stage("warmstart", root)  # once, shared by every variant
         run_ready_references(repo, ran)
         for variant in chosen:  # one variant at a time: each self-play run uses the whole machine

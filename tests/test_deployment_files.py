@@ -20,12 +20,37 @@ def test_dockerfile_lints_clean(repo_root):
     kinds = [c.cmd.upper() for c in commands]
     base = commands[0].value[0]
     assert kinds[0] == "FROM" and base.startswith("nvidia/cuda:") and not base.endswith(":latest")
-    assert "USER" in kinds and kinds.index("USER") < kinds.index("ENTRYPOINT"), "the image must not run as root"
+    assert "USER" in kinds and kinds.index("USER") < kinds.index("CMD"), "the image must not run as root"
+    assert "ENTRYPOINT" not in kinds  # a Prefect worker's command (`prefect flow-run execute`) would become its args
     for command in commands:
         if command.cmd.upper() == "RUN" and "apt-get install" in command.value[0]:
             assert "--no-install-recommends" in command.value[0]
             assert "rm -rf /var/lib/apt/lists" in command.value[0]
     assert any(".[gpu]" in c.value[0] for c in commands if c.cmd.upper() == "RUN"), "installs the gpu extra"
+
+
+def test_the_image_leaves_out_what_a_build_or_a_run_made_here(repo_root):
+    """`COPY . .` follows the venv's install: a host's .venv copied in would replace the image's, and a run's
+    outputs or stores do not belong in an image."""
+    ignored = (repo_root / ".dockerignore").read_text().split()
+    assert {".venv/", "checkpoints/", "mlflow.db", ".dvc/cache/", "data/*"} <= set(ignored)
+
+
+def test_the_gpu_deployments_run_in_a_checkout_that_outlives_the_container(repo_root):
+    """The flow is loaded from, and runs in, a checkout on a volume (its root): a container's own /app would lose
+    dvc.lock, the checkpoints and the registered models' folders with the container."""
+    gpu = yaml.safe_load((repo_root / "prefect.gpu.yaml").read_text())
+    pinned = next(line for line in (repo_root / "pyproject.toml").read_text().splitlines() if '"prefect==' in line)
+    for spec in (gpu, yaml.safe_load((repo_root / "prefect.yaml").read_text())):
+        assert spec["prefect-version"] == pinned.split("==")[1].split('"')[0]
+    (step,) = gpu["pull"]
+    workspace = step["prefect.deployments.steps.set_working_directory"]["directory"]
+    for deployment in gpu["deployments"]:
+        assert deployment["parameters"]["root"] == workspace, deployment["name"]
+        assert not Path(deployment["parameters"].get("launch_config") or "x").is_absolute()  # lands in dvc.lock
+    docker = next(d for d in gpu["deployments"] if d["work_pool"]["name"] == "gpu-docker")
+    assert any(volume.endswith(f":{Path(workspace).parent}") for volume in docker["work_pool"]["job_variables"]
+               ["volumes"])
 
 
 def test_prefect_deployments_point_at_real_flows(repo_root):
@@ -453,8 +478,11 @@ def test_a_second_flow_run_on_the_workspace_waits_for_the_first(tmp_path, capsys
     naming the first, and goes on once it ends."""
     import threading
 
+    import searchplay
     from flows.retrain import one_flow_at_a_time
 
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "searchplay").symlink_to(Path(searchplay.__file__).parent)  # the code that runs it
     entered = threading.Event()
 
     def second() -> None:
@@ -469,3 +497,23 @@ def test_a_second_flow_run_on_the_workspace_waits_for_the_first(tmp_path, capsys
     waiting.join()
     said = capsys.readouterr().out
     assert "waiting:" in said and "`searchplay flow retrain`" in said  # whom it waited for
+
+
+def test_a_flow_refuses_a_workspace_whose_code_is_not_the_installed_one(tmp_path):
+    """On a GPU worker the image's searchplay runs the stages of a checkout on a volume: where the two differ,
+    dvc.lock would record one code for outputs the other made, so the flow stops before any stage."""
+    import shutil
+
+    import searchplay
+    from flows.retrain import WorkspaceCodeError, check_workspace_code, one_flow_at_a_time
+
+    with pytest.raises(WorkspaceCodeError, match="the flow's root must be a searchplay checkout"):
+        check_workspace_code(tmp_path)
+    source = tmp_path / "src" / "searchplay"
+    shutil.copytree(Path(searchplay.__file__).parent, source, ignore=shutil.ignore_patterns("__pycache__"))
+    check_workspace_code(tmp_path)  # the same files: a checkout of the image's commit
+    (source / "io.py").write_text((source / "io.py").read_text() + "\n# another commit\n")
+    with pytest.raises(WorkspaceCodeError, match="differs from the installed searchplay"), \
+            one_flow_at_a_time(tmp_path, "retrain"):
+        pass
+    assert not (tmp_path / ".flows.lock").exists()  # refused before it held the workspace

@@ -90,3 +90,14 @@ def test_a_stopped_stream_stops_the_command_and_the_processes_it_started(tmp_pat
         lines.throw(KeyboardInterrupt())
     assert time.monotonic() - started < 15  # the SIGTERM ended both; no wait for their two minutes
     assert not group_alive(group)
+
+
+def test_a_run_while_a_flow_holds_the_workspace_is_refused_at_once(repo):
+    """A Prefect flow run edits params.yaml for its duration and writes dvc.lock: a pipeline beside it would
+    read the flow's overrides, or put its own params.yaml back over them, so it stops before DVC starts."""
+    from searchplay.io import OutputsBusyError, exclusive_outputs
+
+    with exclusive_outputs(repo / pipeline.WORKSPACE_LOCK, "flow retrain"), \
+            pytest.raises(OutputsBusyError, match="flow retrain"):
+        pipeline.run(repo, quick=True, echo=lambda line: None)
+    assert (repo / "params.yaml").read_text() == PARAMS and not (repo / "out.txt").exists()
