@@ -174,3 +174,22 @@ def test_restored_afterwards_puts_the_bytes_back_after_a_change_or_a_failure(tmp
     with restored_afterwards(tmp_path / "absent.yaml"):
         (tmp_path / "absent.yaml").write_text("rows: 3\n")
     assert not (tmp_path / "absent.yaml").exists()
+
+
+def test_the_code_digest_holds_the_recipes_loaded_from_outside_the_package(tmp_path, monkeypatch):
+    """A recipe named in SEARCHPLAY_RECIPES runs in the stages as the package does: another version of it must
+    not resume a self-play run or reuse an evaluation's answers that the first one made."""
+    from searchplay.io import RECIPES_ENV, code_digest
+
+    monkeypatch.delenv(RECIPES_ENV, raising=False)
+    package_only = code_digest()
+    recipe = tmp_path / "lab_recipe"
+    recipe.mkdir()
+    (recipe / "__init__.py").write_text("NAME = 'lab'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(RECIPES_ENV, "lab_recipe")
+    first = code_digest()
+    (recipe / "reward.py").write_text("def reward(): return 1.0\n")
+    assert len({package_only, first, code_digest()}) == 3
+    monkeypatch.setenv(RECIPES_ENV, "lab_recipe_not_installed")
+    assert code_digest() not in (package_only, first)  # its absence counts; the loader reports it

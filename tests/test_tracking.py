@@ -136,6 +136,16 @@ def test_registry_versions_carry_coverage_and_only_full_evaluations_take_the_cha
     register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 12.5}, params, full)
     assert champion() == "4"
 
+    def killed(*args):  # the run dies between its new version and the alias that version earned
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(MlflowClient, "set_registered_model_alias", killed)
+        register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 20.0}, params, full)
+    assert champion() == "4"
+    assert register_model(run.info.run_id, model_dir, "ssp", {"avg.judge_acc": 20.0}, params, full) == "5"
+    assert champion() == "5"  # the rerun finds its version and gives it the alias it earned
+
 
 def tracked_params(tmp_path, **tracking) -> Params:
     return Params.model_validate({"tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", **tracking}})

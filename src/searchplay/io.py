@@ -291,8 +291,33 @@ def files_digest(root: Path, paths: Iterable[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
+RECIPES_ENV = "SEARCHPLAY_RECIPES"  # comma-separated modules of recipes outside this package (searchplay.recipes)
+
+
 def code_digest() -> str:
-    """The searchplay package's Python source: a run never continues, nor reuses what another run wrote, on
-    other code than it started with (a resumed self-play run; an evaluation's resume log)."""
+    """The searchplay package's Python source, and that of the recipes ``SEARCHPLAY_RECIPES`` adds from outside
+    it: a run never continues, nor reuses what another run wrote, on other code than it started with (a resumed
+    self-play run; an evaluation's resume log)."""
     package = Path(__file__).parent
-    return files_digest(package, package.rglob("*.py"))
+    digest = files_digest(package, package.rglob("*.py"))
+    outside = [name.strip() for name in os.environ.get(RECIPES_ENV, "").split(",") if name.strip()]
+    if not outside:
+        return digest
+    entries = [digest, *(f"{name}={_module_digest(name)}" for name in outside)]
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
+
+
+def _module_digest(name: str) -> str:
+    """``files_digest`` of an importable module's source (a package: every ``.py`` file under it), or 'absent'."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or (spec.origin is None and not spec.submodule_search_locations):
+        return "absent"  # the recipes' loader names it in its own error
+    if spec.submodule_search_locations:
+        folder = Path(next(iter(spec.submodule_search_locations)))
+        return files_digest(folder, folder.rglob("*.py"))
+    return files_digest(Path(spec.origin).parent, [Path(spec.origin)])

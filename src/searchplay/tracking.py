@@ -337,16 +337,16 @@ def register_model(run_id: str, model_dir: str | Path, variant: str, scores: dic
     tags = {"variant": variant, **{f"score.{k}": f"{v:.4f}" for k, v in scores.items()},
             **(coverage.tags() if coverage else {}), **dvc_experiment_tags(),
             CHECKPOINT_DIGEST: model_digest(model_dir)}
-    registered = _same_version(client, name, source, tags)
-    if registered is not None:
-        log.info("%s is registered as version %s of %s with the same scores; no new version", source,
-                 registered, name)
-        return registered
-    version = client.create_model_version(name, source=source, run_id=run_id, tags=tags)
+    version = _same_version(client, name, source, tags)
+    if version is not None:
+        log.info("%s is registered as version %s of %s with the same scores; no new version", source, version, name)
+    else:
+        version = str(client.create_model_version(name, source=source, run_id=run_id, tags=tags).version)
+    # for a version found again too: a run killed between the version and its alias left it without one
     if coverage and coverage.full and CHAMPION_SCORE in scores and _beats_champion(client, name, coverage,
                                                                                    scores[CHAMPION_SCORE]):
-        client.set_registered_model_alias(name, CHAMPION, version.version)
-    return str(version.version)
+        client.set_registered_model_alias(name, CHAMPION, version)
+    return version
 
 
 def _same_version(client: Any, name: str, source: str, tags: dict[str, str]) -> str | None:

@@ -21,7 +21,7 @@ import os
 import pkgutil
 from typing import Any
 
-RECIPES_ENV = "SEARCHPLAY_RECIPES"  # comma-separated modules of recipes outside this package
+from searchplay.io import RECIPES_ENV  # comma-separated modules of recipes outside this package
 
 
 class RecipeError(ImportError):
