@@ -27,6 +27,7 @@ from searchplay.cliutil import (
     EXIT_BAD_PARAMS,
     EXIT_UNWRITABLE,
     console,
+    exit_code_for,
     note_params_given,
     path_error_message,
     print_error,
@@ -69,7 +70,7 @@ class SearchplayGroup(TyperGroup):
             if ctx.params.get("debug"):
                 raise
             print_error("model error", str(exc))
-            raise typer.Exit(1) from None
+            raise typer.Exit(exit_code_for(exc)) from None
         except OSError as exc:
             message = path_error_message(exc)
             if message is None or ctx.params.get("debug"):

@@ -29,7 +29,7 @@ def captured(monkeypatch):
                                                       (["--variant", "base"], "kg_wcr")])
 def test_a_variants_evaluation_carries_that_variants_params(captured, flags, logged_variant):
     result = CliRunner().invoke(app, ["evaluate", *flags])
-    assert result.exit_code == 1 and "stopped by the test" in result.output
+    assert result.exit_code == 2 and "stopped by the test" in result.output  # a missing model: not retried
     assert captured == [{"variant": flags[1], "selfplay.variant": logged_variant, "register": False,
                          "allow_base": False}]
 

@@ -64,13 +64,13 @@ def evaluate_command(
         raise typer.Exit(exit_code_for(exc)) from None
     except ModelNotFoundError as exc:
         print_error("model not found", str(exc))
-        raise typer.Exit(1) from None
+        raise typer.Exit(exit_code_for(exc)) from None
     except ReportWouldShrinkError as exc:
         print_error("evaluation kept", str(exc))
         raise typer.Exit(EXIT_BAD_PARAMS) from None
     except RetrievalIndexError as exc:
         print_error("retrieval index", str(exc))
-        raise typer.Exit(1) from None
+        raise typer.Exit(exit_code_for(exc)) from None
     except JudgeOutageError as exc:
         print_error("judge outage", str(exc))
         raise typer.Exit(1) from None

@@ -47,7 +47,7 @@ from searchplay.eval.scoring import (
     question_search_recall,
     scores_by_hops,
 )
-from searchplay.io import code_digest, portable_name, write_json, write_jsonl
+from searchplay.io import InputError, code_digest, portable_name, write_json, write_jsonl
 from searchplay.timings import write_timings
 from searchplay.tracking import in_pipeline
 
@@ -66,8 +66,9 @@ class EvalResult:
 BASE = "base"  # --variant base: models.policy as it is, before any training
 
 
-class ModelNotFoundError(FileNotFoundError):
-    """The model a variant names is not there yet; the message names the command that makes it."""
+class ModelNotFoundError(InputError, FileNotFoundError):
+    """The model a variant names is not there yet; the message names the command that makes it (exit 2: a retry
+    finds it missing too)."""
 
 
 @dataclass(frozen=True)

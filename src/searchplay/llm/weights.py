@@ -13,14 +13,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import files_digest
+from searchplay.io import InputError, files_digest
 
 SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}  # header -> torch
 MODEL_PATTERNS = ("*.safetensors", "*.json")  # the weights and configs of an HF folder; not optimizer states
 
 
-class ModelLoadError(RuntimeError):
-    """The weights at a path cannot be loaded; the message names the path, the cause and the fix."""
+class ModelLoadError(InputError, RuntimeError):
+    """The weights at a path cannot be loaded; the message names the path, the cause and the fix. An input a
+    retry reads the same way: the CLI exits 2 and a flow does not retry it."""
 
 
 def model_digest(model: str | Path) -> str:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from searchplay.io import atomic_dir, portable_name, read_jsonl, write_json
+from searchplay.io import InputError, atomic_dir, portable_name, read_jsonl, write_json
 from searchplay.retrieval.corpus import join_contents
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,9 @@ ADD_CHUNK_ROWS = 1024  # passages embedded and appended per step (bounded memory
 NPROBES_SHARE = 0.2  # IVF partitions probed by default: recall@3 0.97 at 44x exact (100k rows, measured)
 
 
-class RetrievalIndexError(RuntimeError):
-    """The index folder is missing or does not match the embedder; the message says what to run."""
+class RetrievalIndexError(InputError, RuntimeError):
+    """The index folder is missing or does not match the embedder; the message says what to run (exit 2: a retry
+    finds it the same way)."""
 
 
 @dataclass(frozen=True)
