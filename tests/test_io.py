@@ -152,6 +152,23 @@ def test_the_cli_refuses_a_concurrent_corpus_build_in_one_line(tmp_path):
     assert not out.exists()
 
 
+def test_a_run_killed_inside_restored_afterwards_is_put_back_by_the_next(tmp_path):
+    """SIGKILL skips ``finally``: a quick run killed while params.yaml held its overrides would leave them there
+    for the next plain `dvc repro`. The bytes wait beside the file, and the next block puts them back first."""
+    from searchplay.io import restored_afterwards
+
+    path, kept = tmp_path / "params.yaml", tmp_path / ".params.yaml.before-run"
+    path.write_bytes(b"# kept\nrows: 100\n")
+    block = restored_afterwards(path)
+    block.__enter__()  # the run starts, writes its overrides and is killed: its block never ends
+    path.write_text("rows: 3\n")
+    assert kept.read_bytes() == b"# kept\nrows: 100\n"
+    with restored_afterwards(path):
+        assert path.read_bytes() == b"# kept\nrows: 100\n"  # put back before this run's block begins
+        path.write_text("rows: 5\n")
+    assert path.read_bytes() == b"# kept\nrows: 100\n" and not kept.exists()
+
+
 def test_restored_afterwards_puts_the_bytes_back_after_a_change_or_a_failure(tmp_path):
     from searchplay.io import restored_afterwards
 

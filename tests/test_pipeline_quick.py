@@ -101,3 +101,13 @@ def test_a_run_while_a_flow_holds_the_workspace_is_refused_at_once(repo):
             pytest.raises(OutputsBusyError, match="flow retrain"):
         pipeline.run(repo, quick=True, echo=lambda line: None)
     assert (repo / "params.yaml").read_text() == PARAMS and not (repo / "out.txt").exists()
+
+
+def test_the_main_job_after_a_killed_quick_run_runs_the_main_profile(repo):
+    """A quick run killed outright leaves its overrides in params.yaml and the original beside it: the next
+    pipeline, quick or not, puts the original back before DVC reads it."""
+    (repo / ".params.yaml.before-run").write_text(PARAMS)
+    (repo / "params.yaml").write_text("rows: 3\n")  # the killed quick run's overrides
+    assert set(pipeline.run(repo, echo=lambda line: None)) == {"count"}
+    assert (repo / "out.txt").read_text().strip() == "100" and (repo / "params.yaml").read_text() == PARAMS
+    assert not (repo / ".params.yaml.before-run").exists()

@@ -10,6 +10,7 @@ import bz2
 import gzip
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -17,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+log = logging.getLogger(__name__)
 
 
 def _umask() -> int:
@@ -50,17 +53,40 @@ def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-
 def restored_afterwards(path: str | Path) -> Iterator[None]:
     """``path``'s bytes are put back when the block ends, fails or is interrupted, if the block changed them
     (atomically: ``atomic_write``); a file the block created goes. For params.yaml around a run that writes
-    one-run overrides into it."""
+    one-run overrides into it. The bytes wait in ``.<name>.before-run`` beside it while the block runs, so a
+    block killed outright (SIGKILL skips ``finally``) is put back by the next block on the same file."""
     path = Path(path)
+    kept = put_back_after_a_kill(path)
     original = path.read_bytes() if path.exists() else None
+    if original is not None:
+        with atomic_write(kept, "wb") as handle:
+            handle.write(original)
     try:
         yield
     finally:
         if original is None:
             path.unlink(missing_ok=True)
-        elif not path.exists() or path.read_bytes() != original:
-            with atomic_write(path, "wb") as handle:
-                handle.write(original)
+        else:
+            _put_back(path, original)
+            kept.unlink(missing_ok=True)
+
+
+def put_back_after_a_kill(path: str | Path) -> Path:
+    """Put back the bytes a ``restored_afterwards`` block killed outright left beside ``path``; returns where a
+    block keeps them (``.<name>.before-run``)."""
+    path = Path(path)
+    kept = path.with_name(f".{path.name}.before-run")
+    if kept.exists():
+        log.warning("%s: putting back the bytes a run killed before it could left in %s", path, kept.name)
+        _put_back(path, kept.read_bytes())
+        kept.unlink()
+    return kept
+
+
+def _put_back(path: Path, original: bytes) -> None:
+    if not path.exists() or path.read_bytes() != original:
+        with atomic_write(path, "wb") as handle:
+            handle.write(original)
 
 
 def follow_umask(folder: str | Path) -> None:

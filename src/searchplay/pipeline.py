@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from searchplay.config import PROFILE_REMOVE, _flatten, has_dotted, read_params_tree
-from searchplay.io import exclusive_outputs, restored_afterwards
+from searchplay.io import exclusive_outputs, put_back_after_a_kill, restored_afterwards
 
 WORKSPACE_LOCK = "flows"  # `.flows.lock`: one run at a time edits params.yaml and dvc.lock (the Prefect flows too)
 STAGE_LINE_PREFIXES = ("Running stage", "Stage '", "Updating lock file", "ERROR")
@@ -204,11 +204,12 @@ def run(root: Path, quick: bool = False, quick_file: str = "params.quick.yaml", 
     echo(shown_command(command, quick_file))
     clock = StageClock()
     try:
-        with exclusive_outputs(root / WORKSPACE_LOCK, "searchplay pipeline"), \
-                restored_afterwards(root / "params.yaml") if quick else nullcontext():
-            for line in stream(command, root, stage_environment()):
-                clock.see(line)
-                echo(line)
+        with exclusive_outputs(root / WORKSPACE_LOCK, "searchplay pipeline"):
+            put_back_after_a_kill(root / "params.yaml")  # a killed quick run's overrides never reach this one
+            with restored_afterwards(root / "params.yaml") if quick else nullcontext():
+                for line in stream(command, root, stage_environment()):
+                    clock.see(line)
+                    echo(line)
     finally:
         clock.stop()
         for line in clock.table():
