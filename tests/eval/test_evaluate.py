@@ -237,6 +237,9 @@ def test_model_revision_changes_with_the_weights(tmp_path):
     (folder / "model.safetensors").write_bytes(b"new weights")
     assert stage.model_revision(folder) not in (None, before)
     assert stage.model_revision("Qwen/Qwen2.5-7B-Instruct") is None
+    weights = stage.model_revision(folder)
+    (folder / "chat_template.jinja").write_text("{{ messages }}")  # writes every prompt: another model's answers
+    assert stage.model_revision(folder) != weights
 
 
 def test_model_revision_is_the_same_for_the_same_weights_written_again(tmp_path):

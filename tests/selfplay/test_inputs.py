@@ -24,6 +24,9 @@ def test_the_model_digest_follows_weights_and_configs_not_optimizer_states(tmp_p
     assert model_digest(str(model)) == before
     (model / "model.safetensors").write_bytes(b"other weights")
     assert model_digest(str(model)) != before
+    weights = model_digest(str(model))
+    (model / "chat_template.jinja").write_text("{{ messages }}")  # transformers 5 saves it apart from the tokenizer
+    assert model_digest(str(model)) != weights
     assert model_digest("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 

@@ -139,7 +139,8 @@ def resolve_model(params: Params, variant: str, allow_base: bool = False) -> Mod
 # What decides a model's answers: weights, config and tokenizer; not the optimizer, scheduler or RNG states that
 # a self-play checkpoint keeps beside them.
 ANSWER_FILES = ("*.safetensors", "pytorch_model*.bin", "adapter_model.bin", "config.json", "generation_config.json",
-                "adapter_config.json", "tokenizer*", "special_tokens_map.json", "vocab.json", "merges.txt")
+                "adapter_config.json", "tokenizer*", "special_tokens_map.json", "vocab.json", "merges.txt",
+                "chat_template.jinja")  # transformers 5 saves the template that writes every prompt on its own
 
 
 def model_revision(path: str | Path) -> str | None:

@@ -16,7 +16,7 @@ from typing import Any
 from searchplay.io import InputError, files_digest
 
 SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}  # header -> torch
-MODEL_PATTERNS = ("*.safetensors", "*.json")  # the weights and configs of an HF folder; not optimizer states
+MODEL_PATTERNS = ("*.safetensors", "*.json", "*.jinja")  # weights, configs, chat template; not optimizer states
 
 
 class ModelLoadError(InputError, RuntimeError):
