@@ -173,6 +173,21 @@ def test_the_phases_as_two_runs_hand_off_through_the_phase_a_folder(world, train
     before = set_path.read_text()
     run_selfplay(params, "eve", 2, runtime=runtime, resume=True, phase="a")  # nothing to train, set kept
     assert set_path.read_text() == before
+    # DVC deletes the set (an output) before it runs the stage again: the resumed run hands off again, and logs
+    # the hand-off into its MLflow run, as a run killed during its hand-off had not
+    from mlflow import MlflowClient
+
+    from searchplay.selfplay.checkpoint import CheckpointManager, read_state
+    from searchplay.tracking import tracking_uri
+
+    run_id = read_state(CheckpointManager(tmp_path / "checkpoints" / "eve_phase_a" / "resume").latest())[
+        "mlflow_run_id"]
+    client = MlflowClient(tracking_uri(params))
+    logged = len(client.get_metric_history(run_id, "handoff/set_size"))
+    set_path.unlink()
+    run_selfplay(params, "eve", 2, runtime=runtime, resume=True, phase="a")
+    assert len(set_path.read_text().splitlines()) == 3
+    assert len(client.get_metric_history(run_id, "handoff/set_size")) == logged + 1
 
     # started over (its checkpoints moved away, as the refusal to overwrite them says): a new Proposer, a new set
     shutil.move(tmp_path / "checkpoints" / "eve_phase_a" / "resume", tmp_path / "old-resume")
