@@ -111,7 +111,7 @@ def test_a_registered_variant_is_a_valid_selfplay_variant_and_an_evaluable_model
     monkeypatch.setattr("searchplay.eval.evaluate.evaluate", fake_evaluate)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["evaluate", "--variant", "toy"])
-    assert result.exit_code == 1 and seen == [("toy", "toy")]  # a self-play variant: its params are logged
+    assert result.exit_code == 2 and seen == [("toy", "toy")]  # a self-play variant: its params are logged
 
 
 def test_an_unknown_variant_lists_the_registered_ones():
