@@ -32,12 +32,12 @@ def check_workspace_code(root: Path) -> None:
     """Refuse a workspace whose ``src/searchplay`` is not the installed package that runs its stages (a GPU
     image built from another commit than the checkout on its volume): dvc.lock would record the checkout's
     code for outputs that the image's code made."""
-    from searchplay.io import code_digest, files_digest
+    from searchplay.io import package_digest
 
     source = Path(root) / "src" / "searchplay"
     if not source.is_dir():
         raise WorkspaceCodeError(f"{source} not found: the flow's root must be a searchplay checkout")
-    if files_digest(source, source.rglob("*.py")) != code_digest():
+    if package_digest(source) != package_digest():  # the package alone: an outside recipe is in neither
         import searchplay
 
         raise WorkspaceCodeError(f"{source} differs from the installed searchplay that runs the stages "

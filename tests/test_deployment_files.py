@@ -499,7 +499,7 @@ def test_a_second_flow_run_on_the_workspace_waits_for_the_first(tmp_path, capsys
     assert "waiting:" in said and "`searchplay flow retrain`" in said  # whom it waited for
 
 
-def test_a_flow_refuses_a_workspace_whose_code_is_not_the_installed_one(tmp_path):
+def test_a_flow_refuses_a_workspace_whose_code_is_not_the_installed_one(tmp_path, monkeypatch):
     """On a GPU worker the image's searchplay runs the stages of a checkout on a volume: where the two differ,
     dvc.lock would record one code for outputs the other made, so the flow stops before any stage."""
     import shutil
@@ -512,6 +512,8 @@ def test_a_flow_refuses_a_workspace_whose_code_is_not_the_installed_one(tmp_path
     source = tmp_path / "src" / "searchplay"
     shutil.copytree(Path(searchplay.__file__).parent, source, ignore=shutil.ignore_patterns("__pycache__"))
     check_workspace_code(tmp_path)  # the same files: a checkout of the image's commit
+    monkeypatch.setenv("SEARCHPLAY_RECIPES", "tests.recipes")  # a recipe from outside is in neither side
+    check_workspace_code(tmp_path)
     (source / "io.py").write_text((source / "io.py").read_text() + "\n# another commit\n")
     with pytest.raises(WorkspaceCodeError, match="differs from the installed searchplay"), \
             one_flow_at_a_time(tmp_path, "retrain"):

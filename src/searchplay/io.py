@@ -320,16 +320,24 @@ def files_digest(root: Path, paths: Iterable[Path]) -> str:
 RECIPES_ENV = "SEARCHPLAY_RECIPES"  # comma-separated modules of recipes outside this package (searchplay.recipes)
 
 
+def outside_recipes() -> list[str]:
+    """The recipe modules ``SEARCHPLAY_RECIPES`` names, in its order."""
+    return [name.strip() for name in os.environ.get(RECIPES_ENV, "").split(",") if name.strip()]
+
+
+def package_digest(package: Path = Path(__file__).parent) -> str:
+    """``files_digest`` of a searchplay source folder's Python files (by default the package that runs)."""
+    return files_digest(package, package.rglob("*.py"))
+
+
 def code_digest() -> str:
     """The searchplay package's Python source, and that of the recipes ``SEARCHPLAY_RECIPES`` adds from outside
     it: a run never continues, nor reuses what another run wrote, on other code than it started with (a resumed
     self-play run; an evaluation's resume log)."""
-    package = Path(__file__).parent
-    digest = files_digest(package, package.rglob("*.py"))
-    outside = [name.strip() for name in os.environ.get(RECIPES_ENV, "").split(",") if name.strip()]
+    outside = outside_recipes()
     if not outside:
-        return digest
-    entries = [digest, *(f"{name}={_module_digest(name)}" for name in outside)]
+        return package_digest()
+    entries = [package_digest(), *(f"{name}={_module_digest(name)}" for name in outside)]
     return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
 
 
@@ -344,6 +352,5 @@ def _module_digest(name: str) -> str:
     if spec is None or (spec.origin is None and not spec.submodule_search_locations):
         return "absent"  # the recipes' loader names it in its own error
     if spec.submodule_search_locations:
-        folder = Path(next(iter(spec.submodule_search_locations)))
-        return files_digest(folder, folder.rglob("*.py"))
+        return package_digest(Path(next(iter(spec.submodule_search_locations))))
     return files_digest(Path(spec.origin).parent, [Path(spec.origin)])

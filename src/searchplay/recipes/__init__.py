@@ -17,11 +17,10 @@ kept outside this repository, e.g. ``SEARCHPLAY_RECIPES=my_lab.recipe searchplay
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
 from typing import Any
 
-from searchplay.io import RECIPES_ENV  # comma-separated modules of recipes outside this package
+from searchplay.io import RECIPES_ENV, outside_recipes
 
 
 class RecipeError(ImportError):
@@ -32,8 +31,7 @@ def recipe_modules() -> list[str]:
     """The recipes' module names: this folder's sub-packages (sorted), then those of ``SEARCHPLAY_RECIPES``."""
     here = [f"{__name__}.{info.name}" for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name)
             if info.ispkg]
-    extra = [name.strip() for name in os.environ.get(RECIPES_ENV, "").split(",") if name.strip()]
-    return here + [name for name in extra if name not in here]
+    return here + [name for name in outside_recipes() if name not in here]
 
 
 def load_recipes() -> tuple[str, ...]:

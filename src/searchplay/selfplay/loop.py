@@ -26,6 +26,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -368,11 +369,10 @@ def run_selfplay(params: Params, variant_name: str, iterations: int, resume: boo
         log.info("%s: %d iterations already done (asked for %d); nothing to train", variant.name, state.iteration,
                  iterations)
         write_reports(reports, state.history)
-        if variant.heldout_analysis or (continued and unlogged) or phases.finisher(variant, phase) is not None:
-            with start_run(params, "selfplay", run_name, tags, run_id=continued):  # what a kill left, in its run
+        tracked = variant.heldout_analysis or (continued and unlogged) or phases.finisher(variant, phase) is not None
+        with start_run(params, "selfplay", run_name, tags, run_id=continued) if tracked else nullcontext():
+            if tracked:  # what a kill after the last checkpoint left, in its run
                 _after_the_last_checkpoint(runtime, variant, params, reports, processes, unlogged)
-                finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)
-        else:
             finish_phase(runtime, variant, params, state, run_dir, reports, phase, release=owned)  # the export
         return state.history
     with start_run(params, "selfplay", run_name, tags, run_id=continued) as run:
