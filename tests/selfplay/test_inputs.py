@@ -1,7 +1,13 @@
 """searchplay.selfplay.inputs: what a resume under ``dvc repro`` compares before it continues a run."""
 
+from pathlib import Path
+
+import yaml
+
 from searchplay.llm.weights import model_digest
 from searchplay.selfplay.inputs import INPUTS_FILE, changed_inputs, code_digest, run_inputs, write_inputs
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_changed_inputs_names_what_differs_and_everything_without_a_record(tmp_path):
@@ -71,3 +77,37 @@ def test_a_run_with_a_held_out_curve_follows_its_benchmark_file(tmp_path):
     questions.write_text('{"question": "q2", "golden_answers": ["b"]}\n')
     assert _run_inputs(curve, get_variant("kg_wcr"), {})["data"] != before["curve"]
     assert _run_inputs(plain, get_variant("kg_wcr"), {})["data"] == before["plain"]  # no curve: not read
+
+
+def test_the_params_digest_holds_what_the_stage_reads_and_nothing_else(tmp_path):
+    """A run killed under ``dvc repro`` and an edit DVC would not re-run the stage for (``evaluate.n``, another
+    variant's section, MLflow's URI): the rerun continues. An edit to what the run reads starts over."""
+    from searchplay.config import load_params
+    from searchplay.selfplay.inputs import params_digest
+
+    def digest(variant: str = "kg_wcr", **overrides) -> str:
+        return params_digest(load_params(tmp_path / "absent.yaml", overrides), variant)
+
+    same = digest()
+    for unread in ({"evaluate.n": 7}, {"ssp.search_turns": 4}, {"tracking.uri": "sqlite:///x.db"},
+                   {"kg.num_seeds": 9}, {"selfplay.moments_on_disk": "on"}):
+        assert digest(**unread) == same, unread
+    for read in ({"selfplay.lr": 2e-6}, {"wcr.alpha": 0.45}, {"agent.max_turns": 3}, {"models.device": "cpu"},
+                 {"evaluate.seed": 5}, {"index.nprobes": 7}):
+        assert digest(**read) != same, read
+    assert digest("ssp", **{"ssp.search_turns": 4}) != digest("ssp")
+    unlisted = load_params(tmp_path / "absent.yaml", {})  # a variant run from the CLI alone: every section counts
+    assert params_digest(unlisted, "kg_template") == unlisted.digest()
+
+
+def test_the_params_digest_reads_the_keys_dvc_yaml_lists_for_each_self_play_stage():
+    from searchplay.config import load_params
+    from searchplay.selfplay.inputs import RUN_ONLY_PARAMS, STAGE_PARAMS
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, variant in load_params(ROOT / "params.yaml").pipeline.variants.items():
+        own = {f"${{item.params[{i}]}}": key for i, key in enumerate(variant.params)}
+        listed = {own.get(key, key) for key in stages["selfplay"]["do"]["params"]}
+        assert listed == {*STAGE_PARAMS, *variant.params}, name
+    phase_a = set(stages["eve_phase_a"]["do"]["params"])
+    assert phase_a <= {*STAGE_PARAMS, *RUN_ONLY_PARAMS, "eve"}  # Phase A reads less; its digest holds more

@@ -121,6 +121,9 @@ def test_run_logs_every_metric_refuses_to_overwrite_and_resumes_to_the_same_tota
     assert trainer.global_step == resumed_steps
     same = run_selfplay(params, "kg_wcr", 3, resume_if_unchanged=True, runtime=runtime)  # the DVC stage's mode
     assert len(same) == 3 and trainer.global_step == resumed_steps
+    unread = make_params(tmp_path, tiny_model_dir, batch_size=2, keep_checkpoints=2, **{"evaluate.n": 3})
+    kept = run_selfplay(unread, "kg_wcr", 3, resume_if_unchanged=True, runtime=runtime)  # not read: nothing to redo
+    assert len(kept) == 3 and trainer.global_step == resumed_steps
 
     changed = make_params(tmp_path, tiny_model_dir, batch_size=2, keep_checkpoints=2, clip_high=0.3)
     (manager.root / "old.json").write_text("{}\n")  # a file of the old run beside its checkpoints

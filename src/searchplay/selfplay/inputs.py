@@ -2,13 +2,14 @@
 
 The DVC stage runs ``searchplay selfplay --resume-if-unchanged``; its checkpoints (``<checkpoints>/<run>/resume/``)
 are no DVC output, so DVC leaves them between runs. The run's inputs go to
-``<checkpoints>/<run>/resume/resume_inputs.json`` before its first iteration: the params digest
-(``Params.digest``), the start model's weights and configuration, the state that pins a phase (a two-phase recipe's
-hand-off set), the package's code and the stage's data (the KG pool and the index's fingerprint: DVC runs the stage
-again when they change, and a run that resumed its old checkpoints would carry a model of the old data). A later
-run with the same inputs continues from the newest complete checkpoint; one whose inputs differ, or that finds no
-inputs file, removes the old checkpoints and starts at iteration 1, which is what DVC does to an output.
-``.dvcignore`` lists the file.
+``<checkpoints>/<run>/resume/resume_inputs.json`` before its first iteration: the digest of the params the stage
+reads (``params_digest``: those ``dvc.yaml`` lists for ``selfplay@<variant>``, so an edit DVC would not re-run the
+stage for, such as ``evaluate.n``, does not restart a killed run either), the start model's weights and
+configuration, the state that pins a phase (a two-phase recipe's hand-off set), the package's code and the stage's
+data (the KG pool and the index's fingerprint: DVC runs the stage again when they change, and a run that resumed its
+old checkpoints would carry a model of the old data). A later run with the same inputs continues from the newest
+complete checkpoint; one whose inputs differ, or that finds no inputs file, removes the old checkpoints and starts
+at iteration 1, which is what DVC does to an output. ``.dvcignore`` lists the file.
 """
 
 from __future__ import annotations
@@ -19,10 +20,36 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from searchplay.config import RESULT_NEUTRAL, Params
 from searchplay.io import code_digest, files_digest, write_json
 from searchplay.llm.weights import model_digest
 
 INPUTS_FILE = "resume_inputs.json"
+
+# the params keys every selfplay@<variant> stage lists in dvc.yaml (a test holds the two lists together), and the
+# device: DVC does not re-run a stage for it (same outputs on one machine), but a run is not continued on another
+STAGE_PARAMS = ("models.policy", "models.dtype", "models.embedder", "models.e5_prefixes", "models.embedder_dtype",
+                "warmstart.enabled", "agent", "judge", "search", "index.nprobes", "index.refine_factor",
+                "pipeline.launch", "selfplay", "wcr.casefold", "evaluate.data_dir", "evaluate.seed")
+RUN_ONLY_PARAMS = ("models.device",)
+
+
+def params_digest(params: Params, variant: str) -> str:
+    """A short hash of the params a self-play run of ``variant`` reads: ``STAGE_PARAMS``, ``RUN_ONLY_PARAMS`` and
+    the sections its ``pipeline.variants`` entry names, less ``RESULT_NEUTRAL``. A variant without an entry (one
+    run from the CLI alone) reads sections no list names: its digest is ``Params.digest``, every section."""
+    entry = params.pipeline.variants.get(variant)
+    if entry is None:
+        return params.digest()
+    dumped = params.model_dump(mode="json", exclude=RESULT_NEUTRAL)
+    picked = {key: _dotted_value(dumped, key) for key in sorted({*STAGE_PARAMS, *RUN_ONLY_PARAMS, *entry.params})}
+    return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _dotted_value(tree: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        tree = tree[part]
+    return tree
 
 
 def run_inputs(params_digest: str, start: str, pinned: dict[str, Any], data: Iterable[Path] = ()) -> dict[str, str]:

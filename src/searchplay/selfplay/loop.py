@@ -38,7 +38,7 @@ from searchplay.selfplay import phases
 from searchplay.selfplay.accuracy_plot import ACCURACY_PNG, draw_fresh_accuracy
 from searchplay.selfplay.checkpoint import CheckpointManager, read_state
 from searchplay.selfplay.distributed import Processes, sharded, sharded_judge
-from searchplay.selfplay.inputs import INPUTS_FILE, changed_inputs, run_inputs, write_inputs
+from searchplay.selfplay.inputs import INPUTS_FILE, changed_inputs, params_digest, run_inputs, write_inputs
 from searchplay.selfplay.replay import ReplayBuffer
 from searchplay.selfplay.seeding import seed_sampling
 from searchplay.selfplay.seeds import (
@@ -466,7 +466,7 @@ def _run_inputs(params: Params, variant: Variant, pinned: dict[str, Any]) -> dic
         from searchplay.selfplay.heldout import benchmark_splits
 
         data += benchmark_splits(params.evaluate.data_dir, params.selfplay.eval_benchmark)
-    return run_inputs(params.digest(), start, pinned, data)
+    return run_inputs(params_digest(params, variant.name), start, pinned, data)
 
 
 def _what_to_resume(manager: CheckpointManager, inputs: dict[str, str], resume: bool,
