@@ -151,3 +151,16 @@ def test_the_counts_the_readme_states_are_the_committed_runs():
     histories = read_histories(REPORTS / "selfplay")
     for stated_share, variant in zip(shares.groups(), ("kg_wcr", "gdcr"), strict=True):
         assert int(stated_share) == round(100 * _mean_finite(histories[variant], "filter/gold_checked_rate"))
+
+
+@pytest.mark.skipif(not COMPARE.is_file(), reason="no committed comparison report")
+def test_the_number_of_paired_tests_and_the_p_values_the_readme_names_are_the_committed_report_s():
+    metrics = json.loads(COMPARE.read_text())
+    p_values = {key: value for key, value in metrics.items() if key.endswith(("_p", ".p"))}
+    summary = run_summary()
+    stated = re.search(r"of the report's (\d+) paired tests", summary)
+    assert stated and int(stated[1]) == len(p_values)
+    assert round(metrics["behaviour.ssp_vs_warmstart.pooled.searches_p"], 3) == 0.031
+    assert round(metrics["coverage.warmstart_eve_vs_warmstart.kg_heldout.bridges_p"], 3) == 0.049
+    assert "ssp's fewer pooled searches, p = 0.031" in summary and "fewer bridge entities, p = 0.049" in summary
+    assert metrics["behaviour.warmstart_eve_vs_warmstart.kg_heldout.answers_changed"] == 122

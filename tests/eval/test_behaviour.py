@@ -3,6 +3,7 @@ import json
 from searchplay.eval.behaviour import (
     Answer,
     BehaviourComparison,
+    behaviour_metrics,
     behaviour_note,
     compare_behaviour,
     compare_behaviours,
@@ -88,3 +89,27 @@ def test_answer_found_is_paired_by_question_not_by_totals():
     assert (scoped.found_only_a, scoped.found_only_b, scoped.found_p) == (7, 0, 2 / 2**7)
     assert behaviour_note(scoped, "KG").endswith(
         "kg_wcr's searches find the answer more often (paired, exact McNemar).")
+
+
+def test_a_record_that_does_not_say_whether_its_search_found_the_answer_is_left_out_of_that_count(tmp_path):
+    """Records written before ``answer_retrieved`` existed say nothing: pairing them as "not found" against a
+    newer evaluation's would invent a significant difference."""
+    _write(tmp_path, "kg_wcr", "kg", [{"id": i, "prediction": "x", "answer_retrieved": True} for i in range(8)])
+    _write(tmp_path, "warmstart", "kg", [{"id": i, "prediction": "x"} for i in range(6)]
+           + [{"id": i, "prediction": "x", "answer_retrieved": False} for i in (6, 7)])
+    [scoped, _] = compare_behaviours(read_answers(tmp_path, ["kg_wcr", "warmstart"]), "kg")
+    assert (scoped.n, scoped.found_n, scoped.found_only_a, scoped.found_only_b, scoped.found_p) == (8, 2, 2, 0, 0.5)
+    assert "(2 vs 0 of 2; not recorded for 6 of 8), p = 0.5: no evidence" in behaviour_note(scoped, "KG")
+    assert behaviour_metrics(scoped)["behaviour.kg_wcr_vs_warmstart.kg.found_n"] == 2
+
+
+def test_answers_changed_reads_each_evaluations_own_normalization(tmp_path):
+    """Under ``evaluate.normalization: unicode`` EM scores "Gödel" and "Godel" alike: so does "answers changed"."""
+    for model, answer in (("kg_wcr", "Gödel"), ("warmstart", "Godel")):
+        _write(tmp_path, model, "kg", [{"id": 1, "prediction": answer}])
+        (tmp_path / model / "run.json").write_text(json.dumps({"normalization": "unicode"}))
+    [scoped, _] = compare_behaviours(read_answers(tmp_path, ["kg_wcr", "warmstart"]), "kg")
+    assert scoped.answers_changed == 0
+    (tmp_path / "kg_wcr" / "run.json").write_text(json.dumps({"normalization": "squad"}))
+    [scoped, _] = compare_behaviours(read_answers(tmp_path, ["kg_wcr", "warmstart"]), "kg")
+    assert scoped.answers_changed == 1

@@ -50,7 +50,11 @@ def test_the_summary_reads_the_written_glance_table_back():
     still = PairTests("gdcr", "warmstart", 100, {"correct": Counted(1, 0, 1.0), "searches": Counted(0, 0, 1.0),
                                                 "found": Counted(1, 0, 1.0), "coverage": Counted(2, 4, 0.69)})
     accuracy = Table("Judge accuracy (0-100)", ["model", "NQ"], [["kg_wcr", 1.5]])
-    markdown = to_markdown([accuracy, glance_table([moved, still], "kg_heldout")], "Models compared", ["models: x"])
+    table = glance_table([moved, still], "kg_heldout", 40)
+    assert table.notes[-1].startswith("No correction for multiple tests") and "holds 7 tests" in table.notes[-1]
+    assert "below 40; were nothing different, about 1 in 20 would still fall below 0.05 (2.0 of the 40)" in \
+        table.notes[-1]
+    markdown = to_markdown([accuracy, table], "Models compared", ["models: x"])
     assert glance_summary(markdown) == [
         "At a glance: paired tests on KG held-out (counts: A / B, with the exact test's p)",
         "  kg_wcr vs warmstart, 100 questions: searches more; names more of the path; correctness: no difference shown",

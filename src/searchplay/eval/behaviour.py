@@ -4,12 +4,13 @@ The exact McNemar test (``searchplay.eval.paired``) reads only the questions who
 self-play run can change much more than that: other answers, more or fewer searches. This module pairs two
 models' predictions on the same questions and counts
 
-- **answers changed**: the normalized final answer differs (SQuAD normalization, as EM);
+- **answers changed**: the normalized final answer differs (the evaluation's ``evaluate.normalization``, as EM);
 - **searches**: how many questions A searched more often than B, fewer times, as often; with the exact
   two-sided sign test of more against fewer (ties left out), the same binomial test as McNemar's;
 - **answer found**: whether a document the model's own searches returned holds a gold answer (the record's
   ``answer_retrieved``, FlashRAG's retrieval recall per question): the questions where only A's searches found
-  it and those where only B's did, with exact McNemar. It separates finding the answer from reading it out.
+  it and those where only B's did, with exact McNemar. It separates finding the answer from reading it out. A
+  record without the field (written before it existed) says nothing: its question is left out of this count.
 
 A run whose answers did not change did not learn anything an evaluation can see; a run whose searches moved
 one way, beyond the sign test's noise, changed its behaviour, whether or not correctness followed. Pure
@@ -43,7 +44,7 @@ class Answer:
 
     answer: str  # normalized final answer ('' when the model gave none)
     searches: int
-    found: bool = False  # a document its own searches returned holds a gold answer
+    found: bool | None = None  # a document its own searches returned holds a gold answer (None: not recorded)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class BehaviourComparison:
     found_only_b: int
     found_a: int  # questions where A's searches returned a gold answer
     found_b: int
+    found_n: int | None = None  # questions whose records both say whether a search found it (None: all n)
 
     @property
     def label(self) -> str:
@@ -74,15 +76,22 @@ class BehaviourComparison:
         return mcnemar_exact(self.more_searches, self.fewer_searches)
 
     @property
+    def found_of(self) -> int:
+        """The questions the answer-found counts are of: ``found_n``, or every question paired."""
+        return self.n if self.found_n is None else self.found_n
+
+    @property
     def found_p(self) -> float:
         """Exact McNemar of the questions only A's searches found the answer for against those only B's did."""
         return mcnemar_exact(self.found_only_a, self.found_only_b)
 
 
-def answer_of(record: Mapping[str, Any]) -> Answer:
-    """The normalized prediction, search count and answer-found flag of one prediction record."""
-    return Answer(normalize_answer(record.get("prediction") or ""), int(record.get("num_searches") or 0),
-                  bool(record.get("answer_retrieved")))
+def answer_of(record: Mapping[str, Any], normalization: str = "squad") -> Answer:
+    """The prediction normalized as its EM was (``normalization``), search count and answer-found flag (None
+    where the record does not say) of one prediction record."""
+    found = record.get("answer_retrieved")
+    return Answer(normalize_answer(record.get("prediction") or "", normalization),
+                  int(record.get("num_searches") or 0), None if found is None else bool(found))
 
 
 def evaluated_records(eval_dir: str | Path, model: str) -> Iterator[tuple[Question, dict[str, Any]]]:
@@ -112,7 +121,9 @@ def read_answers(eval_dir: str | Path, models: Iterable[str]) -> dict[str, dict[
     model without predictions is left out."""
     answers = {}
     for model in models:
-        found = {question: answer_of(record) for question, record in evaluated_records(eval_dir, model)}
+        run = Path(eval_dir) / model / "run.json"
+        normalization = read_json(run).get("normalization", "squad") if run.is_file() else "squad"
+        found = {question: answer_of(record, normalization) for question, record in evaluated_records(eval_dir, model)}
         if found:
             answers[model] = found
     return answers
@@ -122,15 +133,18 @@ def compare_behaviour(model_a: str, answers_a: Mapping[Question, Answer], model_
                       answers_b: Mapping[Question, Answer], scope: str) -> BehaviourComparison:
     """Pair two models' answers on the questions both answered (the intersection only).
 
-    >>> a = {("kg", "1"): Answer("europe", 2, True), ("kg", "2"): Answer("china", 3), ("kg", "3"): Answer("asia", 1)}
-    >>> b = {("kg", "1"): Answer("europe", 1), ("kg", "2"): Answer("beijing", 1), ("kg", "3"): Answer("asia", 1)}
+    >>> a = {("kg", "1"): Answer("europe", 2, True), ("kg", "2"): Answer("china", 3, False),
+    ...      ("kg", "3"): Answer("asia", 1)}
+    >>> b = {("kg", "1"): Answer("europe", 1, False), ("kg", "2"): Answer("beijing", 1, False),
+    ...      ("kg", "3"): Answer("asia", 1, False)}
     >>> c = compare_behaviour("a", a, "b", b, "kg")
     >>> (c.n, c.answers_changed, c.more_searches, c.fewer_searches, c.mean_searches_a, c.searches_p)
     (3, 1, 2, 0, 2.0, 0.5)
-    >>> (c.found_only_a, c.found_only_b, c.found_a, c.found_b, c.found_p)
-    (1, 0, 1, 0, 1.0)
+    >>> (c.found_only_a, c.found_only_b, c.found_a, c.found_b, c.found_n, c.found_p)  # "3": a's record does not say
+    (1, 0, 1, 0, 2, 1.0)
     """
     pairs = [(answers_a[q], answers_b[q]) for q in answers_a.keys() & answers_b.keys()]
+    known = [(a, b) for a, b in pairs if a.found is not None and b.found is not None]
     n = len(pairs)
     return BehaviourComparison(
         model_a, model_b, scope, n=n,
@@ -139,9 +153,9 @@ def compare_behaviour(model_a: str, answers_a: Mapping[Question, Answer], model_
         fewer_searches=sum(a.searches < b.searches for a, b in pairs),
         mean_searches_a=sum(a.searches for a, _ in pairs) / n if n else float("nan"),
         mean_searches_b=sum(b.searches for _, b in pairs) / n if n else float("nan"),
-        found_only_a=sum(a.found and not b.found for a, b in pairs),
-        found_only_b=sum(b.found and not a.found for a, b in pairs),
-        found_a=sum(a.found for a, _ in pairs), found_b=sum(b.found for _, b in pairs))
+        found_only_a=sum(a.found and not b.found for a, b in known),
+        found_only_b=sum(b.found and not a.found for a, b in known),
+        found_a=sum(bool(a.found) for a, _ in known), found_b=sum(bool(b.found) for _, b in known), found_n=len(known))
 
 
 def compare_behaviours(answers: Mapping[str, Mapping[Question, Answer]], benchmark: str,
@@ -169,7 +183,7 @@ def behaviour_metrics(comparison: BehaviourComparison) -> dict[str, float]:
               "mean_searches_a": comparison.mean_searches_a, "mean_searches_b": comparison.mean_searches_b,
               "searches_p": comparison.searches_p, "found_only_a": comparison.found_only_a,
               "found_only_b": comparison.found_only_b, "found_a": comparison.found_a, "found_b": comparison.found_b,
-              "found_p": comparison.found_p}
+              "found_n": comparison.found_of, "found_p": comparison.found_p}
     return {f"{prefix}.{name}": value for name, value in fields.items()}
 
 
@@ -209,11 +223,13 @@ def found_note(comparison: BehaviourComparison) -> str:
     a, b = comparison.model_a, comparison.model_b
     if not (comparison.found_a or comparison.found_b):
         return ""
+    unrecorded = f"; not recorded for {comparison.n - comparison.found_of} of {comparison.n}" \
+        if comparison.found_of < comparison.n else ""
     if not (comparison.found_only_a or comparison.found_only_b):
         return f" Both models' searches found a gold answer on the same {questions_phrase(comparison.found_a)}."
     head = (f" Its searches found a gold answer on {questions_phrase(comparison.found_only_a)} where {b}'s did not "
             f"and missed it on {comparison.found_only_b} where they did ({comparison.found_a} vs {comparison.found_b} "
-            f"of {comparison.n}), {p_phrase(comparison.found_p)}")
+            f"of {comparison.found_of}{unrecorded}), {p_phrase(comparison.found_p)}")
     if direction := called_direction(comparison.found_only_a, comparison.found_only_b, comparison.found_p):
         return f"{head}: {a}'s searches find the answer {'more' if direction > 0 else 'less'} often (paired, exact " \
             "McNemar)."

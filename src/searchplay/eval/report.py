@@ -275,8 +275,8 @@ def reading_notes(models: dict[str, dict[str, float]], columns: list[str], score
             continue
         if max(low for _, low, _, _ in intervals) <= min(high for _, _, high, _ in intervals):
             notes.append(f"{LABELS.get(column, column)}: the scores differ, but every model's interval overlaps every "
-                         "other's, so these intervals show no model better than another; the paired tests below, on "
-                         "the questions both models answered, can.")
+                         "other's, so these intervals show no model better than another (the paired tests below "
+                         "read KG held-out and every benchmark pooled, not this column alone).")
     return notes
 
 
@@ -577,11 +577,11 @@ def behaviour_table(comparisons: list[BehaviourComparison], correct: dict[str, d
     caption = ("The same pairs and questions as the paired comparisons, read for what changed rather than for "
                "correctness: a training run whose answers did not change left nothing an evaluation can see.")
     notes = [behaviour_note(c, scope) for c, scope in zip(comparisons, scopes, strict=True)]
-    notes.append("answers changed: the final answer differs after SQuAD normalization (as EM); A searched more / "
-                 "less: questions where A made more / fewer search calls than B; sign test p: exact two-sided "
-                 "binomial test of more against fewer (ties left out), p = 1/2; answer found: a document the "
-                 "model's own searches returned holds a gold answer (the per-question retrieval recall); only A / "
-                 "only B: the questions where one model's searches found it and the other's did not, with exact "
+    notes.append("answers changed: the final answer differs after the evaluation's normalization (as EM); A "
+                 "searched more / less: questions where A made more / fewer search calls than B; sign test p: exact "
+                 "two-sided binomial test of more against fewer (ties left out), p = 1/2; answer found: a document "
+                 "the model's own searches returned holds a gold answer (the per-question retrieval recall); only "
+                 "A / only B: the questions where one model's searches found it and the other's did not, with exact "
                  "McNemar. Finding the answer is not reading it out: the judge-accuracy table says how often it "
                  "was.")
     notes.append("One training run per model: a paired test says this checkpoint differs from its start on these "
@@ -774,9 +774,10 @@ def score_tables(variants: dict[str, dict[str, float]], columns: list[str], base
     return tables
 
 
-def glance_table(pairs: list[PairTests], scope: str) -> Table | None:
-    """"At a glance": each pair's four paired tests in one row (``searchplay.eval.glance``); None when
-    nothing was paired."""
+def glance_table(pairs: list[PairTests], scope: str, tests_in_report: int) -> Table | None:
+    """"At a glance": each pair's four paired tests in one row (``searchplay.eval.glance``), and how many tests
+    the report runs in all (``tests_in_report``: none is corrected for the others); None when nothing was
+    paired."""
     if not pairs:
         return None
     where = LABELS.get(scope, "all benchmarks pooled")
@@ -786,10 +787,24 @@ def glance_table(pairs: list[PairTests], scope: str) -> Table | None:
                "searches returned holds a gold answer, whether or not the model then answered with it. Path "
                "coverage is the share of the question's KG path that the reasoning names (KG-paths Eq. 5), the "
                "quantity WCR pays for. The sections below give each test in full, on the benchmarks pooled too.")
+    shown = sum(test is not None for pair in pairs for test in pair.tests.values())
     notes = ["One training run per model: a difference says this checkpoint differs from its start on these "
-             "questions, not that another seed of the same training would."]
+             "questions, not that another seed of the same training would.",
+             f"No correction for multiple tests: each p is read alone at p < {SIGNIFICANCE}. This table holds "
+             f"{shown} tests and the paired sections below {tests_in_report}; were nothing different, about 1 in "
+             f"{round(1 / SIGNIFICANCE)} would still fall below {SIGNIFICANCE} ({tests_in_report * SIGNIFICANCE:.1f} "
+             f"of the {tests_in_report}), so a lone p just under {SIGNIFICANCE} is weak evidence."]
     return Table(f"At a glance: paired tests on {where}", GLANCE_HEADER, glance_rows(pairs), caption=caption,
                  notes=notes)
+
+
+def paired_test_count(comparisons: list[PairedComparison], behaviours: list[BehaviourComparison],
+              coverages: list[CoverageComparison]) -> int:
+    """How many exact tests the paired sections run: the p-values among their metrics."""
+    keys = [*(key for c in comparisons for key in comparison_metrics(c)),
+            *(key for b in behaviours for key in behaviour_metrics(b)),
+            *(key for c in coverages for key in coverage_metrics(c))]
+    return sum(key.endswith(("_p", ".p")) for key in keys)
 
 
 def _compared_models(eval_dir: str | Path, models: Collection[str] | None) -> dict[str, dict[str, float]]:
@@ -848,7 +863,7 @@ def compare_variants(eval_dir: str | Path, out: str | Path, selfplay_dir: str | 
                                         hops_table(variants)) if table]
     scope = KG_HELDOUT if any(b.scope == KG_HELDOUT for b in behaviours) else POOLED
     pairs = pair_tests(comparisons, behaviours, coverages, scope)
-    glance = glance_table(pairs, scope)
+    glance = glance_table(pairs, scope, paired_test_count(comparisons, behaviours, coverages))
     tables[:0] = [glance] if glance else []
     preamble = [f"models: {', '.join(variants)} (base = models.policy, warmstart = the warm-start checkpoint, "
                 "the rest = each recipe's warm-start, or each variant after self-play)",
