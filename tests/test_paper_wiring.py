@@ -132,7 +132,7 @@ def test_the_judge_asks_the_served_model(cluster):
     verdict = judge.judge("What is the capital of France?", "Paris", ["City of Light"])  # no exact match: LLM
     assert (verdict.correct, verdict.method) == (True, "llm")
     [(path, body)] = Cluster.requests
-    assert (path, body["model"]) == ("/v1/chat/completions", "Qwen/Qwen2.5-72B-Instruct")
+    assert (path, body["model"]) == ("/v1/chat/completions", "Qwen/Qwen2.5-32B-Instruct")
 
 
 def test_the_relation_selector_asks_the_served_model(cluster):

@@ -211,7 +211,8 @@ class AgentConfig(Section):
     max_turns: int = Field(10, ge=1, description="interaction rounds per rollout (papers: 10)")
     max_prompt_tokens: int = Field(4096, ge=16, description="prompt budget (papers: 4096)")
     max_response_tokens: int = Field(8192, ge=16, description="whole-trajectory budget (papers: 8192)")
-    max_turn_tokens: int = Field(512, ge=8, description="new tokens per generation call")
+    max_turn_tokens: int = Field(512, ge=8, description="new tokens per generation call (the papers and the SSP "
+                                 "code: no cap but what is left of max_response_tokens; params.paper.yaml: 8192)")
     temperature: float = Field(1.0, ge=0, description="rollout temperature (papers: 1.0)")
     top_p: float = Field(1.0, gt=0, le=1)
     rollout_dtype: Literal["auto", "model", "float32", "bfloat16", "float16"] = Field(
@@ -284,7 +285,7 @@ class SelfplayConfig(Section):
         "both", description="SSP Table 2: 'both' is self-play; 'solver' (Solver-Only) or 'proposer' (Proposer-Only) "
         "trains that role alone against its opponent frozen at the start weights")
     proposer_mini_batches: int = Field(1, ge=1, description="optimizer steps per iteration on the Proposer samples "
-                                       "(SSP code: 256 proposals / mini-batch 128 x n=1 -> 1)")
+                                       "(SSP code: verl's mini-batch 128 x rollout.n 5 = 640 >= 256 proposals -> 1)")
     solver_mini_batches: int = Field(2, ge=1, description="optimizer steps per iteration on the Solver samples "
                                      "(SSP code: 256 x 5 rollouts / mini-batch 128 x 5 -> 2)")
     lr: float = Field(1e-6, gt=0, description="actor learning rate (papers: 1e-6)")
@@ -333,7 +334,8 @@ class SelfplayConfig(Section):
     eval_kg_n: int | None = Field(None, ge=1, description="kg_heldout questions per held-out evaluation (None: all)")
     adv_eps: float = Field(1e-6, gt=0, description="epsilon in (r - mean) / (std + eps) (verl: 1e-6)")
     proposer_baseline: Literal["none", "batch_mean"] = Field(
-        "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open)")
+        "none", description="REINFORCE baseline b (SSP code: none; KG Eq. 9 leaves b open); batch_mean averages "
+        "every proposal's reward, a rejected one's 0 included, which gives rejected proposals a negative advantage")
     loss_agg_mode: Literal["seq-mean-token-mean", "token-mean", "seq-mean-token-sum"] = Field(
         "seq-mean-token-mean", description="policy/KL loss aggregation (papers' objective; the SSP code's "
         "one-sequence micro-batches amount to it); verl's token-mean and seq-mean-token-sum as options")

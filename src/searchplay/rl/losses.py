@@ -18,7 +18,8 @@ LOSS_AGG_MODES = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum")
 
 def policy_loss_terms(logprobs: Any, old_logprobs: Any, advantages: Any, clip_low: float = 0.2,
                       clip_high: float = 0.285, clip_ratio_c: float = 3.0) -> tuple[Any, Any]:
-    """Per-token clipped surrogate loss -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A) (KG-paths Eq. 7/11).
+    """Per-token clipped surrogate loss -min(rho A, clip(rho, 1-eps_low, 1+eps_high) A): KG-paths Eq. 7/11's PPO
+    clip with one epsilon, made asymmetric as in the SSP code (clip-high 0.285, docs/decisions/rl.md L1).
 
     rho = pi_theta / pi_old per token. For A < 0 verl's dual clip also caps the loss at -c * A.
     Returns (loss per token, 1.0 where the clipped branch was taken).
