@@ -191,7 +191,7 @@ def test_the_pipeline_ends_with_the_report_s_glance(tmp_path, monkeypatch):
     pair = PairTests("warmstart", "base", 3, {"correct": Counted(0, 0, 1.0), "searches": Counted(3, 0, 0.25),
                                              "found": Counted(0, 0, 1.0), "coverage": Counted(3, 0, 0.25)})
     (tmp_path / "reports/compare").mkdir(parents=True)
-    (tmp_path / "reports/compare/compare.md").write_text(to_markdown([glance_table([pair], "kg_heldout")], "x", []))
+    (tmp_path / "reports/compare/compare.md").write_text(to_markdown([glance_table([pair], "kg_heldout", 4)], "x", []))
     ran: dict[str, float] = {}
     monkeypatch.setattr(pipeline, "run", lambda *args, **kwargs: ran)
 
