@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,41 @@ def test_overrides_win_and_are_validated(tmp_path):
     assert load_params(path, {"wcr.alpha": 0.5}).wcr.alpha == 0.5
     with pytest.raises(ConfigError):
         load_params(path, {"wcr.alpha": "high"})
+
+
+def test_an_override_to_null_is_applied_not_dropped(tmp_path):
+    """`--set index.embedding_cache=null` turns the cache off (docs/usage.md); it was dropped as if not given."""
+    key, value = parse_override("index.embedding_cache=null")
+    assert load_params(tmp_path / "absent.yaml", {key: value}).index.embedding_cache is None
+    with pytest.raises(ConfigError, match=r"the command line: selfplay\.iterations"):
+        load_params(tmp_path / "absent.yaml", {"selfplay.iterations": None})
+
+
+def test_an_empty_benchmark_list_is_refused_before_a_model_loads(tmp_path):
+    """`evaluate --benchmarks ,` loaded the model and wrote an empty metrics.json."""
+    with pytest.raises(ConfigError, match=r"the command line: evaluate\.benchmarks"):
+        load_params(tmp_path / "absent.yaml", {"evaluate.benchmarks": []})
+
+
+def test_a_mistake_on_the_command_line_is_not_blamed_on_the_params_file(tmp_path):
+    from searchplay.model_paths import selfplay_variants
+
+    path = write(tmp_path, "wcr:\n  alpha: 0.3\n")
+    for overrides, said in (({"bogus.x": 1}, "unknown key 'bogus'"), ({"eve.bogus": 1}, "unknown key 'eve.bogus'"),
+                            ({"kg.min_hops": 5, "kg.max_hops": 3}, "kg: Value error, min_hops (5)"),
+                            ({"selfplay.variant": "nope"}, "selfplay.variant: expected one of")):
+        with pytest.raises(ConfigError) as raised:
+            load_params(path, overrides, variants=selfplay_variants())
+        assert str(raised.value).startswith(f"the command line: {said}"), str(raised.value)
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: unknown key 'bogus'"):
+        load_params(write(tmp_path, "bogus: 1\n"), {"kg.num_seeds": 3})
+
+
+def test_a_date_yaml_cannot_build_is_a_configuration_error(tmp_path):
+    with pytest.raises(ConfigError, match="2001-02-30"):
+        parse_override("selfplay.iterations=2001-02-30")
+    with pytest.raises(ConfigError, match="a value YAML cannot read"):
+        load_params(write(tmp_path, "selfplay:\n  iterations: 2001-02-30\n"))
 
 
 def test_parse_override():

@@ -92,6 +92,16 @@ def test_a_stopped_stream_stops_the_command_and_the_processes_it_started(tmp_pat
     assert not group_alive(group)
 
 
+def test_a_missing_or_malformed_quick_profile_is_a_configuration_error_naming_it(tmp_path):
+    from searchplay.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"nofile\.yaml: no such quick profile"):
+        pipeline.quick_profile(tmp_path / "nofile.yaml")
+    (tmp_path / "bad.yaml").write_text("rows: [3\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: not valid YAML"):
+        pipeline.quick_profile(tmp_path / "bad.yaml")
+
+
 def test_a_run_while_a_flow_holds_the_workspace_is_refused_at_once(repo):
     """A Prefect flow run edits params.yaml for its duration and writes dvc.lock: a pipeline beside it would
     read the flow's overrides, or put its own params.yaml back over them, so it stops before DVC starts."""

@@ -396,7 +396,7 @@ class SspConfig(Section):
 class EvaluateConfig(Section):
     benchmarks: list[str] = Field(default_factory=lambda: ["nq", "triviaqa", "popqa", "hotpotqa",
                                                            "2wikimultihopqa", "musique", "bamboogle",
-                                                           "kg_heldout"],
+                                                           "kg_heldout"], min_length=1,
                                   description="the seven papers' benchmarks, plus kg_heldout (also: fanoutqa)")
     data_dir: str = Field("data/benchmarks", description="FlashRAG-format JSONL folder, <name>/{test,dev}.jsonl "
                           "(shipped in the repo; relative to the working directory)")
@@ -643,6 +643,12 @@ def _dotted(error: dict[str, Any]) -> str:
     return ".".join(str(part) for part in error["loc"])
 
 
+def _source(key: str, given: Collection[str], path: str) -> str:
+    """Where a bad value at dotted ``key`` came from: the command line where it set that key or one inside it
+    (an unknown ``--set bogus.x``, a section's check of a key ``--set`` changed), else the params file."""
+    return "the command line" if any(g == key or g.startswith(f"{key}.") for g in given) else path
+
+
 def _describe(error: dict[str, Any], source: str) -> str:
     key = _dotted(error) or "<root>"
     kind = error["type"]
@@ -672,16 +678,17 @@ def top_level_keys() -> str:
     return ", ".join(sorted([*Params.model_fields, *RECIPE_SECTIONS]))
 
 
-def recipe_section_errors(tree: dict[str, Any], source: str) -> list[str]:
+def recipe_section_errors(tree: dict[str, Any], source: str, given: Collection[str] = ()) -> list[str]:
     """Each registered recipe section of ``tree`` checked by its model, and each key that is no section: the
-    messages ``_describe`` gives the shared sections' errors."""
-    messages = [f"{source}: unknown key '{key}'; keys allowed in 'top level': {top_level_keys()}"
+    messages ``_describe`` gives the shared sections' errors (``given``: the keys the command line set)."""
+    messages = [f"{_source(key, given, source)}: unknown key '{key}'; keys allowed in 'top level': {top_level_keys()}"
                 for key in sorted(set(tree) - set(Params.model_fields) - set(RECIPE_SECTIONS))]
     for name, model in RECIPE_SECTIONS.items():
         try:
             model.model_validate(tree.get(name) or {})
         except ValidationError as exc:
-            messages += [_describe({**err, "loc": (name, *err["loc"])}, source) for err in exc.errors()]
+            located = [{**err, "loc": (name, *err["loc"])} for err in exc.errors()]
+            messages += [_describe(err, _source(_dotted(err), given, source)) for err in located]
     return messages
 
 
@@ -754,32 +761,31 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
             if key in (layer.get(section) or {}) and isinstance(tree.get(section), dict):
                 tree[section].pop(key, None)
         deep_merge(tree, layer)
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            set_dotted(tree, key, value)
-    messages = recipe_section_errors(tree, str(path))
+    for key, value in (overrides or {}).items():  # None too: `--set index.embedding_cache=null` turns it off
+        set_dotted(tree, key, value)
+    messages = recipe_section_errors(tree, str(path), set(overrides or {}))
     try:
         params = Params.model_validate({k: v for k, v in tree.items() if k in Params.model_fields or
                                         (k in RECIPE_SECTIONS and not messages)})
     except ValidationError as exc:
-        given = {key for key, value in (overrides or {}).items() if value is not None}  # a flag or --set
-        messages = [_describe(err, "the command line" if _dotted(err) in given else str(path))
-                    for err in exc.errors()] + messages
+        given = set(overrides or {})  # a flag or --set
+        messages = [_describe(err, _source(_dotted(err), given, str(path))) for err in exc.errors()] + messages
     if messages:
         raise ConfigError("\n".join(messages))
     if variants is not None:
-        check_variants(params, variants, str(path))
+        check_variants(params, variants, str(path), set(overrides or {}))
     return params
 
 
-def check_variants(params: Params, registered: Collection[str], source: str) -> None:
+def check_variants(params: Params, registered: Collection[str], source: str, given: Collection[str] = ()) -> None:
     """A ``ConfigError`` naming the registered variants unless ``selfplay.variant`` and every key of
-    ``pipeline.variants`` is one of ``registered`` (in the order given)."""
+    ``pipeline.variants`` is one of ``registered`` (in the order given); ``given``: the keys the command line set
+    (``--variant``, ``--set``), which its message then names instead of ``source``."""
     names = list(registered)
     problems = []
     if params.selfplay.variant not in names:
-        problems.append(f"{source}: selfplay.variant: expected one of {', '.join(map(repr, names))}; got "
-                        f"{params.selfplay.variant!r}")
+        problems.append(f"{_source('selfplay.variant', given, source)}: selfplay.variant: expected one of "
+                        f"{', '.join(map(repr, names))}; got {params.selfplay.variant!r}")
     unknown = sorted(set(params.pipeline.variants) - set(names))
     if unknown:
         problems.append(f"{source}: pipeline.variants: unknown variants {unknown}; allowed: {sorted(names)}")
@@ -800,6 +806,8 @@ def read_params_tree(path: Path, empty_ok: bool = True) -> dict[str, Any]:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
         raise ConfigError(f"{path}: not valid YAML{line}: {getattr(exc, 'problem', None) or exc}") from None
+    except ValueError as exc:  # YAML that parses but cannot be built, e.g. the date 2001-02-30
+        raise ConfigError(f"{path}: a value YAML cannot read: {exc}") from None
     if tree is None:
         if not empty_ok:
             raise ConfigError(f"{path}: the file is empty; give the sections to change (e.g. selfplay: "
@@ -825,4 +833,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError(f"override {text!r}: expected KEY=VALUE, e.g. selfplay.iterations=3")
     key, raw = text.split("=", 1)
-    return key.strip(), yaml.safe_load(raw)
+    try:
+        return key.strip(), yaml.safe_load(raw)
+    except ValueError as exc:  # YAML that parses but cannot be built, e.g. the date 2001-02-30
+        raise ConfigError(f"override {text!r}: {exc}") from None

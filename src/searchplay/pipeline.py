@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from searchplay.config import PROFILE_REMOVE, _flatten, has_dotted, read_params_tree
+from searchplay.config import PROFILE_REMOVE, ConfigError, _flatten, has_dotted, read_params_tree
 from searchplay.io import exclusive_outputs, put_back_after_a_kill, restored_afterwards
 
 WORKSPACE_LOCK = "flows"  # `.flows.lock`: one run at a time edits params.yaml and dvc.lock (the Prefect flows too)
@@ -39,8 +39,11 @@ def stage_environment() -> dict[str, str]:
 
 
 def quick_profile(path: str | Path) -> tuple[dict[str, Any], list[str]]:
-    """``params.quick.yaml`` as (dotted key -> value, the dotted keys it removes)."""
-    tree = yaml.safe_load(Path(path).read_text()) or {}
+    """``params.quick.yaml`` as (dotted key -> value, the dotted keys it removes); a missing or malformed file
+    is a ``ConfigError`` naming it (exit 2: a retry reads the same file)."""
+    if not Path(path).is_file():
+        raise ConfigError(f"{path}: no such quick profile (pipeline.quick names it)")
+    tree = read_params_tree(Path(path))
     removed = [str(key) for key in tree.pop(PROFILE_REMOVE, None) or []]
     return dict(_flatten(tree)), removed
 

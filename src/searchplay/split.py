@@ -49,7 +49,11 @@ def split_of(subgraph_id: str, heldout_share: float, warmstart_share: float) -> 
 
 
 def record_split(record: dict[str, Any], where: str = "subgraphs.jsonl") -> Split:
-    """The ``split`` field of a subgraph record; a clear error for pools written before the split existed."""
+    """The ``split`` field of a subgraph record; a clear error for pools written before the split existed, and for
+    a line that is no record at all."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: a line holds {type(record).__name__} {str(record)[:40]!r}, not a subgraph "
+                         "record; regenerate the pool with `searchplay kg extract`")
     split = record.get("split")
     if split not in SPLITS:
         raise ValueError(f"{where}: subgraph {record.get('id')!r} has split {split!r}, expected one of {SPLITS}; "

@@ -287,6 +287,11 @@ def test_a_cut_input_or_a_mistyped_model_is_named_not_blamed_on_pair(tmp_path):
     code, said = output("--models", "all")
     assert code == 2 and "report error:" in said and "kg_wcr/metrics.json: not valid JSON" in said
     assert "--pair" not in said and not (tmp_path / "compare").exists()
+    metrics.write_text("[]")
+    code, said = output("--models", "all")
+    assert code == 2 and "kg_wcr/metrics.json: not a JSON object of metrics" in said and "Traceback" not in said
+    code, said = output("--eval-dir", str(tmp_path / "nothing evaluated"))  # exit 2: a retry finds the same
+    assert code == 2 and "report error: no <variant>/metrics.json under" in said
 
 
 def test_a_pair_compares_its_models_though_the_params_do_not_name_them(tmp_path):

@@ -198,6 +198,18 @@ def test_run_failing_midway_keeps_the_previous_store(tmp_path, tiny_dump, monkey
     assert GraphStore(out / "store").node("Q1").label == "Item 0"
 
 
+def test_a_pool_written_elsewhere_keeps_its_store_beside_it_not_in_the_projects(tmp_path, tiny_dump):
+    """`kg extract --out DIR` without --dump wrote its store to kg.store_dir, the project's (a DVC output), so the
+    project's pool no longer matched its store."""
+    project = _previous_run(tmp_path, tiny_dump)  # kg.out_dir with its store, as the kg stage leaves it
+    other = tmp_path / "other"
+    result = CliRunner().invoke(app, ["--set", f"kg.out_dir={project}", "--set", f"kg.store_dir={project / 'store'}",
+                                      "kg", "extract", "--out", str(other), "--selector", "random", "--num-seeds", "5"])
+    assert result.exit_code == 0, result.output
+    _assert_previous_run_intact(project)
+    assert GraphStore(other / "store").count("entities") > 50 and len(list(read_jsonl(other / "subgraphs.jsonl"))) == 5
+
+
 def test_successful_run_replaces_the_store(tmp_path, tiny_dump):
     from searchplay.assets import bundled_sample_path
 

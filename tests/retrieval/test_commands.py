@@ -71,6 +71,16 @@ def test_index_and_search_errors_are_one_line_and_exit_2(tmp_path):
                                                      "--out", str(passages))  # --out given the passages
     assert passages.read_text().startswith('{"id": "1"')
     assert "no index at" in fails("--set", f"index.dir={tmp_path / 'index'}", "search", "Bern")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "searchplay-index.json").write_text("{}")  # valid JSON, no manifest
+    assert "is no index manifest (no ann, dimension" in fails("--set", f"index.dir={tmp_path / 'empty'}", "search",
+                                                               "Bern", "--mode", "fts")
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/retrieve"  # nothing listens once the block ends
+    result = CliRunner().invoke(app, ["--set", f"search.server_url={url}", "--set", "search.retries=0", "search",
+                                      "Bern"])
+    assert result.exit_code == 1 and "search error:" in result.output and "Traceback" not in result.output
     with socket.socket() as taken:  # a server already running there
         taken.bind(("127.0.0.1", 0))
         taken.listen()

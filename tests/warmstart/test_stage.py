@@ -92,6 +92,14 @@ def test_a_pool_without_enough_warmstart_subgraphs_says_how_to_fix_it(tmp_path):
         warmstart_records(tiny_params(tmp_path))
 
 
+def test_a_pool_line_that_is_no_record_is_named_not_a_traceback(tmp_path):
+    write_pool(tmp_path / "kg", ["warmstart"] * 4)
+    with (tmp_path / "kg" / "subgraphs.jsonl").open("a") as pool:
+        pool.write("[1]\n")
+    with pytest.raises(WarmstartError, match=r"subgraphs.jsonl: a line holds list '\[1\]', not a subgraph record"):
+        warmstart_records(tiny_params(tmp_path))
+
+
 def test_the_checks_run_on_a_vllm_engine_that_follows_the_trained_weights(tmp_path, vllm_installed, smollm2_path):
     """With vLLM the format checks sample from an engine of the start weights, and ``update_weights`` after training
     brings it to the trained model: its greedy tokens equal the transformers backend's on that model."""

@@ -131,9 +131,9 @@ def report_command(
     with start_run(params, "report", "compare", only=()) if params is not None else nullcontext():
         try:
             written = compare_variants(eval_dir, out, selfplay_dir, kg_pool, pairs, chosen)
-        except FileNotFoundError as exc:
-            console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(1) from None
+        except FileNotFoundError as exc:  # nothing evaluated: a retry finds the same folder
+            print_error("report error", str(exc))
+            raise typer.Exit(2) from None
         except ValueError as exc:  # a pair's models (PairError), or an input that does not parse (named)
             print_error("--pair" if isinstance(exc, PairError) else "report error", str(exc))
             raise typer.Exit(2) from None

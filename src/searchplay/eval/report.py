@@ -169,7 +169,10 @@ def read_variant_metrics(eval_root: str | Path, models: Collection[str] | None =
     ``model_order``."""
     found = {path.parent.name: path for path in Path(eval_root).glob("*/metrics.json")
              if models is None or path.parent.name in models}
-    return {name: read_json(found[name]) for name in model_order(list(found))}
+    metrics = {name: read_json(found[name]) for name in model_order(list(found))}
+    if shapeless := [str(found[name]) for name, value in metrics.items() if not isinstance(value, dict)]:
+        raise ValueError(f"{', '.join(shapeless)}: not a JSON object of metrics (an evaluation writes one)")
+    return metrics
 
 
 def runs_of(models: Collection[str], runs: Iterable[str]) -> list[str]:

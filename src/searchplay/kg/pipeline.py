@@ -82,7 +82,10 @@ def run_extract(params, dump: str | None, out_dir: Path, selector: RelationSelec
     """
     config = params.kg
     out_dir = Path(out_dir)
-    store_dir = out_dir / "store" if dump else Path(config.store_dir)
+    # the stage's store is kg.store_dir (a DVC output beside kg.out_dir); a pool written elsewhere (`--out`) keeps
+    # its store beside it, so it never replaces the store the project's pool was walked on
+    store_dir = Path(config.store_dir) if out_dir.resolve() == Path(config.out_dir).resolve() else out_dir / "store"
+    out_dir.mkdir(parents=True, exist_ok=True)  # a file there fails now, before a store is built (exit 2)
     with atomic_dir(store_dir) as staging:
         report = fill_store(params, dump, staging, progress("ingesting entities", None) if progress else None)
         log.info(report.summary())

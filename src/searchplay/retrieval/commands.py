@@ -69,12 +69,17 @@ def search_command(
     mode: str = typer.Option(None, "--mode", help="dense | fts | hybrid (search.mode)"),
 ) -> None:
     """Search the index and print Search-R1's document block."""
+    from searchplay.retrieval.client import RetrieverUnavailable
     from searchplay.retrieval.search import format_documents, load_search_tool
 
     params = get_params(ctx, **{"search.top_k": top_k, "search.mode": mode})
     with index_errors():
         tool = load_search_tool(params)
-    documents = tool.search([query], top_k=params.search.top_k)[0]
+        try:
+            documents = tool.search([query], top_k=params.search.top_k)[0]
+        except RetrieverUnavailable as exc:  # the server may come back: exit 1, which a retry may mend
+            print_error("search error", str(exc))
+            raise typer.Exit(1) from None
     for doc in documents:
         console.print(f"[dim]{doc.id}  score={doc.score:.4f}[/dim]")
     typer.echo(format_documents(documents, max_doc_tokens=params.search.max_doc_tokens), nl=False)

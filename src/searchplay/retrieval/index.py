@@ -256,14 +256,22 @@ def _hash_rows(content: Any, passages: list[dict], vectors: Any) -> None:
     content.update(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
 
 
+MANIFEST_KEYS = {"table", "rows", "dimension", "embedder", "e5_prefixes", "ann", "fts"}  # what searching reads
+
+
 def read_manifest(index_dir: str | Path) -> dict[str, Any]:
     path = Path(index_dir) / MANIFEST
     if not path.exists():
         raise RetrievalIndexError(f"no index at {index_dir} (missing {MANIFEST}); run `searchplay index build`")
     try:
-        return json.loads(path.read_text())
+        manifest = json.loads(path.read_text())
     except ValueError as exc:
         raise RetrievalIndexError(f"{path} is not valid JSON ({exc}); run `searchplay index build` again") from None
+    missing = sorted(MANIFEST_KEYS - set(manifest)) if isinstance(manifest, dict) else sorted(MANIFEST_KEYS)
+    if missing:
+        raise RetrievalIndexError(f"{path} is no index manifest (no {', '.join(missing)}); run `searchplay index "
+                                  "build` again")
+    return manifest
 
 
 def open_table(index_dir: str | Path, table: str):
