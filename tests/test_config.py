@@ -115,7 +115,19 @@ def test_a_mistake_on_the_command_line_is_not_blamed_on_the_params_file(tmp_path
         load_params(write(tmp_path, "bogus: 1\n"), {"kg.num_seeds": 3})
 
 
-def test_a_date_yaml_cannot_build_is_a_configuration_error(tmp_path):
+def test_a_params_path_that_is_a_folder_is_named_as_one(tmp_path):
+    (tmp_path / "params.yaml").mkdir()
+    with pytest.raises(ConfigError, match="is a folder, not a params file"):
+        load_params(tmp_path / "params.yaml")
+
+
+def test_a_date_yaml_cannot_build_is_a_configuration_error(tmp_path, monkeypatch):
+    """PyYAML builds 2001-02-30 as a date and fails. (lm-format-enforcer, which vLLM imports, makes every later
+    SafeLoader read timestamps as strings, process-wide: the test puts PyYAML's own constructor back.)"""
+    import yaml
+
+    monkeypatch.setitem(yaml.SafeLoader.yaml_constructors, "tag:yaml.org,2002:timestamp",
+                        yaml.constructor.SafeConstructor.construct_yaml_timestamp)
     with pytest.raises(ConfigError, match="2001-02-30"):
         parse_override("selfplay.iterations=2001-02-30")
     with pytest.raises(ConfigError, match="a value YAML cannot read"):

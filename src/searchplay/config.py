@@ -748,6 +748,8 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
     be among them (``check_variants``).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder, not a params file; move it away or give --params FILE")
     tree: dict[str, Any] = {}
     if base is not None and Path(base).exists() and Path(base).resolve() != path.resolve():
         tree = read_params_tree(Path(base))

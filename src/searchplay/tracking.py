@@ -104,6 +104,9 @@ def _open_store(uri: str, path: str | None) -> None:
     from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+    if path and Path(path).is_dir():  # sqlite cannot open it, and MLflow retries that for minutes
+        raise TrackingStoreError(f"{path} is a folder, not an MLflow store; move it away (the next run makes a new "
+                                 "one) or point tracking.uri at another store")
     try:
         client = mlflow.MlflowClient(tracking_uri=uri)  # resolves the tracking and registry stores' schemes
         if path:

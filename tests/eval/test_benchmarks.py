@@ -73,6 +73,7 @@ GOOD = json.dumps({"id": "a", "question": "Q?", "golden_answers": ["x"]})
 BAD_LINES = [
     ('{"id": "b", "question": "Q?", "golden_answers": ["x"]', "not valid JSON"),
     (json.dumps({"id": "c", "question": "Q?", "golden_answers": []}), "empty golden_answers"),
+    (json.dumps({"id": "f", "question": "Q?", "golden_answers": "x"}), "golden_answers is a str, not a list"),
     (json.dumps({"id": "d", "question": "  ", "golden_answers": ["x"]}), "missing or empty question"),
     (json.dumps({"id": "e", "question": "Q?", "golden_answers": [""]}), "empty or non-string answer"),
     (json.dumps({"question": "Q?", "golden_answers": ["x"]}), "missing id"),

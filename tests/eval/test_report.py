@@ -397,6 +397,7 @@ def test_report_logs_to_mlflow_unless_told_not_to(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0 and "chart view of the comparison, glance.png" in result.output
     assert "compareRunsMode=CHART" in result.output.split("glance.png")[-1]  # the report experiment's own view
+    assert "evaluations" not in result.output and "None" not in result.output  # this store holds no evaluation
     assert logged == [(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "compare")]
     assert compared[-1] is not None and compared[-1].info.run_name == "compare"
     run = mlflow.MlflowClient().get_run(compared[-1].info.run_id)

@@ -131,3 +131,17 @@ def test_a_weights_file_cut_after_its_header_is_an_error_naming_it(tiny_checkpoi
     weights.write_bytes(weights.read_bytes()[:-64])
     with pytest.raises(ModelLoadError, match=r"model\.safetensors: .* is cut short"):
         read_weights_into_memory(model, tiny_checkpoint)
+
+
+def test_cuda_that_torch_cannot_see_is_named_not_asserted(monkeypatch):
+    import torch
+
+    from searchplay.llm.transformers_backend import pick_device
+    from searchplay.llm.weights import check_device
+    from searchplay.retrieval.embedder import pick_device as pick_embedder_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for pick in (check_device, pick_device, pick_embedder_device):
+        with pytest.raises(ModelLoadError, match="torch finds no CUDA device"):
+            pick("cuda")
+    assert pick_device("cpu") == "cpu" and pick_embedder_device("auto") == "cpu"

@@ -39,6 +39,10 @@ def test_corpus_build_reports_a_bad_corpus(tmp_path):
                                       "--out", str(tmp_path / "o.jsonl")])
     assert result.exit_code == 2  # a retry reads the same file
     assert not (tmp_path / "o.jsonl").exists()
+    result = CliRunner().invoke(app, ["corpus", "build", "--source", "jsonl", "--path", str(tmp_path),
+                                      "--out", str(tmp_path / "o.jsonl")])  # an input, not an output: no output advice
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "is a folder; give the corpus file in it" in said and "--out" not in said
 
 
 def test_corpus_build_exits_2_on_a_truncated_file(tmp_path):

@@ -88,3 +88,11 @@ def test_auto_dtype_is_bf16_only_where_the_cpu_has_bf16_instructions(monkeypatch
     monkeypatch.setattr(precision, "cpu_bf16_instructions", lambda: None)
     assert pick_dtype("auto", "cpu") is torch.float32
     assert pick_dtype("float32", "cpu") is torch.float32
+
+
+def test_an_embedder_that_cannot_load_is_named_before_sentence_transformers_starts(tmp_path):
+    from searchplay.llm.weights import ModelLoadError
+    from searchplay.retrieval.embedder import Embedder
+
+    with pytest.raises(ModelLoadError, match=r"no such model folder; check the path \(models\.embedder\)"):
+        Embedder(str(tmp_path / "no such embedder"), device="cpu")

@@ -79,7 +79,9 @@ def _item_problem(record: Any, seen_ids: set[str]) -> str | None:
     if not isinstance(record.get("question"), str) or not record["question"].strip():
         return "missing or empty question"
     golds = record.get("golden_answers")
-    if not isinstance(golds, list) or not golds:
+    if golds is not None and not isinstance(golds, list):
+        return f"golden_answers is a {type(golds).__name__}, not a list of answers"
+    if not golds:
         return "empty golden_answers"
     if not all(isinstance(g, str) and g.strip() for g in golds):
         return "golden_answers holds an empty or non-string answer"

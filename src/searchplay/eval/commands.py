@@ -143,9 +143,11 @@ def report_command(
     if params is not None:
         from searchplay.tracking import chart_view_url
 
-        console.print(f"MLflow chart view of the evaluations (under `mlflow ui`): {chart_view_url(params)}")
-        console.print(f"MLflow chart view of the comparison, glance.png and its paired tests: "
-                      f"{chart_view_url(params, 'report')}")
+        views = (("the evaluations (under `mlflow ui`)", "evaluate"),
+                 ("the comparison, glance.png and its paired tests", "report"))
+        for what, stage in views:  # an experiment this store does not hold has no view to name
+            if url := chart_view_url(params, stage):
+                console.print(f"MLflow chart view of {what}: {url}")
 
 
 def report_models(eval_dir: Path, pair: list[str], models: str | None,

@@ -67,6 +67,9 @@ def pick_device(device: str) -> str:
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
+    from searchplay.llm.weights import check_device
+
+    check_device(device)
     return device
 
 

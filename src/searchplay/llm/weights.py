@@ -50,11 +50,11 @@ def load_causal_lm(path: str | Path, **kwargs: Any) -> Any:
         raise ModelLoadError(f"{path}: the model cannot be loaded ({type(exc).__name__}: {cause}); {hint}") from exc
 
 
-def check_model(model: str | Path) -> None:
+def check_model(model: str | Path, setting: str = "--model, models.policy or evaluate.model") -> None:
     """A ``ModelLoadError`` naming what is wrong where ``model`` (an alias, a folder or a hub id) cannot load: a
     path to no folder, a folder whose ``config.json`` does not parse or whose safetensors files are missing or cut,
     a hub id outside the local cache while offline. Run before a backend starts: vLLM's own errors come from its
-    engine as a long traceback, and a tokenizer's as an ``OSError``."""
+    engine as a long traceback, and a tokenizer's as an ``OSError``. ``setting``: where the name came from."""
     import os
 
     from searchplay.assets import resolve
@@ -63,14 +63,23 @@ def check_model(model: str | Path) -> None:
     if folder.is_dir():
         _check_folder(folder)
     elif folder.exists() or str(model).startswith((".", "/", "~")) or str(model).count("/") > 1:
-        raise ModelLoadError(f"{model}: no such model folder; check the path (--model, models.policy or "
-                             "evaluate.model)")
+        raise ModelLoadError(f"{model}: no such model folder; check the path ({setting})")
     elif os.environ.get("HF_HUB_OFFLINE") == "1":
         from huggingface_hub import try_to_load_from_cache
 
         if not isinstance(try_to_load_from_cache(str(model), "config.json"), str):
             raise ModelLoadError(f"{model}: no such folder, and no hub id in the local Hugging Face cache "
                                  "(searchplay runs offline); check the path, or run once with `searchplay --online`")
+
+
+def check_device(device: str) -> None:
+    """A ``ModelLoadError`` where ``models.device`` asks for CUDA that torch does not see (a CPU build of torch,
+    no driver), instead of torch's assertion deep inside the first load."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"models.device is {device}, but torch finds no CUDA device (a CPU build of torch, or "
+                             "no driver); set models.device to auto or cpu")
 
 
 def _check_folder(folder: Path) -> None:

@@ -234,6 +234,8 @@ def read_corpus(source: str, path: str | Path, report: CorpusReport, passage_wor
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"corpus file {path} does not exist (corpus.source={source!r}, corpus.path)")
+    if path.is_dir():
+        raise CorpusError(f"corpus.path {path} is a folder; give the corpus file in it (corpus.source={source!r})")
     if source == "bundled":
         return read_wiki_summaries(path, report, passage_words, max_articles)
     if source == "flashrag":

@@ -23,6 +23,9 @@ PASSAGE_PREFIX = "passage: "
 def pick_device(device: str = "auto") -> str:
     """'auto' -> 'cuda' when a GPU is present, else 'cpu'."""
     if device != "auto":
+        from searchplay.llm.weights import check_device
+
+        check_device(device)
         return device
     import torch
 
@@ -60,7 +63,9 @@ class Embedder:
             from sentence_transformers import SentenceTransformer
 
             from searchplay.assets import resolve
+            from searchplay.llm.weights import check_model
 
+            check_model(model, "models.embedder")  # one line where the folder or hub id cannot load
             device = pick_device(device)
             torch_dtype = pick_dtype(dtype, device)
             self.dtype = str(torch_dtype).removeprefix("torch.")
