@@ -90,6 +90,9 @@ def test_index_and_search_errors_are_one_line_and_exit_2(tmp_path):
         taken.listen()
         port = str(taken.getsockname()[1])
         assert f"cannot listen on 127.0.0.1:{port}" in fails("serve-retriever", "--port", port)  # before any load
+        assert "another --port" in fails("serve-retriever", "--port", port)
+    named = fails("serve-retriever", "--host", "no such host")
+    assert "must be an address of this machine" in named and "--port" not in named
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ within ``serve.server_timeout_s`` gets 503, one whose search runs longer gets 50
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import threading
@@ -214,8 +215,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise ListenError(f"cannot listen on {host}:{port} ({exc.strerror}); another server holds it? choose "
-                             "another --port (search.port), or stop that server") from None
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+            raise ListenError(f"cannot listen on {host}:{port} ({exc.strerror}); another server holds it? choose "
+                              "another --port (search.port), or stop that server") from None
+        raise ListenError(f"cannot listen on {host}:{port} ({exc.strerror}); --host (search.host) must be an "
+                          "address of this machine, such as 127.0.0.1 or 0.0.0.0") from None
     return sock
 
 
