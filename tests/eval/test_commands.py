@@ -51,6 +51,17 @@ def test_a_variant_name_that_is_not_registered_is_one_line_and_exit_2(captured, 
     assert "unknown variant" in result.output and "Traceback" not in result.output
 
 
+def test_an_output_place_that_is_a_file_is_named_before_the_model_loads(captured, tmp_path):
+    (tmp_path / "taken").write_text("a file\n")
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "ssp").write_text("a file\n")
+    for out, named in ((tmp_path / "taken", tmp_path / "taken"), (tmp_path / "root", tmp_path / "root" / "ssp")):
+        result = CliRunner().invoke(app, ["evaluate", "--out", str(out), "--variant", "ssp"])
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2 and f"output error: {named} is a file where a folder is needed" in said
+    assert captured == []  # stopped before the stage: no model loaded, nothing written
+
+
 def test_a_judge_outage_exits_non_zero_in_one_line(monkeypatch):
     import searchplay.eval.evaluate as stage
     from searchplay.llm.judge import JudgeOutageError

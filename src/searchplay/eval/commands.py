@@ -39,7 +39,7 @@ def evaluate_command(
                                  "more benchmarks or questions (without it such a run stops before anything loads)"),
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
-    from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for, print_error
+    from searchplay.cliutil import EXIT_BAD_PARAMS, OTHER_PATH, exit_code_for, print_error
     from searchplay.eval.benchmarks import BenchmarkError, HubUnreachableError
     from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants, evaluate
     from searchplay.eval.replacement import ReportWouldShrinkError
@@ -57,6 +57,10 @@ def evaluate_command(
                                 "evaluate.data_dir": data_dir, "evaluate.n": n, "evaluate.seed": seed,
                                 "evaluate.out_dir": out, "selfplay.variant": selfplay_variant})
     name = variant or params.selfplay.variant
+    for place in (Path(params.evaluate.out_dir), Path(params.evaluate.out_dir) / name):
+        if place.is_file():  # found now, not after the model and the index have loaded
+            print_error("output error", f"{place} is a file where a folder is needed; move it away {OTHER_PATH}")
+            raise typer.Exit(EXIT_BAD_PARAMS)
     try:
         result = evaluate(params, name, track=track, register=register, allow_base=allow_base, replace=replace)
     except (BenchmarkError, DataQualityError, HubUnreachableError) as exc:
