@@ -180,6 +180,15 @@ def test_an_unregistered_variant_stops_every_verb_before_it_starts(tmp_path, mon
                    "pipeline.variants: unknown variants ['nope']")
 
 
+def test_the_pipeline_outside_a_git_checkout_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    """A retry finds the same folder: exit 2, which the flows do not retry (it exited 1)."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["pipeline"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"pipeline: {tmp_path} is not a git checkout" in said
+    assert "Traceback" not in result.output
+
+
 def test_the_pipeline_ends_with_the_report_s_glance(tmp_path, monkeypatch):
     """After its stage times the pipeline prints the "At a glance" table of the report it made (or found up to
     date), so a first look ends with its result; a run of other stages only does not print an older report's."""

@@ -199,6 +199,9 @@ def pipeline_command(
         ran = pipeline.run(root, quick=quick, quick_file=params.pipeline.quick, targets=targets or [], force=force,
                            echo=lambda line: console.print(line, markup=False, highlight=False),
                            variants=list(params.pipeline.variants))
+    except pipeline.NotACheckoutError as exc:
+        print_error("pipeline", str(exc))
+        raise typer.Exit(EXIT_BAD_PARAMS) from None
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         console.print(f"[red]pipeline failed:[/red] {exc}")
         raise typer.Exit(1) from None

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from searchplay.config import PROFILE_REMOVE, ConfigError, _flatten, has_dotted, read_params_tree
-from searchplay.io import exclusive_outputs, put_back_after_a_kill, restored_afterwards
+from searchplay.io import InputError, exclusive_outputs, put_back_after_a_kill, restored_afterwards
 
 WORKSPACE_LOCK = "flows"  # `.flows.lock`: one run at a time edits params.yaml and dvc.lock (the Prefect flows too)
 STAGE_LINE_PREFIXES = ("Running stage", "Stage '", "Updating lock file", "ERROR")
@@ -91,10 +91,15 @@ def shown_command(command: list[str], quick_file: str | Path) -> str:
     return f"{line} (and {overrides} --set-param overrides: {Path(quick_file).name})" if overrides else line
 
 
+class NotACheckoutError(InputError, RuntimeError):
+    """The pipeline runs in a git checkout (DVC versions outputs against git); a retry finds the same folder."""
+
+
 def ensure_dvc_repository(root: Path) -> None:
     """DVC needs a git repository with a commit; say so clearly instead of DVC's traceback."""
     if not (root / ".git").exists():
-        raise RuntimeError(f"{root} is not a git checkout; clone the repository (DVC versions outputs against git)")
+        raise NotACheckoutError(f"{root} is not a git checkout; clone the repository (DVC versions outputs "
+                                "against git)")
     if not (root / ".dvc").exists():
         subprocess.run([str(Path(sys.executable).parent / "dvc"), "init", "--quiet"], cwd=root, check=True)
 
