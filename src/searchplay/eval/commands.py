@@ -39,7 +39,7 @@ def evaluate_command(
                                  "more benchmarks or questions (without it such a run stops before anything loads)"),
 ) -> None:
     """Answer the QA benchmarks with the Solver; write metrics, predictions, report and charts."""
-    from searchplay.cliutil import EXIT_BAD_PARAMS, OTHER_PATH, exit_code_for, print_error
+    from searchplay.cliutil import EXIT_BAD_PARAMS, exit_code_for, print_error
     from searchplay.eval.benchmarks import BenchmarkError, HubUnreachableError
     from searchplay.eval.evaluate import ModelNotFoundError, evaluable_variants, evaluate
     from searchplay.eval.replacement import ReportWouldShrinkError
@@ -56,11 +56,7 @@ def evaluate_command(
     params = get_params(ctx, **{"evaluate.model": model, "evaluate.benchmarks": _split(benchmarks),
                                 "evaluate.data_dir": data_dir, "evaluate.n": n, "evaluate.seed": seed,
                                 "evaluate.out_dir": out, "selfplay.variant": selfplay_variant})
-    name = variant or params.selfplay.variant
-    for place in (Path(params.evaluate.out_dir), Path(params.evaluate.out_dir) / name):
-        if place.is_file():  # found now, not after the model and the index have loaded
-            print_error("output error", f"{place} is a file where a folder is needed; move it away {OTHER_PATH}")
-            raise typer.Exit(EXIT_BAD_PARAMS)
+    refuse_a_file_as_output(Path(params.evaluate.out_dir), name := variant or params.selfplay.variant)
     try:
         result = evaluate(params, name, track=track, register=register, allow_base=allow_base, replace=replace)
     except (BenchmarkError, DataQualityError, HubUnreachableError) as exc:
@@ -79,6 +75,17 @@ def evaluate_command(
         print_error("judge outage", str(exc))
         raise typer.Exit(1) from None
     _print_scores(result)
+
+
+def refuse_a_file_as_output(out_root: Path, name: str) -> None:
+    """Exit 2 in one line where the output root or its ``<name>`` folder is a file: found now, not after the
+    model, the index and the embedder have loaded."""
+    from searchplay.cliutil import EXIT_BAD_PARAMS, OTHER_PATH, print_error
+
+    for place in (out_root, out_root / name):
+        if place.is_file():
+            print_error("output error", f"{place} is a file where a folder is needed; move it away {OTHER_PATH}")
+            raise typer.Exit(EXIT_BAD_PARAMS)
 
 
 def _print_scores(result: Any) -> None:
