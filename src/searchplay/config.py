@@ -706,6 +706,14 @@ def set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
     node[leaf] = value
 
 
+def get_dotted(tree: dict[str, Any], dotted_key: str) -> Any:
+    """The value at ``a.b.c`` in a nested dict (a ``KeyError`` where it is not there)."""
+    node: Any = tree
+    for part in dotted_key.split("."):
+        node = node[part]
+    return node
+
+
 def has_dotted(tree: dict[str, Any], dotted_key: str) -> bool:
     """Whether ``a.b.c`` is in a nested dict."""
     node: Any = tree
@@ -763,19 +771,19 @@ def load_params(path: str | Path = DEFAULT_PARAMS_FILE, overrides: dict[str, Any
             if key in (layer.get(section) or {}) and isinstance(tree.get(section), dict):
                 tree[section].pop(key, None)
         deep_merge(tree, layer)
+    given = set(overrides or {})  # the keys a flag or --set gave
     for key, value in (overrides or {}).items():  # None too: `--set index.embedding_cache=null` turns it off
         set_dotted(tree, key, value)
-    messages = recipe_section_errors(tree, str(path), set(overrides or {}))
+    messages = recipe_section_errors(tree, str(path), given)
     try:
         params = Params.model_validate({k: v for k, v in tree.items() if k in Params.model_fields or
                                         (k in RECIPE_SECTIONS and not messages)})
     except ValidationError as exc:
-        given = set(overrides or {})  # a flag or --set
         messages = [_describe(err, _source(_dotted(err), given, str(path))) for err in exc.errors()] + messages
     if messages:
         raise ConfigError("\n".join(messages))
     if variants is not None:
-        check_variants(params, variants, str(path), set(overrides or {}))
+        check_variants(params, variants, str(path), given)
     return params
 
 

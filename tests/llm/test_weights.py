@@ -133,15 +133,15 @@ def test_a_weights_file_cut_after_its_header_is_an_error_naming_it(tiny_checkpoi
         read_weights_into_memory(model, tiny_checkpoint)
 
 
-def test_cuda_that_torch_cannot_see_is_named_not_asserted(monkeypatch):
+def test_cuda_that_torch_cannot_see_is_named_not_asserted(monkeypatch, minilm_path):
     import torch
 
     from searchplay.llm.transformers_backend import pick_device
     from searchplay.llm.weights import check_device
-    from searchplay.retrieval.embedder import pick_device as pick_embedder_device
+    from searchplay.retrieval.embedder import Embedder
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    for pick in (check_device, pick_device, pick_embedder_device):
+    for pick in (check_device, pick_device, lambda device: Embedder(str(minilm_path), device=device)):
         with pytest.raises(ModelLoadError, match="torch finds no CUDA device"):
-            pick("cuda")
-    assert pick_device("cpu") == "cpu" and pick_embedder_device("auto") == "cpu"
+            pick("cuda")  # the embedder too, before sentence-transformers loads it
+    assert pick_device("cpu") == "cpu" and pick_device("auto") == "cpu"

@@ -80,12 +80,14 @@ def evaluate_command(
 def refuse_a_file_as_output(out_root: Path, name: str) -> None:
     """Exit 2 in one line where the output root or its ``<name>`` folder is a file: found now, not after the
     model, the index and the embedder have loaded."""
-    from searchplay.cliutil import EXIT_BAD_PARAMS, OTHER_PATH, print_error
+    import errno
+
+    from searchplay.cliutil import EXIT_UNWRITABLE, path_error_message, print_error
 
     for place in (out_root, out_root / name):
-        if place.is_file():
-            print_error("output error", f"{place} is a file where a folder is needed; move it away {OTHER_PATH}")
-            raise typer.Exit(EXIT_BAD_PARAMS)
+        if place.is_file():  # the message the root command gives a file where a folder belongs, written later
+            print_error("output error", path_error_message(FileExistsError(errno.EEXIST, "File exists", str(place))))
+            raise typer.Exit(EXIT_UNWRITABLE)
 
 
 def _print_scores(result: Any) -> None:

@@ -802,7 +802,7 @@ def glance_table(pairs: list[PairTests], scope: str, tests_in_report: int) -> Ta
 
 
 def paired_test_count(comparisons: list[PairedComparison], behaviours: list[BehaviourComparison],
-              coverages: list[CoverageComparison]) -> int:
+                      coverages: list[CoverageComparison]) -> int:
     """How many exact tests the paired sections run: the p-values among their metrics."""
     keys = [*(key for c in comparisons for key in comparison_metrics(c)),
             *(key for b in behaviours for key in behaviour_metrics(b)),

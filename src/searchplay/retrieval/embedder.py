@@ -20,18 +20,6 @@ QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 
 
-def pick_device(device: str = "auto") -> str:
-    """'auto' -> 'cuda' when a GPU is present, else 'cpu'."""
-    if device != "auto":
-        from searchplay.llm.weights import check_device
-
-        check_device(device)
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def pick_dtype(name: str, device: str) -> Any:
     """``models.embedder_dtype`` -> a torch dtype; 'auto': bf16 where the hardware computes it natively.
 
@@ -63,6 +51,7 @@ class Embedder:
             from sentence_transformers import SentenceTransformer
 
             from searchplay.assets import resolve
+            from searchplay.llm.transformers_backend import pick_device
             from searchplay.llm.weights import check_model
 
             check_model(model, "models.embedder")  # one line where the folder or hub id cannot load

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from searchplay.config import RESULT_NEUTRAL, Params
+from searchplay.config import RESULT_NEUTRAL, Params, get_dotted
 from searchplay.io import code_digest, files_digest, write_json
 from searchplay.llm.weights import model_digest
 
@@ -42,14 +42,8 @@ def params_digest(params: Params, variant: str) -> str:
     if entry is None:
         return params.digest()
     dumped = params.model_dump(mode="json", exclude=RESULT_NEUTRAL)
-    picked = {key: _dotted_value(dumped, key) for key in sorted({*STAGE_PARAMS, *RUN_ONLY_PARAMS, *entry.params})}
+    picked = {key: get_dotted(dumped, key) for key in sorted({*STAGE_PARAMS, *RUN_ONLY_PARAMS, *entry.params})}
     return hashlib.sha256(json.dumps(picked, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def _dotted_value(tree: dict[str, Any], key: str) -> Any:
-    for part in key.split("."):
-        tree = tree[part]
-    return tree
 
 
 def run_inputs(params_digest: str, start: str, pinned: dict[str, Any], data: Iterable[Path] = ()) -> dict[str, str]:
